@@ -1,0 +1,79 @@
+#include "kernels/kernel_type.h"
+
+#include <cmath>
+#include <sstream>
+#include <stdexcept>
+
+namespace vb {
+
+std::int64_t Problem::dim(std::string_view name) const {
+  auto it = size.dims.find(std::string(name));
+  if (it == size.dims.end())
+    throw std::out_of_range("size '" + size.label + "' of " + kernel + " has no dimension '" +
+                            std::string(name) + "'");
+  return it->second;
+}
+
+double Problem::attr(std::string_view name) const {
+  for (std::size_t i = 0; i < attr_names.size(); ++i)
+    if (attr_names[i] == name) return attrs.at(i);
+  throw std::out_of_range(kernel + " has no attribute '" + std::string(name) + "'");
+}
+
+std::string Problem::describe() const {
+  std::ostringstream o;
+  o << kernel << " " << size.label << " " << dtype_name(dtype);
+  if (!attrs.empty()) {
+    o << " [";
+    for (std::size_t i = 0; i < attrs.size(); ++i) {
+      if (i) o << ", ";
+      o << attr_names[i] << "=" << attrs[i];
+    }
+    o << "]";
+  }
+  return o.str();
+}
+
+double KernelType::min_bytes(const Problem& p) const {
+  double b = 0;
+  for (const auto& t : p.inputs) b += static_cast<double>(t.nbytes());
+  for (const auto& t : p.outputs) b += static_cast<double>(t.nbytes());
+  return b;
+}
+
+std::int64_t KernelType::compare_row_length(const Problem& p, int output_index) const {
+  const auto& shape = p.outputs.at(static_cast<std::size_t>(output_index)).shape;
+  return shape.empty() ? 1 : shape.back();
+}
+
+std::vector<Size> KernelType::all_sizes(std::string_view backend) const {
+  std::vector<Size> out;
+  auto add = [&](const Size& s) {
+    for (const auto& o : out)
+      if (o.label == s.label) return;
+    out.push_back(s);
+  };
+  add(smoke_size());
+  for (const auto& s : test_sizes()) add(s);
+  for (const auto& s : edge_sizes()) add(s);
+  for (const auto& c : stability_cases()) add(c.size);
+  add(benchmark_size(backend));
+  return out;
+}
+
+std::optional<Size> KernelType::find_size(std::string_view label, std::string_view backend) const {
+  for (const auto& s : all_sizes(backend))
+    if (s.label == label) return s;
+  return std::nullopt;
+}
+
+std::vector<double> KernelType::resolve_attrs(const Size& size) const {
+  std::vector<double> v;
+  for (const auto& a : attributes()) {
+    auto it = size.attrs.find(a.name);
+    v.push_back(it != size.attrs.end() ? it->second : a.default_value);
+  }
+  return v;
+}
+
+}  // namespace vb

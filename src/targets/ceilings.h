@@ -1,0 +1,72 @@
+// Measured ceilings of the local CPU (DESIGN §5): memory bandwidth and peak compute per dtype,
+// measured by a probe program built with the same toolchain as the kernels
+// (src/targets/probes/cpu_ceilings.cpp) and cached per machine under cache_dir()/ceilings/.
+// The evaluator's roofline (src/targets/roofline.h) and its ">100 % of ceiling is INVALID"
+// guard (DESIGN §4) are based on these numbers.
+#pragma once
+
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "core/dtype.h"
+
+namespace vb {
+
+/// Bandwidth and compute ceilings of one machine, as measured.
+struct Ceilings {
+  std::string machine_id;   ///< machine_id(detect_cpu()) of the machine measured
+  std::string cpu_model;    ///< CpuInfo::model of that machine
+  std::string measured_at;  ///< ISO-8601 UTC time of the measurement, "2025-01-31T12:00:00Z"
+  std::string compiler;     ///< probe build: compiler command line and `--version` first line
+  /// Memory bandwidth ceiling in GB/s (1e9 bytes/s): the maximum over bw_probes_gbs.
+  double mem_bw_gbs = 0;
+  /// Per STREAM-like probe ("read", "copy", "triad"), GB/s, all threads, arrays >= 4x LLC
+  /// (capped at ~3 GiB total). Bytes counted: read 8, copy 16, triad 24 per element.
+  std::map<std::string, double> bw_probes_gbs;
+  /// Peak compute in TFLOP/s (1e12 FLOP/s, FMA = 2 FLOP) for F64, F32, F16, BF16, all threads.
+  /// A 16-bit peak is never below the fp32 peak (a kernel can always compute in fp32).
+  std::map<DType, double> peak_tflops;
+  /// How each peak was obtained, e.g. "AVX-512 vfmadd231ps (zmm, 16 chains)" or
+  /// "via fp32 (no native 16-bit FMA)".
+  std::map<DType, std::string> peak_method;
+  double probe_seconds = 0;  ///< wall time of the probe run (not counting its compilation)
+  int threads = 0;           ///< OpenMP threads the probe used
+  /// Measured with VB_PROBE_QUICK (small arrays, short runs; bandwidth may be cache, not DRAM,
+  /// bandwidth). A quick result is never reused by a normal (full) local_cpu_ceilings() call.
+  bool quick = false;
+
+  /// Peak TFLOP/s for kernels of dtype `t`: F64 and I64 use the F64 peak; a missing 16-bit
+  /// entry falls back to F32. Throws std::invalid_argument when no usable peak is recorded.
+  double peak_for(DType t) const;
+};
+
+/// JSON form: {"machine_id", "cpu_model", "measured_at", "compiler", "mem_bw_gbs",
+/// "bw_probes_gbs": {"read":..}, "peak_tflops": {"fp64":..}, "peak_method": {"fp64":..},
+/// "probe_seconds", "threads", "quick"}; dtypes are keyed by dtype_name().
+void to_json(nlohmann::json& j, const Ceilings& c);
+/// Inverse of to_json. Throws (nlohmann::json::exception or std::invalid_argument) on a missing
+/// or mistyped field, an unknown dtype name, or non-positive bandwidth / F32 / F64 peaks.
+void from_json(const nlohmann::json& j, Ceilings& c);
+
+/// Builds the probe (cached by source + compiler hash in cache_dir()/probes/<hash>/), runs it
+/// on all threads and returns what it measured, stamped with this machine's id and the time.
+/// Takes ~7-15 s (~1-2 s with VB_PROBE_QUICK=1 in the environment). `progress`, when set,
+/// receives short status lines. Throws std::runtime_error with the compiler's or the probe's
+/// output when building or running fails, or when the probe's output is not the expected JSON.
+Ceilings measure_cpu_ceilings(std::function<void(std::string)> progress = {});
+
+/// The local machine's ceilings from cache_dir()/ceilings/<machine_id>.json; measured (and the
+/// cache rewritten atomically) when the file is missing, unreadable, invalid, of another
+/// machine id, a quick measurement while a full one is wanted, or when `recalibrate`.
+/// Serialized by a process-wide mutex, so concurrent callers never run two probes at once.
+Ceilings local_cpu_ceilings(bool recalibrate = false,
+                            std::function<void(std::string)> progress = {});
+
+/// Path of the cache file for `machine_id`: cache_dir()/ceilings/<machine_id>.json.
+std::filesystem::path ceilings_cache_path(const std::string& machine_id);
+
+}  // namespace vb

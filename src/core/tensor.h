@@ -6,9 +6,9 @@
 #include <string>
 #include <vector>
 
-#include "core/dtype.h"
+#include <dlpack/dlpack.h>
 
-struct DLDataType;  // dlpack/dlpack.h
+#include "core/dtype.h"
 
 namespace vb {
 

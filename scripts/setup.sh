@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Installs what VladBud needs (Debian packages, only when missing), then configures and builds
+# it into build/ (Release). Safe to re-run. Usage: scripts/setup.sh [--sanitize] [--build-dir DIR]
+set -euo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+build_dir="$here/build"
+sanitize=OFF
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --sanitize) sanitize=ON; build_dir="$here/build-asan" ;;
+    --build-dir) build_dir="$2"; shift ;;
+    -h|--help) sed -n '2,3p' "$0"; exit 0 ;;
+    *) echo "setup.sh: unknown option $1" >&2; exit 2 ;;
+  esac
+  shift
+done
+
+# Debian packages: toolchain, CLI11, nlohmann-json, fmt, DLPack, Highway, GoogleTest.
+pkgs=(cmake make g++ libcli11-dev nlohmann-json3-dev libfmt-dev libdlpack-dev libhwy-dev libgtest-dev)
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "setup: installing ${missing[*]}" >&2
+  sudo_cmd=""
+  [ "$(id -u)" -ne 0 ] && sudo_cmd="sudo"
+  $sudo_cmd apt-get update -qq >&2
+  DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq "${missing[@]}" >&2
+fi
+
+jobs="$(nproc 2>/dev/null || echo 2)"
+cmake -S "$here" -B "$build_dir" -DCMAKE_BUILD_TYPE=Release -DVB_SANITIZE="$sanitize" >/dev/null
+cmake --build "$build_dir" -j "$jobs" >&2
+echo "setup: built $build_dir/vladbud" >&2

@@ -1,0 +1,87 @@
+// CPU backend: builds a C++ kernel source with the host compiler into a shared library.
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fmt/format.h>
+
+#include "backends/backend.h"
+#include "backends/cpu/toolchain.h"
+#include "core/paths.h"
+#include "core/process.h"
+#include "runner/protocol.h"
+
+namespace vb {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+class CpuBackend final : public Backend {
+ public:
+  std::string name() const override { return "cpu"; }
+  std::string source_extension() const override { return ".cpp"; }
+
+  std::string toolchain_description() const override {
+    const auto& tc = cpu_toolchain();
+    return tc.version + " | " + tc.command_line();
+  }
+
+  BuildResult build(const fs::path& source) const override {
+    BuildResult r;
+    std::string src;
+    try {
+      src = read_file(source);
+    } catch (const std::exception& e) {
+      r.diagnostics = std::string(e.what()) + " (check the --source path)";
+      return r;
+    }
+    const auto& tc = cpu_toolchain();
+    r.compiler_version = tc.version;
+    const fs::path sdk = vladbud_home() / "kernels" / "include" / "vb_kernel.h";
+    std::string key_material = src + "\n--sdk--\n" + read_file(sdk) + "\n--tc--\n" +
+                               tc.command_line() + "\n" + tc.version;
+    r.cache_key = runner::hex64(runner::fnv1a64(key_material.data(), key_material.size()));
+    const fs::path dir = cache_dir() / "build" / "cpu" / r.cache_key;
+    r.library = dir / "kernel.so";
+    const fs::path report = dir / "vectorization.txt";
+    std::vector<std::string> argv{tc.cxx};
+    argv.insert(argv.end(), tc.flags.begin(), tc.flags.end());
+    const fs::path tmp_lib = dir / ("kernel.so.tmp." + std::to_string(::getpid()));
+    const fs::path tmp_rep = dir / ("vectorization.txt.tmp." + std::to_string(::getpid()));
+    argv.insert(argv.end(), {"-shared", "-fopt-info-vec-optimized=" + tmp_rep.string(),
+                             source.string(), "-o", tmp_lib.string()});
+    for (const auto& a : argv) r.command += (r.command.empty() ? "" : " ") + a;
+    if (fs::exists(r.library) && fs::exists(report)) {
+      r.ok = true;
+      r.cached = true;
+      r.vectorized_loops = parse_vectorization_report(read_file(report));
+      return r;
+    }
+    fs::create_directories(dir);
+    const auto pr = run_process(argv, std::chrono::minutes(5));
+    r.seconds = pr.seconds;
+    r.diagnostics = pr.err + pr.out;
+    if (!pr.ok()) {
+      std::error_code ec;
+      fs::remove(tmp_lib, ec);
+      fs::remove(tmp_rep, ec);
+      if (pr.timed_out) r.diagnostics += "\n(compiler timed out after 5 minutes)";
+      return r;
+    }
+    fs::rename(tmp_lib, r.library);
+    fs::rename(tmp_rep, report);
+    r.vectorized_loops = parse_vectorization_report(read_file(report));
+    r.ok = true;
+    return r;
+  }
+};
+
+}  // namespace
+
+const Backend& cpu_backend() {
+  static const CpuBackend b;
+  return b;
+}
+
+}  // namespace vb

@@ -1,0 +1,115 @@
+// `vladbud bench`: evaluate one kernel source (default: the starter) and time it.
+#include <filesystem>
+#include <iostream>
+
+#include "cli/commands.h"
+#include "eval/report.h"
+#include "kernels/kernel_type.h"
+#include "targets/cpu_info.h"
+
+namespace vb::cli {
+
+namespace {
+struct BenchArgs {
+  std::string kernel, source, backend = "cpu", size, dtype = "fp32", results = "results.tsv",
+                                  tag = "bench";
+  bool quick = false, json = false, no_timing = false, list_sizes = false, progress = false;
+  std::uint64_t seed = 42, fresh_seed = 0;
+  double timeout = 30;
+};
+
+[[noreturn]] void usage_error(const std::string& msg) {
+  std::cerr << "vladbud bench: " << msg << "\n";
+  throw CLI::RuntimeError(kUsage);
+}
+
+void run_bench(const BenchArgs& a) {
+  const KernelType* kt = find_kernel_type(a.kernel);
+  if (!kt)
+    usage_error("unknown kernel type '" + a.kernel + "'; choose one of: " + kernel_type_names());
+  const Backend* be = find_backend(a.backend);
+  if (!be)
+    usage_error("unknown backend '" + a.backend + "'; available: " + backend_names());
+  if (a.list_sizes) {
+    for (const auto& s : kt->all_sizes(be->name())) std::cout << s.label << "\n";
+    return;
+  }
+  EvalOptions o;
+  o.quick = a.quick;
+  o.timing = !a.no_timing;
+  o.seed = a.seed;
+  o.fresh_seed = a.fresh_seed;
+  o.call_timeout_s = a.timeout;
+  o.progress = progress_printer(a.progress);
+  const auto dt = parse_dtype(a.dtype);
+  if (!dt || !is_floating(*dt) || *dt == DType::F64)
+    usage_error("--dtype must be fp16, bf16 or fp32 (got '" + a.dtype + "')");
+  o.timing_dtype = *dt;
+  if (!a.size.empty()) {
+    auto s = kt->find_size(a.size, be->name());
+    if (!s) {
+      std::string labels;
+      for (const auto& x : kt->all_sizes(be->name())) labels += " " + x.label;
+      usage_error("unknown size '" + a.size + "' for " + kt->name() + "; known sizes:" + labels);
+    }
+    o.timing_size = *s;
+  }
+  const std::filesystem::path src =
+      a.source.empty() ? be->starter_source(kt->name()) : std::filesystem::path(a.source);
+  if (!std::filesystem::exists(src))
+    usage_error("source file '" + src.string() + "' does not exist");
+
+  const EvalReport r = evaluate(*kt, *be, src, o);
+  const std::string target = "local-cpu";
+  int experiment = 0;
+  try {
+    experiment = append_results_row(a.results, results_row(r, target, a.tag));
+  } catch (const std::exception& e) {
+    std::cerr << "vladbud bench: warning: result not logged: " << e.what() << "\n";
+  }
+  if (a.json) {
+    auto j = report_to_json(r);
+    j["target"] = target;
+    j["results_tsv"] = a.results;
+    j["experiment"] = experiment;
+    std::cout << j.dump(2) << "\n";
+  } else {
+    std::cout << format_key_values(r);
+    std::cout << "target: " << target << " (" << detect_cpu().model << ")\n";
+    if (experiment) std::cout << "results_tsv: " << a.results << " (experiment " << experiment << ")\n";
+    if (!r.build.ok && !r.build.diagnostics.empty())
+      std::cerr << "compiler diagnostics:\n" << r.build.diagnostics;
+  }
+  const int code = exit_code_for(r.verdict);
+  if (code != 0) throw CLI::RuntimeError(code);
+}
+}  // namespace
+
+void add_bench(CLI::App& app) {
+  auto args = std::make_shared<BenchArgs>();
+  auto* c = app.add_subcommand(
+      "bench",
+      "Build a kernel source, validate it against the fp64 oracle through the five stages and "
+      "every guard, time it, and report % of this machine's measured ceiling.\n"
+      "Prints greppable 'key: value' lines (or --json) and appends one row to results.tsv.\n"
+      "Exit code 0 only when the verdict is PASS.");
+  c->add_option("--kernel,-k", args->kernel, "kernel type: " + kernel_type_names())->required();
+  c->add_option("--source,-s", args->source, "kernel source to evaluate (default: the starter kernels/<backend>/<type>)");
+  c->add_option("--backend,-b", args->backend, "backend: cpu")->capture_default_str();
+  c->add_option("--size", args->size, "size label to time (default: the type's benchmark size; --list-sizes shows all)");
+  c->add_option("--dtype", args->dtype, "dtype of the timed problem: fp16, bf16, fp32 (correctness always runs all three)")
+      ->capture_default_str();
+  c->add_flag("--quick", args->quick, "fewer sizes per stage and a short timing window");
+  c->add_flag("--json", args->json, "print the report as JSON");
+  c->add_flag("--no-timing", args->no_timing, "correctness stages only");
+  c->add_flag("--list-sizes", args->list_sizes, "list the size labels of the kernel type and exit");
+  c->add_flag("--progress", args->progress, "print progress to stderr even when it is not a terminal");
+  c->add_option("--results", args->results, "results.tsv to append to")->capture_default_str();
+  c->add_option("--tag", args->tag, "tag column of the results.tsv row")->capture_default_str();
+  c->add_option("--seed", args->seed, "default seed of the inputs")->capture_default_str();
+  c->add_option("--fresh-seed", args->fresh_seed, "the extra fresh seed (default: new each run; printed)");
+  c->add_option("--timeout", args->timeout, "wall-clock limit of one kernel call, seconds")->capture_default_str();
+  c->callback([args] { run_bench(*args); });
+}
+
+}  // namespace vb::cli

@@ -1,0 +1,31 @@
+// Subcommand registration for the `vladbud` CLI. Each subcommand lives in its own file and
+// only parses arguments and calls library code (DESIGN §1).
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <functional>
+#include <string>
+
+namespace vb::cli {
+
+void add_bench(CLI::App& app);
+void add_run(CLI::App& app);
+void add_targets(CLI::App& app);
+
+/// Exit codes shared by the subcommands.
+enum ExitCode : int {
+  kOk = 0,
+  kFail = 1,       ///< correctness failed (or a build failed)
+  kUsage = 2,      ///< bad arguments or input
+  kTimeout = 3,
+  kCrash = 4,
+  kInvalid = 5,    ///< correct but the timing is not credible (above the ceiling, cross-check)
+};
+
+/// Maps an evaluation verdict to an exit code.
+int exit_code_for(const std::string& verdict);
+
+/// A progress printer to stderr, active when stderr is a terminal or `force` is set.
+std::function<void(const std::string&)> progress_printer(bool force);
+
+}  // namespace vb::cli

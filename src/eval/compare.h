@@ -1,0 +1,54 @@
+// Output comparison against the fp64 oracle (DESIGN §4).
+//
+// Three checks, all required:
+//  1. NaN/Inf pattern: every element's class (NaN, +Inf, -Inf, finite) equals the oracle's
+//     (the oracle rounded to the output dtype, so fp16 overflow to inf is expected and matched).
+//  2. Global relative Frobenius error over the finite elements, ‖out − ref‖ / ‖ref‖, at most
+//     the dtype's threshold (fp32 1e-5, fp16 2e-3, bf16 1.6e-2). When ‖ref‖ = 0 the RMS
+//     absolute error is used instead.
+//  3. Localized check: each row r (the kernel type's compare_row_length) must satisfy
+//     ‖out_r − ref_r‖ / max(‖ref_r‖, rms_row) ≤ kRowFactor × threshold, where rms_row is the
+//     RMS of the reference rows' norms — so one wrong row or a wrong tail tile fails even when
+//     the global error is small, while a row whose reference is near zero is judged against a
+//     typical row's magnitude instead of blowing up.
+// Thresholds: a correct fp32 kernel is ~1e-7..1e-6 off; TF32 inputs (10-bit mantissa) give
+// ~3e-4 (fails 1e-5); fp16 accumulation over K = 4096 gives ~1e-2 (fails 2e-3). The fp16/bf16
+// thresholds are ~4x the unit roundoff (2^-11, 2^-8), leaving room for one rounding of
+// intermediates (e.g. attention probabilities) in the output dtype.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "core/dtype.h"
+#include "core/tensor.h"
+
+namespace vb {
+
+/// Multiplier of the global threshold allowed for a single row.
+inline constexpr double kRowFactor = 10.0;
+
+/// Relative Frobenius threshold for outputs of dtype t (see file comment).
+double error_threshold(DType t);
+
+/// Result of comparing one output tensor.
+struct CompareResult {
+  bool ok = true;
+  double rel_error = 0;       ///< global relative Frobenius error (finite elements)
+  double worst_row_error = 0; ///< worst localized row error
+  std::int64_t worst_row = -1;
+  double threshold = 0;
+  /// "poisoned" when unwritten (poison-valued) elements were found; "nan_inf" for another
+  /// NaN/Inf mismatch; "accuracy" for an error above threshold; "" when ok.
+  std::string failure;
+  std::string reason;  ///< one line, e.g. "row 4095 of 4096: error 3.1e-2 > 1.6e-1 ..."
+};
+
+/// Compares `out` (the kernel's output in its dtype) to `ref` (oracle values already rounded
+/// to out's dtype; same element count). `row_len` > 0 divides the element count.
+CompareResult compare_output(const TensorView& out, const Array64& ref, std::int64_t row_len);
+
+/// True when the element `i` of `out` holds the runner's poison bit pattern for its dtype.
+bool is_poison(const TensorView& out, std::int64_t i);
+
+}  // namespace vb

@@ -1,0 +1,97 @@
+// The evaluator (DESIGN §4): builds a candidate, runs it in the isolated runner through the
+// five correctness stages with every guard, times it, and places it on the local roofline.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "backends/backend.h"
+#include "core/dtype.h"
+#include "kernels/kernel_type.h"
+#include "targets/ceilings.h"
+#include "targets/roofline.h"
+
+namespace vb {
+
+/// Knobs of one evaluation. Defaults are the full protocol.
+struct EvalOptions {
+  std::uint64_t seed = 42;             ///< the default seed (DESIGN §2)
+  std::uint64_t fresh_seed = 0;        ///< 0 = derive a new one from the clock (reported)
+  bool quick = false;                  ///< fewer sizes per stage and a shorter timing window
+  bool timing = true;                  ///< run the timing protocol after correctness
+  std::vector<DType> dtypes{DType::F16, DType::BF16, DType::F32};  ///< correctness dtypes
+  DType timing_dtype = DType::F32;     ///< dtype of the timed problem
+  std::optional<Size> timing_size;     ///< default: KernelType::benchmark_size(backend)
+  double call_timeout_s = 30;          ///< wall-clock limit of one correctness call
+  double min_time_s = 0.5;             ///< timing: minimum timed duration
+  double max_time_s = 4.0;             ///< timing: stop after this long
+  int min_reps = 10;                   ///< timing: minimum timed calls
+  std::size_t llc_bytes = 0;           ///< rotation target; 0 = detect (2x last-level cache)
+  std::size_t max_rotation_bytes = 3ull << 30;  ///< cap on the rotating buffer sets
+  /// Ceilings for % of peak; when absent the local CPU's measured ceilings are used.
+  std::optional<Ceilings> ceilings;
+  /// Progress lines ("[2/5 shape sweep] 256x4096 fp16"); may be empty.
+  std::function<void(const std::string&)> progress;
+};
+
+/// One of the five stages (or "build"/"load"/"timing").
+struct StageResult {
+  std::string name;        ///< "smoke", "shape_sweep", "stability", "determinism", "edge"
+  std::string status;      ///< "PASS", "FAIL", "SKIP" (with reason), "NOT RUN"
+  int cases = 0;           ///< cases run
+  double max_rel_error = 0;///< worst global relative error seen
+  std::string detail;      ///< failure reason or skip reason
+};
+
+/// Timing and roofline of the benchmark problem.
+struct TimingResult {
+  std::string size_label;
+  DType dtype = DType::F32;
+  double median_us = 0, p10_us = 0, p90_us = 0;
+  double noise = 0;         ///< median absolute deviation / median
+  int reps = 0;
+  int rotation_sets = 0;
+  double rotation_bytes = 0;
+  double flops = 0, bytes = 0;
+  double parent_wall_s = 0;  ///< the parent's clock around the timed command
+  double timed_sum_s = 0;    ///< sum of the runner's per-call times
+  RooflinePoint roofline;
+  std::string ceiling_source;  ///< e.g. "measured 2026-11-30 (cpu ceilings probe)"
+};
+
+/// Verdict of an evaluation.
+struct EvalReport {
+  std::string kernel;
+  std::string backend;
+  std::filesystem::path source;
+  /// "PASS", "FAIL", "TIMEOUT", "CRASH" or "INVALID" (throughput above the ceiling or a
+  /// failed timing cross-check).
+  std::string verdict = "PASS";
+  std::string failed_stage, failed_size, failed_dtype, reason;
+  /// The guard or check that fired: poisoned_output, guard_band, input_mutation, fresh_inputs,
+  /// output_dtype_shape, async_write, kernel_error, accuracy, nan_inf_pattern, determinism,
+  /// timeout, crash, build, load, timer_cross_check, above_ceiling.
+  std::string guard;
+  BuildResult build;
+  std::vector<StageResult> stages;
+  std::optional<TimingResult> timing;
+  std::uint64_t seed = 42, fresh_seed = 0;
+  double seconds = 0;  ///< wall time of the whole evaluation
+
+  bool correct() const { return verdict == "PASS" || verdict == "INVALID"; }
+};
+
+/// Evaluates `source` as a kernel of type `type` on backend `backend`. Never throws for a bad
+/// candidate (that is a verdict); throws std::runtime_error only for harness problems (runner
+/// binary missing, out of memory for the arena).
+EvalReport evaluate(const KernelType& type, const Backend& backend,
+                    const std::filesystem::path& source, const EvalOptions& opts);
+
+/// Drops cached oracle outputs (tests use it to bound memory).
+void clear_oracle_cache();
+
+}  // namespace vb

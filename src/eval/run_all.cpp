@@ -1,0 +1,155 @@
+#include "eval/run_all.h"
+
+#include <fmt/format.h>
+#include <sstream>
+
+#include "eval/report.h"
+#include "targets/cpu_info.h"
+
+namespace vb {
+
+using json = nlohmann::json;
+
+TargetResults run_local_cpu(const std::vector<const KernelType*>& types, const EvalOptions& opts,
+                            const std::function<void(std::size_t, const EvalReport&)>& on_done) {
+  TargetResults t;
+  const CpuInfo cpu = detect_cpu();
+  t.id = "local-cpu";
+  t.name = cpu.model;
+  t.backend = "cpu";
+  t.local = true;
+  t.ceilings = opts.ceilings ? *opts.ceilings : local_cpu_ceilings(false, opts.progress);
+  EvalOptions o = opts;
+  o.ceilings = t.ceilings;
+  const Backend& be = *find_backend("cpu");
+  for (std::size_t i = 0; i < types.size(); ++i) {
+    const KernelType& kt = *types[i];
+    t.kernels.push_back(evaluate(kt, be, be.starter_source(kt.name()), o));
+    if (on_done) on_done(i, t.kernels.back());
+  }
+  return t;
+}
+
+namespace {
+
+std::string stage_cell(const EvalReport& r, const char* name) {
+  for (const auto& s : r.stages)
+    if (s.name == name) return s.status;
+  return "-";
+}
+
+std::string accuracy_cell(const EvalReport& r) {
+  // Accuracy = shape sweep + edge shapes, with the worst relative error seen.
+  std::string st = "PASS";
+  double err = 0;
+  for (const auto& s : r.stages) {
+    if (s.name == "smoke" || s.name == "shape_sweep" || s.name == "edge") {
+      if (s.status == "FAIL") st = "FAIL";
+      else if (s.status == "NOT RUN" && st == "PASS") st = "NOT RUN";
+      err = std::max(err, s.max_rel_error);
+    }
+  }
+  return err > 0 ? fmt::format("{} ({:.1e})", st, err) : st;
+}
+
+std::string perf_cell(const EvalReport& r) {
+  if (!r.timing) return "-";
+  const auto& t = *r.timing;
+  if (t.roofline.bound == "memory") return fmt::format("{:.1f} GB/s", t.roofline.achieved_gbs);
+  return fmt::format("{:.1f} GFLOP/s", t.roofline.achieved_tflops * 1000);
+}
+
+}  // namespace
+
+std::string format_run_table(const std::vector<TargetResults>& targets, bool markdown) {
+  std::ostringstream o;
+  for (const auto& t : targets) {
+    const auto& c = t.ceilings;
+    o << (markdown ? "### " : "") << "target " << t.id << " (" << t.name << ", "
+      << (t.local ? "local" : "remote") << ", backend " << t.backend << ")\n";
+    o << fmt::format("measured ceilings: memory {:.1f} GB/s; fp32 {:.3f} TFLOP/s, fp16 {:.3f}, bf16 {:.3f}, fp64 {:.3f}\n",
+                     c.mem_bw_gbs, c.peak_tflops.count(DType::F32) ? c.peak_tflops.at(DType::F32) : 0.0,
+                     c.peak_tflops.count(DType::F16) ? c.peak_tflops.at(DType::F16) : 0.0,
+                     c.peak_tflops.count(DType::BF16) ? c.peak_tflops.at(DType::BF16) : 0.0,
+                     c.peak_tflops.count(DType::F64) ? c.peak_tflops.at(DType::F64) : 0.0);
+    if (markdown) o << "\n";
+    const std::vector<std::string> head{"kernel",     "correctness", "accuracy", "stability",
+                                        "determinism", "size",       "latency_us", "performance",
+                                        "% of ceiling", "bound"};
+    std::vector<std::vector<std::string>> rows;
+    for (const auto& r : t.kernels) {
+      std::vector<std::string> row{r.kernel,
+                                   r.verdict,
+                                   accuracy_cell(r),
+                                   stage_cell(r, "stability"),
+                                   stage_cell(r, "determinism"),
+                                   r.timing ? r.timing->size_label + " " + std::string(dtype_name(r.timing->dtype)) : "-",
+                                   r.timing ? fmt::format("{:.1f}", r.timing->median_us) : "-",
+                                   perf_cell(r),
+                                   r.timing ? fmt::format("{:.1f}%", r.timing->roofline.pct_peak) : "-",
+                                   r.timing ? r.timing->roofline.bound : "-"};
+      rows.push_back(row);
+    }
+    if (markdown) {
+      o << "|";
+      for (const auto& h : head) o << " " << h << " |";
+      o << "\n|";
+      for (std::size_t i = 0; i < head.size(); ++i) o << "---|";
+      o << "\n";
+      for (const auto& row : rows) {
+        o << "|";
+        for (const auto& c2 : row) o << " " << c2 << " |";
+        o << "\n";
+      }
+    } else {
+      std::vector<std::size_t> w(head.size());
+      for (std::size_t i = 0; i < head.size(); ++i) w[i] = head[i].size();
+      for (const auto& row : rows)
+        for (std::size_t i = 0; i < row.size(); ++i) w[i] = std::max(w[i], row[i].size());
+      auto line = [&](const std::vector<std::string>& cells) {
+        for (std::size_t i = 0; i < cells.size(); ++i)
+          o << cells[i] << std::string(w[i] - cells[i].size() + 2, ' ');
+        o << "\n";
+      };
+      line(head);
+      for (const auto& row : rows) line(row);
+    }
+    for (const auto& r : t.kernels)
+      if (r.verdict != "PASS")
+        o << fmt::format("{}: {} at stage {} ({} {}), guard {}: {}\n", r.kernel, r.verdict,
+                         r.failed_stage, r.failed_size, r.failed_dtype, r.guard, r.reason);
+    o << "\n";
+  }
+  return o.str();
+}
+
+json ceilings_summary_json(const Ceilings& c) {
+  json peaks = json::object();
+  for (const auto& [d, v] : c.peak_tflops) peaks[std::string(dtype_name(d))] = v;
+  json methods = json::object();
+  for (const auto& [d, v] : c.peak_method) methods[std::string(dtype_name(d))] = v;
+  return {{"memory_bandwidth_gb_s", c.mem_bw_gbs},
+          {"bandwidth_probes_gb_s", c.bw_probes_gbs},
+          {"peak_tflops", peaks},
+          {"peak_method", methods},
+          {"measured_at", c.measured_at},
+          {"machine_id", c.machine_id},
+          {"compiler", c.compiler}};
+}
+
+json run_to_json(const std::vector<TargetResults>& targets) {
+  json ts = json::array();
+  for (const auto& t : targets) {
+    json ks = json::array();
+    for (const auto& r : t.kernels) ks.push_back(report_to_json(r));
+    ts.push_back({{"id", t.id},
+                  {"name", t.name},
+                  {"backend", t.backend},
+                  {"local", t.local},
+                  {"ceilings", ceilings_summary_json(t.ceilings)},
+                  {"kernels", ks}});
+  }
+  return {{"targets", ts}};
+}
+
+}  // namespace vb

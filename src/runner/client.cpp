@@ -1,0 +1,259 @@
+#include "runner/client.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <stdexcept>
+
+#include "core/paths.h"
+#include "core/process.h"
+#include "runner/protocol.h"
+
+namespace vb {
+
+namespace {
+using Clock = std::chrono::steady_clock;
+constexpr std::size_t kAlign = 64;
+std::size_t round_up(std::size_t x, std::size_t a) { return (x + a - 1) / a * a; }
+}  // namespace
+
+RunnerClient::RunnerClient(std::string backend, std::size_t memory_limit_bytes)
+    : backend_(std::move(backend)), memory_limit_(memory_limit_bytes) {}
+
+RunnerClient::~RunnerClient() {
+  stop();
+  if (base_) ::munmap(base_, capacity_);
+  if (arena_fd_ >= 0) ::close(arena_fd_);
+}
+
+void RunnerClient::stop() {
+  if (pid_ > 0) {
+    ::kill(-pid_, SIGKILL);
+    ::kill(pid_, SIGKILL);
+    int st = 0;
+    ::waitpid(pid_, &st, 0);
+    pid_ = -1;
+  }
+  for (int* fd : {&cmd_fd_, &reply_fd_, &err_fd_})
+    if (*fd >= 0) {
+      ::close(*fd);
+      *fd = -1;
+    }
+  reply_buf_.clear();
+}
+
+RunnerReply RunnerClient::start(const std::string& library, std::chrono::milliseconds timeout) {
+  stop();
+  if (arena_fd_ < 0) {
+    arena_fd_ = ::memfd_create("vladbud-arena", MFD_CLOEXEC);
+    if (arena_fd_ < 0) throw std::runtime_error("memfd_create failed");
+  }
+  const std::string runner = runner_path().string();
+  int cmd[2], rep[2], err[2];
+  if (::pipe2(cmd, O_CLOEXEC) || ::pipe2(rep, O_CLOEXEC) || ::pipe2(err, O_CLOEXEC))
+    throw std::runtime_error("pipe failed");
+  const pid_t pid = ::fork();
+  if (pid < 0) throw std::runtime_error("fork failed");
+  if (pid == 0) {
+    ::setpgid(0, 0);
+    // Move the fds into place (dup2 clears CLOEXEC on the target).
+    const int a = ::dup(arena_fd_), c = ::dup(cmd[0]), r = ::dup(rep[1]), e = ::dup(err[1]);
+    ::dup2(a, runner::kArenaFd);
+    ::dup2(c, runner::kCommandFd);
+    ::dup2(r, runner::kReplyFd);
+    ::dup2(e, 2);
+    ::dup2(e, 1);  // candidate output must never reach our stdout (it may be --json)
+#ifndef VB_SANITIZE
+    rlimit lim{};
+    lim.rlim_cur = lim.rlim_max = memory_limit_;
+    ::setrlimit(RLIMIT_AS, &lim);
+#endif
+    rlimit core{};
+    ::setrlimit(RLIMIT_CORE, &core);
+    ::execl(runner.c_str(), runner.c_str(), "--backend", backend_.c_str(), nullptr);
+    const std::string msg = "cannot execute " + runner + ": " + std::strerror(errno) + "\n";
+    (void)!::write(2, msg.data(), msg.size());
+    _exit(127);
+  }
+  ::close(cmd[0]);
+  ::close(rep[1]);
+  ::close(err[1]);
+  pid_ = pid;
+  cmd_fd_ = cmd[1];
+  reply_fd_ = rep[0];
+  err_fd_ = err[0];
+  ::fcntl(err_fd_, F_SETFL, O_NONBLOCK);
+  stderr_tail_.clear();
+  if (capacity_ > 0) {
+    auto r = command({{"op", "map"}, {"size", capacity_}}, timeout);
+    if (r.kind != RunnerReply::Kind::Ok) return r;
+  }
+  return command({{"op", "load"}, {"lib", library}}, timeout);
+}
+
+std::size_t RunnerClient::footprint(std::size_t bytes) {
+  return round_up(kGuardBytes, kAlign) + round_up(bytes, kAlign) + kGuardBytes + kAlign;
+}
+
+void RunnerClient::reset_arena(std::size_t total_bytes) {
+  used_ = 0;
+  if (total_bytes <= capacity_) return;
+  const std::size_t cap = round_up(std::max(total_bytes, capacity_ * 3 / 2), 1 << 21);
+  if (base_) ::munmap(base_, capacity_);
+  base_ = nullptr;
+  if (arena_fd_ < 0) {
+    arena_fd_ = ::memfd_create("vladbud-arena", MFD_CLOEXEC);
+    if (arena_fd_ < 0) throw std::runtime_error("memfd_create failed");
+  }
+  if (::ftruncate(arena_fd_, static_cast<off_t>(cap)) != 0)
+    throw std::runtime_error("cannot grow the shared arena to " + std::to_string(cap) + " bytes");
+  void* p = ::mmap(nullptr, cap, PROT_READ | PROT_WRITE, MAP_SHARED, arena_fd_, 0);
+  if (p == MAP_FAILED) throw std::runtime_error("cannot map the shared arena");
+  base_ = static_cast<char*>(p);
+  capacity_ = cap;
+  if (pid_ > 0) {
+    auto r = command({{"op", "map"}, {"size", capacity_}}, std::chrono::seconds(30));
+    if (r.kind != RunnerReply::Kind::Ok)
+      throw std::runtime_error("runner could not map the arena: " + r.message);
+  }
+}
+
+std::size_t RunnerClient::alloc(std::size_t bytes) {
+  const std::size_t off = round_up(used_ + kGuardBytes, kAlign);
+  const std::size_t end = off + bytes;
+  if (end + kGuardBytes > capacity_) throw std::runtime_error("arena overflow (internal error)");
+  std::memset(base_ + off - kGuardBytes, kGuardByte, kGuardBytes);
+  std::memset(base_ + end, kGuardByte, kGuardBytes);
+  used_ = end + kGuardBytes;
+  return off;
+}
+
+std::string RunnerClient::check_guards(std::size_t off, std::size_t bytes) const {
+  const unsigned char* before = reinterpret_cast<unsigned char*>(base_ + off - kGuardBytes);
+  const unsigned char* after = reinterpret_cast<unsigned char*>(base_ + off + bytes);
+  std::size_t first_after = kGuardBytes, n_after = 0, last_before = kGuardBytes, n_before = 0;
+  for (std::size_t i = 0; i < kGuardBytes; ++i) {
+    if (after[i] != kGuardByte) {
+      if (first_after == kGuardBytes) first_after = i;
+      ++n_after;
+    }
+    if (before[i] != kGuardByte) {
+      last_before = kGuardBytes - i;
+      ++n_before;
+    }
+  }
+  std::string s;
+  if (n_after)
+    s = "wrote " + std::to_string(n_after) + " byte(s) past the end (first at +" +
+        std::to_string(first_after) + ")";
+  if (n_before) {
+    if (!s.empty()) s += "; ";
+    s += "wrote " + std::to_string(n_before) + " byte(s) before the start (up to -" +
+         std::to_string(last_before) + ")";
+  }
+  return s;
+}
+
+RunnerReply RunnerClient::crashed(const std::string& context) {
+  RunnerReply r;
+  r.kind = RunnerReply::Kind::Crash;
+  // Drain what the child wrote to stderr.
+  char buf[4096];
+  for (;;) {
+    const ssize_t n = err_fd_ >= 0 ? ::read(err_fd_, buf, sizeof buf) : 0;
+    if (n <= 0) break;
+    stderr_tail_.append(buf, static_cast<std::size_t>(n));
+  }
+  int st = 0;
+  std::string how = "runner exited";
+  if (pid_ > 0 && ::waitpid(pid_, &st, 0) == pid_) {
+    if (WIFSIGNALED(st))
+      how = "runner killed by " + signal_description(WTERMSIG(st));
+    else if (WIFEXITED(st))
+      how = "runner exited with status " + std::to_string(WEXITSTATUS(st));
+  }
+  pid_ = -1;
+  r.message = how + " " + context;
+  if (!stderr_tail_.empty()) {
+    std::string tail = stderr_tail_.size() > 600 ? stderr_tail_.substr(stderr_tail_.size() - 600)
+                                                 : stderr_tail_;
+    while (!tail.empty() && (tail.back() == '\n' || tail.back() == ' ')) tail.pop_back();
+    r.message += "; its last output: " + tail;
+  }
+  stop();
+  return r;
+}
+
+RunnerReply RunnerClient::command(const nlohmann::json& cmd, std::chrono::milliseconds timeout) {
+  const auto t0 = Clock::now();
+  if (pid_ <= 0) {
+    RunnerReply r;
+    r.kind = RunnerReply::Kind::Crash;
+    r.message = "runner is not running";
+    return r;
+  }
+  const std::string line = cmd.dump() + "\n";
+  std::size_t off = 0;
+  while (off < line.size()) {
+    const ssize_t w = ::write(cmd_fd_, line.data() + off, line.size() - off);
+    if (w <= 0) return crashed("before it read the command");
+    off += static_cast<std::size_t>(w);
+  }
+  return read_reply(timeout, t0);
+}
+
+RunnerReply RunnerClient::read_reply(std::chrono::milliseconds timeout, Clock::time_point t0) {
+  char buf[65536];
+  for (;;) {
+    const auto nl = reply_buf_.find('\n');
+    if (nl != std::string::npos) {
+      RunnerReply r;
+      r.parent_wall_s = std::chrono::duration<double>(Clock::now() - t0).count();
+      const std::string line = reply_buf_.substr(0, nl);
+      reply_buf_.erase(0, nl + 1);
+      r.body = nlohmann::json::parse(line);
+      if (r.body.value("ok", false)) {
+        r.kind = RunnerReply::Kind::Ok;
+      } else {
+        r.kind = RunnerReply::Kind::Error;
+        r.message = r.body.value("error", "unknown runner error");
+        r.guard = r.body.value("guard", "");
+      }
+      return r;
+    }
+    const auto left =
+        timeout - std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0);
+    if (left.count() <= 0) {
+      RunnerReply r;
+      r.kind = RunnerReply::Kind::Timeout;
+      r.parent_wall_s = std::chrono::duration<double>(Clock::now() - t0).count();
+      r.message = "no reply within " + std::to_string(timeout.count() / 1000.0).substr(0, 5) +
+                  " s (hang or infinite loop); runner killed";
+      stop();
+      return r;
+    }
+    pollfd fds[2] = {{reply_fd_, POLLIN, 0}, {err_fd_, POLLIN, 0}};
+    const int pr = ::poll(fds, 2, static_cast<int>(std::min<long long>(left.count(), 500)));
+    if (pr < 0) continue;
+    if (fds[1].revents & POLLIN) {
+      const ssize_t n = ::read(err_fd_, buf, sizeof buf);
+      if (n > 0) {
+        stderr_tail_.append(buf, static_cast<std::size_t>(n));
+        if (stderr_tail_.size() > 8192) stderr_tail_.erase(0, stderr_tail_.size() - 4096);
+      }
+    }
+    if (fds[0].revents & (POLLIN | POLLHUP | POLLERR)) {
+      const ssize_t n = ::read(reply_fd_, buf, sizeof buf);
+      if (n <= 0) return crashed("while running the candidate");
+      reply_buf_.append(buf, static_cast<std::size_t>(n));
+    }
+  }
+}
+
+}  // namespace vb

@@ -1,0 +1,90 @@
+// Parent side of the isolated runner (DESIGN §4): spawns vladbud-runner, owns the shared
+// arena with guard bands, sends commands and turns a crash or hang into a verdict.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+
+namespace vb {
+
+/// Outcome of one command sent to the runner.
+struct RunnerReply {
+  enum class Kind { Ok, Error, Timeout, Crash };
+  Kind kind = Kind::Crash;
+  nlohmann::json body;      ///< the reply object (Ok and Error)
+  std::string message;      ///< error / crash / timeout description
+  std::string guard;        ///< guard name reported by the runner, if any
+  double parent_wall_s = 0; ///< the parent's own clock around the command
+};
+
+/// A child runner process plus the shared memory arena it maps.
+///
+/// Layout of each buffer in the arena: [guard band][data, 64-byte aligned][guard band]; the
+/// bands hold a fixed byte pattern that check_guards() verifies after every call, so a write
+/// of even one element past either end of any buffer is caught.
+class RunnerClient {
+ public:
+  /// Guard band size on each side of every buffer (bytes).
+  static constexpr std::size_t kGuardBytes = 4096;
+  /// Byte pattern in the guard bands.
+  static constexpr unsigned char kGuardByte = 0xA5;
+
+  /// `backend` is passed to the runner ("cpu"). Memory limit: the child's address space
+  /// (arena included) is capped at `memory_limit_bytes` (not under sanitizers, which reserve
+  /// terabytes of shadow memory); exceeding it makes allocations fail in the candidate.
+  explicit RunnerClient(std::string backend, std::size_t memory_limit_bytes = 16ull << 30);
+  ~RunnerClient();
+  RunnerClient(const RunnerClient&) = delete;
+  RunnerClient& operator=(const RunnerClient&) = delete;
+
+  /// Starts the runner process (and loads `library`). Throws std::runtime_error if the runner
+  /// binary cannot be started; a library the runner cannot load gives an Error reply.
+  RunnerReply start(const std::string& library, std::chrono::milliseconds timeout);
+  /// True while the child process is running.
+  bool alive() const { return pid_ > 0; }
+
+  /// Resets the arena to hold `total_bytes` of buffers plus their guard bands (grows the
+  /// shared memory and remaps it in both processes when needed). Invalidates old offsets.
+  void reset_arena(std::size_t total_bytes);
+  /// Bytes needed in reset_arena() for a buffer of `bytes` (bands and alignment included).
+  static std::size_t footprint(std::size_t bytes);
+  /// Allocates a buffer of `bytes` after reset_arena(); returns its offset. Guard bands filled.
+  std::size_t alloc(std::size_t bytes);
+  /// Pointer to arena offset `off` in this process.
+  char* ptr(std::size_t off) const { return base_ + off; }
+  /// Checks the bands around the buffer at `off` of `bytes`; on damage returns a description
+  /// ("wrote 4 bytes past the end (first at +0)"), else "".
+  std::string check_guards(std::size_t off, std::size_t bytes) const;
+
+  /// Sends a command and waits up to `timeout` for the reply. Timeout kills the runner
+  /// (Kind::Timeout); a dead runner gives Kind::Crash with the signal and its last stderr.
+  RunnerReply command(const nlohmann::json& cmd, std::chrono::milliseconds timeout);
+
+  /// Kills the runner (if alive) and reaps it.
+  void stop();
+
+ private:
+  RunnerReply read_reply(std::chrono::milliseconds timeout,
+                         std::chrono::steady_clock::time_point t0);
+  RunnerReply crashed(const std::string& context);
+
+  std::string backend_;
+  std::size_t memory_limit_;
+  pid_t pid_ = -1;
+  int arena_fd_ = -1;
+  int cmd_fd_ = -1;
+  int reply_fd_ = -1;
+  int err_fd_ = -1;
+  char* base_ = nullptr;
+  std::size_t capacity_ = 0;
+  std::size_t used_ = 0;
+  std::string reply_buf_;
+  std::string stderr_tail_;
+};
+
+}  // namespace vb

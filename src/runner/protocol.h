@@ -1,0 +1,46 @@
+// The wire protocol between the evaluator (parent) and the isolated runner process (child).
+//
+// The parent creates a shared-memory arena (memfd) that holds every tensor with guard bands
+// around it; the child maps it, loads the candidate's shared library and executes "call"
+// commands. Commands and replies are one JSON object per line on two pipes. Candidate code
+// runs only in the child: it sees the arena (inputs and outputs), never the oracle.
+//
+// Commands (parent -> child):
+//   {"op":"load", "lib":PATH}                       -> {"ok":true} | {"ok":false,"error":...}
+//   {"op":"map",  "size":BYTES}                     -> {"ok":true}
+//   {"op":"call", "sets":[SET...], "attrs":[...], "warmup":N, "min_reps":N, "max_reps":N,
+//    "min_time_s":T, "max_time_s":T, "verify":bool}
+//      SET = {"in":[DESC...], "out":[DESC...]}, DESC = {"off":BYTES, "dtype":"fp16", "shape":[..]}
+//      Calls rotate over the sets: warm-up calls, then timed calls until both min_reps and
+//      min_time_s are reached (or max_reps / max_time_s). With "verify", the output of the
+//      set called last is poisoned and that set is called once more, untimed. Either way the
+//      FNV-1a hash of the last-called set's outputs, taken right after the call returned, is
+//      reported, so the parent can prove no write happened after return.
+//   reply: {"ok":true, "times_ns":[...], "busy_ns":N, "loop_ns":N, "verify_set":I,
+//           "verify_hash":"hex"} or {"ok":false, "error":MSG, "guard":NAME}
+//   {"op":"exit"}
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace vb::runner {
+
+/// File descriptor numbers in the child (set up by the parent before exec).
+inline constexpr int kArenaFd = 3;
+inline constexpr int kCommandFd = 4;
+inline constexpr int kReplyFd = 5;
+
+/// Poison bit patterns written into outputs before each call (NaNs, recognisable).
+inline constexpr std::uint32_t kPoisonF32 = 0x7fbadbadu;
+inline constexpr std::uint16_t kPoisonF16 = 0x7dadu;
+inline constexpr std::uint16_t kPoisonBF16 = 0x7fadu;
+
+/// FNV-1a 64-bit hash of a byte range (Fowler, Noll, Vo), 8 bytes at a time for speed.
+std::uint64_t fnv1a64(const void* data, std::size_t n, std::uint64_t h = 0xcbf29ce484222325ULL);
+
+/// Hex string of a 64-bit value (16 digits).
+std::string hex64(std::uint64_t v);
+
+}  // namespace vb::runner

@@ -1,0 +1,92 @@
+// The `vladbud` command line: exit codes, greppable output, JSON, results.tsv, clear errors.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "core/paths.h"
+#include "core/process.h"
+#include "support.h"
+
+namespace vb {
+namespace {
+
+namespace fs = std::filesystem;
+
+ProcessResult vladbud(std::vector<std::string> args, const fs::path& cwd) {
+  args.insert(args.begin(), std::string(VB_BINARY_DIR) + "/vladbud");
+  return run_process(args, std::chrono::minutes(10), cwd);
+}
+
+fs::path temp_dir(const std::string& name) {
+  auto d = fs::temp_directory_path() / ("vb-cli-" + std::to_string(::getpid()) + "-" + name);
+  fs::create_directories(d);
+  return d;
+}
+
+TEST(Cli, BenchPrintsGreppableLinesAndAppendsAResultsRow) {
+  const auto d = temp_dir("bench");
+  auto r = vladbud({"bench", "--kernel", "rmsnorm", "--quick"}, d);
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  for (const char* key : {"correctness: PASS", "stage1_smoke: PASS", "stage2_shape_sweep: PASS",
+                          "stage3_stability: PASS", "stage4_determinism: PASS", "stage5_edge: PASS",
+                          "latency_us: ", "throughput_tflops: ", "bandwidth_gb_s: ", "pct_peak: ",
+                          "bound: memory"})
+    EXPECT_NE(r.out.find(key), std::string::npos) << key << "\n" << r.out;
+  EXPECT_TRUE(fs::exists(d / "results.tsv"));
+  EXPECT_NE(read_file(d / "results.tsv").find("\trmsnorm\t"), std::string::npos);
+}
+
+TEST(Cli, BenchOnABadKernelExitsNonzeroNamingTheGuard) {
+  const auto d = temp_dir("bad");
+  auto r = vladbud({"bench", "--kernel", "softmax", "--source",
+                    test::bad_kernel("writes_past_end").string(), "--quick"},
+                   d);
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.out.find("guard: guard_band"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("correctness: FAIL"), std::string::npos) << r.out;
+  auto t = vladbud({"bench", "--kernel", "softmax", "--timeout", "2", "--source",
+                    test::bad_kernel("sleeps_forever").string()},
+                   d);
+  EXPECT_EQ(t.exit_code, 3) << t.out;
+  EXPECT_NE(t.out.find("guard: timeout"), std::string::npos) << t.out;
+}
+
+TEST(Cli, BadArgumentsGetAClearErrorAndExitCode2) {
+  const auto d = temp_dir("args");
+  auto r = vladbud({"bench", "--kernel", "convolution"}, d);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("unknown kernel type 'convolution'"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("softmax"), std::string::npos) << "the error must list the choices";
+  auto s = vladbud({"bench", "--kernel", "softmax", "--size", "huge"}, d);
+  EXPECT_EQ(s.exit_code, 2);
+  EXPECT_NE(s.err.find("unknown size"), std::string::npos) << s.err;
+  auto m = vladbud({"bench", "--kernel", "softmax", "--source", "/no/such/file.cpp"}, d);
+  EXPECT_EQ(m.exit_code, 2);
+  EXPECT_NE(m.err.find("does not exist"), std::string::npos) << m.err;
+  auto dt = vladbud({"bench", "--kernel", "softmax", "--dtype", "fp8"}, d);
+  EXPECT_EQ(dt.exit_code, 2);
+  EXPECT_FALSE(fs::exists(d / "results.tsv")) << "a refused command must not log a row";
+}
+
+TEST(Cli, RunJsonHasTargetsWithKernels) {
+  const auto d = temp_dir("run");
+  auto r = vladbud({"run", "reduce", "--json", "--quick"}, d);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  ASSERT_EQ(j.at("targets").size(), 1u);
+  const auto& t = j["targets"][0];
+  EXPECT_EQ(t.at("id"), "local-cpu");
+  EXPECT_EQ(t.at("local"), true);
+  ASSERT_EQ(t.at("kernels").size(), 1u);
+  const auto& k = t["kernels"][0];
+  EXPECT_EQ(k.at("kernel"), "reduce");
+  EXPECT_EQ(k.at("correctness"), "PASS");
+  EXPECT_TRUE(k.at("stages").contains("determinism"));
+  EXPECT_GT(k.at("latency_us").get<double>(), 0);
+  EXPECT_GT(k.at("pct_peak").get<double>(), 0);
+  EXPECT_LE(k.at("pct_peak").get<double>(), 100);
+}
+
+}  // namespace
+}  // namespace vb

@@ -1,0 +1,22 @@
+// Shared helpers for the test suites.
+#pragma once
+
+#include <filesystem>
+#include <string>
+
+#include "eval/evaluator.h"
+
+namespace vb::test {
+
+/// The source tree (VB_SOURCE_DIR).
+std::filesystem::path repo_root();
+/// kernels/bad/cpu/<name>.cpp
+std::filesystem::path bad_kernel(const std::string& name);
+/// kernels/cpu/<type>.cpp
+std::filesystem::path starter(const std::string& type);
+/// Ceilings high enough that no honest result is INVALID (for tests that are not about it).
+Ceilings generous_ceilings();
+/// Evaluator options for tests: fixed fresh seed, short call timeout, given ceilings.
+EvalOptions test_options(bool timing = false);
+
+}  // namespace vb::test

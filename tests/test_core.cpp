@@ -1,0 +1,256 @@
+// Unit tests: dtype conversions (exhaustive round trips, RNE ties, overflow, subnormals), the
+// kernel SDK's conversions against the core ones, and the oracle comparison metric.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#define VBK_NO_LAST_ERROR_IMPL
+#include "../kernels/include/vb_kernel.h"
+#include "core/dtype.h"
+#include "core/random.h"
+#include "eval/compare.h"
+
+namespace vb {
+namespace {
+
+TEST(DType, HalfRoundTripIsExactForEveryBitPattern) {
+  for (std::uint32_t b = 0; b < 65536; ++b) {
+    const auto h = static_cast<std::uint16_t>(b);
+    const float f = half_to_float(h);
+    if (std::isnan(f)) {
+      EXPECT_TRUE(std::isnan(half_to_float(float_to_half(f))));
+      continue;
+    }
+    ASSERT_EQ(float_to_half(f), h) << "bits " << b;
+  }
+}
+
+TEST(DType, Bf16RoundTripIsExactForEveryBitPattern) {
+  for (std::uint32_t b = 0; b < 65536; ++b) {
+    const auto h = static_cast<std::uint16_t>(b);
+    const float f = bf16_to_float(h);
+    if (std::isnan(f)) continue;
+    ASSERT_EQ(float_to_bf16(f), h) << "bits " << b;
+  }
+}
+
+TEST(DType, HalfRoundsToNearestEven) {
+  EXPECT_EQ(half_to_float(double_to_half(1.0 + std::ldexp(1.0, -11))), 1.0f);  // tie -> even
+  EXPECT_EQ(half_to_float(double_to_half(1.0 + 3 * std::ldexp(1.0, -11))),
+            static_cast<float>(1.0 + std::ldexp(1.0, -9)));  // tie -> even (up)
+  EXPECT_EQ(half_to_float(double_to_half(65519.99)), 65504.0f);
+  EXPECT_TRUE(std::isinf(half_to_float(double_to_half(65520.0))));
+  EXPECT_EQ(half_to_float(double_to_half(std::ldexp(1.0, -25))), 0.0f);  // tie -> 0
+  EXPECT_EQ(half_to_float(double_to_half(3 * std::ldexp(1.0, -25))),
+            static_cast<float>(std::ldexp(1.0, -23)));  // subnormal tie -> even
+  EXPECT_EQ(double_to_half(-0.0), 0x8000);
+  EXPECT_TRUE(std::isnan(half_to_float(double_to_half(NAN))));
+}
+
+TEST(DType, Bf16RoundsToNearestEvenFromDoubleWithoutDoubleRounding) {
+  EXPECT_EQ(bf16_to_float(double_to_bf16(1.0 + std::ldexp(1.0, -8))), 1.0f);  // tie -> even
+  // Just above the tie in double, but a float cast would round it onto the tie first.
+  const double x = 1.0 + std::ldexp(1.0, -8) + std::ldexp(1.0, -40);
+  EXPECT_EQ(bf16_to_float(double_to_bf16(x)), static_cast<float>(1.0 + std::ldexp(1.0, -7)));
+  EXPECT_TRUE(std::isinf(bf16_to_float(double_to_bf16(3.4e38))));
+}
+
+TEST(DType, KernelSdkConversionsAgreeWithCore) {
+  for (std::uint64_t i = 0; i < 200000; ++i) {
+    const double mag = std::ldexp(1.0, static_cast<int>(uniform01(5, i) * 60) - 30);
+    const float f = static_cast<float>((uniform01(6, i) - 0.5) * mag);
+    ASSERT_EQ(vbk::float_to_half(f), float_to_half(f)) << f;
+    ASSERT_EQ(vbk::float_to_bf16(f), float_to_bf16(f)) << f;
+  }
+  for (std::uint32_t b = 0; b < 65536; ++b) {
+    const auto h = static_cast<std::uint16_t>(b);
+    if (std::isnan(half_to_float(h))) continue;
+    ASSERT_EQ(vbk::half_to_float(h), half_to_float(h));
+    ASSERT_EQ(vbk::bf16_to_float(h), bf16_to_float(h));
+  }
+}
+
+TEST(DType, ParseNames) {
+  EXPECT_EQ(parse_dtype("bf16"), DType::BF16);
+  EXPECT_EQ(parse_dtype("float16"), DType::F16);
+  EXPECT_FALSE(parse_dtype("fp8").has_value());
+}
+
+// ---- comparison metric ----------------------------------------------------------------------
+
+struct Buf {
+  TensorDesc desc;
+  std::vector<char> bytes;
+  TensorView view() { return {desc, bytes.data()}; }
+};
+
+Buf make(DType dt, std::int64_t rows, std::int64_t cols) {
+  Buf b;
+  b.desc = {"y", dt, {rows, cols}};
+  b.bytes.resize(b.desc.nbytes());
+  return b;
+}
+
+Array64 ref_of(std::int64_t rows, std::int64_t cols, DType dt, std::uint64_t seed, double scale = 1) {
+  Array64 a;
+  a.shape = {rows, cols};
+  a.v.resize(static_cast<std::size_t>(rows * cols));
+  for (std::size_t i = 0; i < a.v.size(); ++i) a.v[i] = round_to_dtype(scale * normal01(seed, i), dt);
+  return a;
+}
+
+void write(Buf& b, const Array64& a) {
+  for (std::size_t i = 0; i < a.v.size(); ++i) b.view().set(static_cast<std::int64_t>(i), a.v[i]);
+}
+
+TEST(Compare, ExactOutputPasses) {
+  auto b = make(DType::F16, 64, 128);
+  auto r = ref_of(64, 128, DType::F16, 1);
+  write(b, r);
+  auto c = compare_output(b.view(), r, 128);
+  EXPECT_TRUE(c.ok) << c.reason;
+  EXPECT_EQ(c.rel_error, 0.0);
+}
+
+TEST(Compare, OneWrongRowIn4096RowsFailsTheLocalizedCheck) {
+  auto b = make(DType::F16, 4096, 64);
+  auto r = ref_of(4096, 64, DType::F16, 2);
+  auto wrong = r;
+  for (std::int64_t j = 0; j < 64; ++j) wrong.v[static_cast<std::size_t>(4095 * 64 + j)] *= 1.05;
+  write(b, wrong);
+  auto c = compare_output(b.view(), r, 64);
+  EXPECT_LT(c.rel_error, error_threshold(DType::F16)) << "global error alone must not catch it";
+  EXPECT_FALSE(c.ok);
+  EXPECT_EQ(c.worst_row, 4095);
+  EXPECT_NE(c.reason.find("localized"), std::string::npos) << c.reason;
+}
+
+TEST(Compare, NearZeroOutputsAreJudgedRelativeToScale) {
+  // Tiny but correct outputs pass (the metric is scale-free)...
+  auto b = make(DType::F32, 8, 16);
+  auto r = ref_of(8, 16, DType::F32, 3, 1e-30);
+  write(b, r);
+  EXPECT_TRUE(compare_output(b.view(), r, 16).ok);
+  // ...an all-zero reference is checked in absolute terms...
+  Array64 z;
+  z.shape = {8, 16};
+  z.v.assign(128, 0.0);
+  auto b2 = make(DType::F32, 8, 16);
+  for (std::int64_t i = 0; i < 128; ++i) b2.view().set(i, 1e-9);
+  EXPECT_TRUE(compare_output(b2.view(), z, 16).ok);
+  for (std::int64_t i = 0; i < 128; ++i) b2.view().set(i, 1.0);
+  EXPECT_FALSE(compare_output(b2.view(), z, 16).ok);
+  // ...and a near-zero row among normal rows is judged against a typical row, not itself.
+  auto r3 = ref_of(16, 32, DType::F32, 4);
+  for (std::int64_t j = 0; j < 32; ++j) r3.v[static_cast<std::size_t>(j)] = 1e-12;
+  auto out3 = r3;
+  for (std::int64_t j = 0; j < 32; ++j) out3.v[static_cast<std::size_t>(j)] = 1.1e-12;
+  auto b3 = make(DType::F32, 16, 32);
+  write(b3, out3);
+  EXPECT_TRUE(compare_output(b3.view(), r3, 32).ok);
+}
+
+TEST(Compare, OverflowToInfMustMatch) {
+  auto r = ref_of(4, 8, DType::F16, 5);
+  r.v[3] = INFINITY;
+  r.v[9] = -INFINITY;
+  auto b = make(DType::F16, 4, 8);
+  write(b, r);
+  EXPECT_TRUE(compare_output(b.view(), r, 8).ok);
+  b.view().set(3, 65504.0);  // finite where the oracle overflowed
+  auto c = compare_output(b.view(), r, 8);
+  EXPECT_FALSE(c.ok);
+  EXPECT_EQ(c.failure, "nan_inf");
+  write(b, r);
+  b.view().set(9, INFINITY);  // wrong sign of infinity
+  EXPECT_FALSE(compare_output(b.view(), r, 8).ok);
+  write(b, r);
+  b.view().set(10, NAN);  // NaN where the oracle is finite
+  EXPECT_FALSE(compare_output(b.view(), r, 8).ok);
+}
+
+TEST(Compare, PoisonedElementsAreNamed) {
+  auto r = ref_of(4, 8, DType::F32, 6);
+  auto b = make(DType::F32, 4, 8);
+  write(b, r);
+  std::uint32_t poison = 0x7fbadbadu;
+  std::memcpy(b.bytes.data() + 4 * 31, &poison, 4);
+  auto c = compare_output(b.view(), r, 8);
+  EXPECT_FALSE(c.ok);
+  EXPECT_EQ(c.failure, "poisoned");
+}
+
+// Matmul C[M,N] = A[M,K] B[K,N] with inputs in fp32 (or rounded to TF32) and accumulation in
+// the given format, against the fp64 oracle rounded to the output dtype.
+Array64 matmul_ref(const std::vector<double>& a, const std::vector<double>& b, int m, int n, int k,
+                   DType out) {
+  Array64 c;
+  c.shape = {m, n};
+  c.v.resize(static_cast<std::size_t>(m * n));
+  for (int i = 0; i < m; ++i)
+    for (int j = 0; j < n; ++j) {
+      double s = 0;
+      for (int p = 0; p < k; ++p) s += a[static_cast<std::size_t>(i * k + p)] * b[static_cast<std::size_t>(p * n + j)];
+      c.v[static_cast<std::size_t>(i * n + j)] = round_to_dtype(s, out);
+    }
+  return c;
+}
+
+double tf32(double x) {  // round to 10 explicit mantissa bits (TF32), RNE
+  if (x == 0 || !std::isfinite(x)) return x;
+  const int e = std::ilogb(x);
+  const double q = std::ldexp(1.0, e - 10);
+  return std::nearbyint(x / q) * q;
+}
+
+TEST(Compare, Tf32RoundedFp32MatmulFailsAndTrueFp32Passes) {
+  const int m = 16, n = 16, k = 1024;
+  std::vector<double> a(static_cast<std::size_t>(m * k)), b(static_cast<std::size_t>(k * n));
+  for (std::size_t i = 0; i < a.size(); ++i) a[i] = round_to_dtype(normal01(11, i), DType::F32);
+  for (std::size_t i = 0; i < b.size(); ++i) b[i] = round_to_dtype(normal01(12, i), DType::F32);
+  const auto ref = matmul_ref(a, b, m, n, k, DType::F32);
+  auto fp32 = make(DType::F32, m, n), t32 = make(DType::F32, m, n);
+  for (int i = 0; i < m; ++i)
+    for (int j = 0; j < n; ++j) {
+      float s = 0, st = 0;
+      for (int p = 0; p < k; ++p) {
+        const double x = a[static_cast<std::size_t>(i * k + p)], y = b[static_cast<std::size_t>(p * n + j)];
+        s += static_cast<float>(x) * static_cast<float>(y);
+        st += static_cast<float>(tf32(x) * tf32(y));
+      }
+      fp32.view().set(i * n + j, s);
+      t32.view().set(i * n + j, st);
+    }
+  EXPECT_TRUE(compare_output(fp32.view(), ref, n).ok) << compare_output(fp32.view(), ref, n).reason;
+  auto c = compare_output(t32.view(), ref, n);
+  EXPECT_FALSE(c.ok) << "TF32 error " << c.rel_error;
+}
+
+TEST(Compare, Fp16AccumulationOverK4096Fails) {
+  const int m = 8, n = 8, k = 4096;
+  std::vector<double> a(static_cast<std::size_t>(m * k)), b(static_cast<std::size_t>(k * n));
+  for (std::size_t i = 0; i < a.size(); ++i) a[i] = round_to_dtype(normal01(21, i), DType::F16);
+  for (std::size_t i = 0; i < b.size(); ++i) b[i] = round_to_dtype(normal01(22, i) / 64, DType::F16);
+  const auto ref = matmul_ref(a, b, m, n, k, DType::F16);
+  auto acc16 = make(DType::F16, m, n), acc32 = make(DType::F16, m, n);
+  for (int i = 0; i < m; ++i)
+    for (int j = 0; j < n; ++j) {
+      double s16 = 0;
+      float s32 = 0;
+      for (int p = 0; p < k; ++p) {
+        const double prod = a[static_cast<std::size_t>(i * k + p)] * b[static_cast<std::size_t>(p * n + j)];
+        s16 = round_to_dtype(s16 + round_to_dtype(prod, DType::F16), DType::F16);
+        s32 += static_cast<float>(prod);
+      }
+      acc16.view().set(i * n + j, s16);
+      acc32.view().set(i * n + j, s32);
+    }
+  EXPECT_TRUE(compare_output(acc32.view(), ref, n).ok);
+  auto c = compare_output(acc16.view(), ref, n);
+  EXPECT_FALSE(c.ok) << "fp16 accumulation error " << c.rel_error;
+}
+
+}  // namespace
+}  // namespace vb

@@ -1,0 +1,108 @@
+// The evaluator is an adversarial boundary (DESIGN §4): every stage and guard has a
+// deliberately bad kernel (kernels/bad/cpu/) that it must reject, with the guard named.
+#include <gtest/gtest.h>
+
+#include "backends/backend.h"
+#include "eval/evaluator.h"
+#include "kernels/kernel_type.h"
+#include "support.h"
+
+namespace vb {
+namespace {
+
+struct BadCase {
+  const char* file;
+  const char* kernel;
+  const char* verdict;
+  const char* guard;
+  const char* stage;  // "" = any
+};
+
+EvalReport eval_bad(const BadCase& c, EvalOptions o) {
+  const KernelType* kt = find_kernel_type(c.kernel);
+  EXPECT_NE(kt, nullptr);
+  return evaluate(*kt, *find_backend("cpu"), test::bad_kernel(c.file), o);
+}
+
+class BadKernel : public ::testing::TestWithParam<BadCase> {};
+
+TEST_P(BadKernel, IsRejectedByItsGuard) {
+  const BadCase c = GetParam();
+  auto o = test::test_options(/*timing=*/false);
+  o.call_timeout_s = 3;
+  const EvalReport r = eval_bad(c, o);
+  EXPECT_EQ(r.verdict, c.verdict) << r.reason;
+  EXPECT_EQ(r.guard, c.guard) << r.reason;
+  if (*c.stage) EXPECT_EQ(r.failed_stage, c.stage) << r.reason;
+  EXPECT_FALSE(r.reason.empty());
+  EXPECT_FALSE(r.correct());
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Evaluator, BadKernel,
+    ::testing::Values(
+        BadCase{"writes_nothing", "softmax", "FAIL", "poisoned_output", "smoke"},
+        BadCase{"writes_past_end", "softmax", "FAIL", "guard_band", "smoke"},
+        BadCase{"mutates_input", "softmax", "FAIL", "input_mutation", "smoke"},
+        BadCase{"caches_result", "softmax", "FAIL", "fresh_inputs", "smoke"},
+        BadCase{"skips_last_row", "softmax", "FAIL", "poisoned_output", "smoke"},
+        BadCase{"wrong_last_row", "softmax", "FAIL", "accuracy", ""},
+        BadCase{"ignores_layernorm_weight", "layernorm", "FAIL", "accuracy", "smoke"},
+        BadCase{"sleeps_forever", "softmax", "TIMEOUT", "timeout", "smoke"},
+        BadCase{"segfaults", "softmax", "CRASH", "crash", "smoke"},
+        BadCase{"wrong_dtype", "softmax", "FAIL", "output_dtype_shape", "smoke"},
+        BadCase{"async_background_write", "softmax", "FAIL", "async_write", "smoke"},
+        BadCase{"compile_error", "softmax", "FAIL", "build", "build"},
+        BadCase{"softmax_no_max_subtraction", "softmax", "FAIL", "nan_inf_pattern", "stability"},
+        BadCase{"layernorm_one_pass_variance", "layernorm", "FAIL", "accuracy", "stability"},
+        BadCase{"nondeterministic_reduce", "reduce", "FAIL", "determinism", "determinism"},
+        BadCase{"tail_unhandled", "rmsnorm", "FAIL", "poisoned_output", "edge"}),
+    [](const auto& info) { return std::string(info.param.file); });
+
+TEST(Evaluator, CompileErrorShowsFileAndLine) {
+  const EvalReport r = eval_bad({"compile_error", "softmax", "", "", ""}, test::test_options());
+  EXPECT_EQ(r.failed_stage, "build");
+  EXPECT_NE(r.build.diagnostics.find("compile_error.cpp:6"), std::string::npos)
+      << r.build.diagnostics;
+  EXPECT_NE(r.reason.find("undeclared_identifier"), std::string::npos) << r.reason;
+}
+
+TEST(Evaluator, CrashNamesTheSignalAndTheNextCandidateStillRuns) {
+  auto o = test::test_options();
+  const EvalReport crash = eval_bad({"segfaults", "softmax", "", "", ""}, o);
+  EXPECT_EQ(crash.verdict, "CRASH");
+#ifndef VB_SANITIZE
+  EXPECT_NE(crash.reason.find("SIGSEGV"), std::string::npos) << crash.reason;
+#endif
+  // The harness survives: a good kernel right after is evaluated normally.
+  o.quick = true;
+  const KernelType* kt = find_kernel_type("softmax");
+  const EvalReport ok = evaluate(*kt, *find_backend("cpu"), test::starter("softmax"), o);
+  EXPECT_EQ(ok.verdict, "PASS") << ok.reason;
+}
+
+TEST(Evaluator, ThroughputAboveTheCeilingIsInvalidNotAResult) {
+  auto o = test::test_options(/*timing=*/true);
+  o.quick = true;
+  // Ceilings far below what any real run achieves: every honest timing is "impossible".
+  Ceilings tiny = test::generous_ceilings();
+  tiny.mem_bw_gbs = 1e-6;
+  for (auto& [d, v] : tiny.peak_tflops) v = 1e-9;
+  o.ceilings = tiny;
+  const KernelType* kt = find_kernel_type("softmax");
+  const EvalReport r = evaluate(*kt, *find_backend("cpu"), test::starter("softmax"), o);
+  EXPECT_EQ(r.verdict, "INVALID");
+  EXPECT_EQ(r.guard, "above_ceiling");
+  ASSERT_TRUE(r.timing.has_value());
+  EXPECT_GT(r.timing->roofline.pct_peak, 100.0);
+}
+
+TEST(Evaluator, MissingSourceIsABuildFailureNotACrash) {
+  const KernelType* kt = find_kernel_type("softmax");
+  const EvalReport r = evaluate(*kt, *find_backend("cpu"), "/nonexistent/k.cpp", test::test_options());
+  EXPECT_EQ(r.verdict, "FAIL");
+  EXPECT_EQ(r.failed_stage, "build");
+}
+
+}  // namespace
+}  // namespace vb

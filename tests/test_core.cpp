@@ -7,7 +7,10 @@
 #include <vector>
 
 #define VBK_NO_LAST_ERROR_IMPL
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wunknown-pragmas"
 #include "../kernels/include/vb_kernel.h"
+#pragma GCC diagnostic pop
 #include "core/dtype.h"
 #include "core/random.h"
 #include "eval/compare.h"

@@ -33,7 +33,9 @@ TEST_P(BadKernel, IsRejectedByItsGuard) {
   const EvalReport r = eval_bad(c, o);
   EXPECT_EQ(r.verdict, c.verdict) << r.reason;
   EXPECT_EQ(r.guard, c.guard) << r.reason;
-  if (*c.stage) EXPECT_EQ(r.failed_stage, c.stage) << r.reason;
+  if (*c.stage) {
+    EXPECT_EQ(r.failed_stage, c.stage) << r.reason;
+  }
   EXPECT_FALSE(r.reason.empty());
   EXPECT_FALSE(r.correct());
 }

@@ -80,6 +80,7 @@ std::uint16_t encode_small(double x, const SmallFormat& f) {
   const std::uint16_t sign = std::signbit(x) ? static_cast<std::uint16_t>(1u << 15) : 0;
   const std::uint16_t exp_all = static_cast<std::uint16_t>(((1u << f.exp_bits) - 1) << f.mant);
   if (std::isnan(x)) return static_cast<std::uint16_t>(sign | exp_all | (1u << (f.mant - 1)));
+  if (std::isinf(x)) return static_cast<std::uint16_t>(sign | exp_all);
   const double r = round_magnitude(std::fabs(x), f);
   if (std::isinf(r)) return static_cast<std::uint16_t>(sign | exp_all);
   if (r == 0.0) return sign;

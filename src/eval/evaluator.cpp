@@ -435,7 +435,8 @@ EvalReport evaluate(const KernelType& type, const Backend& backend,
     rep.failed_stage = "build";
     rep.guard = "build";
     const auto& d = rep.build.diagnostics;
-    const auto pos = d.find("error");
+    auto pos = d.find(": error:");  // GCC and Clang: "file:line:col: error: message"
+    if (pos == std::string::npos) pos = d.find("error");
     std::string line = pos == std::string::npos ? d : d.substr(d.rfind('\n', pos) + 1);
     line = line.substr(0, line.find('\n'));
     rep.reason = "compilation failed: " + (line.empty() ? std::string("see diagnostics") : line);

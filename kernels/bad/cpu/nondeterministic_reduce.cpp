@@ -1,5 +1,6 @@
-// BAD (stage 4 determinism): a row sum whose summation order alternates between calls
-// (forward, then backward), so identical inputs give different low-order bits.
+// BAD (stage 4 determinism): an accurate row sum (64 strided partial sums) whose partials are
+// combined forward on one call and backward on the next, so identical inputs give different
+// low-order bits.
 #include "bad_common.h"
 
 static int calls = 0;
@@ -11,13 +12,16 @@ extern "C" int vb_kernel_run(const DLTensor* in, int n_in, DLTensor* out, int n_
   const vbk::Dt dt = vbk::dtype_of(in[0]);
   std::vector<float> x(static_cast<std::size_t>(n));
   const bool backward = (calls++ % 2) == 1;
+  constexpr int kParts = 64;
   for (std::int64_t r = 0; r < rows; ++r) {
     vbk::load_f32(vbk::data_ptr(in[0]), dt, r * n, n, x.data());
+    float part[kParts] = {0};
+    for (std::int64_t j = 0; j < n; ++j) part[j % kParts] += x[static_cast<std::size_t>(j)];
     float s = 0;
     if (backward)
-      for (std::int64_t j = n - 1; j >= 0; --j) s += x[static_cast<std::size_t>(j)];
+      for (int p = kParts - 1; p >= 0; --p) s += part[p];
     else
-      for (std::int64_t j = 0; j < n; ++j) s += x[static_cast<std::size_t>(j)];
+      for (int p = 0; p < kParts; ++p) s += part[p];
     vbk::store_f32(&s, vbk::dtype_of(out[0]), vbk::data_ptr(out[0]), r, 1);
   }
   return 0;

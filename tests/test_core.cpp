@@ -60,6 +60,32 @@ TEST(DType, Bf16RoundsToNearestEvenFromDoubleWithoutDoubleRounding) {
   EXPECT_TRUE(std::isinf(bf16_to_float(double_to_bf16(3.4e38))));
 }
 
+// Straightforward (slow) reference rounding: scale by the quantum and round with nearbyint.
+double slow_round(double x, int mant, int emin, double max_finite) {
+  if (std::isnan(x) || std::isinf(x) || x == 0) return x;
+  const double a = std::fabs(x);
+  const int e = std::max(std::ilogb(a), emin);
+  const double q = std::ldexp(1.0, e - mant);
+  double r = std::nearbyint(a / q) * q;
+  if (r > max_finite) r = INFINITY;
+  return std::copysign(r, x);
+}
+
+TEST(DType, BitExactRoundingMatchesAScaledReference) {
+  for (std::uint64_t i = 0; i < 300000; ++i) {
+    const int ex = static_cast<int>(uniform01(31, i) * 80) - 40;
+    double x = (uniform01(32, i) - 0.5) * std::ldexp(1.0, ex);
+    if (i % 3 == 0) {  // exact ties: a 16-bit value plus half its ulp
+      const double h = half_to_float(static_cast<std::uint16_t>(i % 0x7c00));
+      x = h + std::ldexp(1.0, std::max(std::ilogb(h), -14) - 11);
+    }
+    const double want16 = slow_round(x, 10, -14, 65504.0);
+    const double want_bf = slow_round(x, 7, -126, 3.3895313892515355e38);
+    ASSERT_EQ(half_to_float(double_to_half(x)), static_cast<float>(want16)) << x;
+    ASSERT_EQ(bf16_to_float(double_to_bf16(x)), static_cast<float>(want_bf)) << x;
+  }
+}
+
 TEST(DType, KernelSdkConversionsAgreeWithCore) {
   for (std::uint64_t i = 0; i < 200000; ++i) {
     const double mag = std::ldexp(1.0, static_cast<int>(uniform01(5, i) * 60) - 30);

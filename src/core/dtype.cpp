@@ -63,35 +63,39 @@ struct SmallFormat {
 constexpr SmallFormat kHalf{10, 5, 15, -14, 65504.0};
 constexpr SmallFormat kBf16{7, 8, 127, -126, 3.3895313892515355e38};
 
-// Rounds |a| (finite, >= 0) to the format with round-to-nearest-even. Returns +inf on overflow.
-double round_magnitude(double a, const SmallFormat& f) {
-  if (a == 0.0) return 0.0;
-  int e = std::ilogb(a);
-  if (e < f.emin) e = f.emin;  // subnormal range: fixed quantum
-  const double quantum = std::ldexp(1.0, e - f.mant);
-  // a / quantum is exact (power-of-two scaling); nearbyint rounds ties to even under the
-  // default rounding mode.
-  const double r = std::nearbyint(a / quantum) * quantum;
-  if (r > f.max_finite) return std::numeric_limits<double>::infinity();
-  return r;
-}
-
+// Rounds a double to the format with round-to-nearest-even, directly on the IEEE-754 bit
+// pattern (one rounding, no intermediate float), so it is exact and fast (integer ops only).
+// Overflow gives +-inf, NaN a quiet NaN, values below half the smallest subnormal +-0.
 std::uint16_t encode_small(double x, const SmallFormat& f) {
-  const std::uint16_t sign = std::signbit(x) ? static_cast<std::uint16_t>(1u << 15) : 0;
-  const std::uint16_t exp_all = static_cast<std::uint16_t>(((1u << f.exp_bits) - 1) << f.mant);
-  if (std::isnan(x)) return static_cast<std::uint16_t>(sign | exp_all | (1u << (f.mant - 1)));
-  if (std::isinf(x)) return static_cast<std::uint16_t>(sign | exp_all);
-  const double r = round_magnitude(std::fabs(x), f);
-  if (std::isinf(r)) return static_cast<std::uint16_t>(sign | exp_all);
-  if (r == 0.0) return sign;
-  const int e = std::ilogb(r);
-  if (e < f.emin) {  // subnormal: value = m * 2^(emin - mant)
-    const auto m = static_cast<std::uint16_t>(std::ldexp(r, f.mant - f.emin));
-    return static_cast<std::uint16_t>(sign | m);
+  std::uint64_t u;
+  std::memcpy(&u, &x, 8);
+  const auto sign = static_cast<std::uint16_t>((u >> 48) & 0x8000u);
+  const std::uint32_t exp_all = ((1u << f.exp_bits) - 1u) << f.mant;
+  const int dexp = static_cast<int>((u >> 52) & 0x7ffu);
+  const std::uint64_t dman = u & ((1ull << 52) - 1);
+  if (dexp == 0x7ff)  // inf or NaN
+    return static_cast<std::uint16_t>(sign | exp_all | (dman ? (1u << (f.mant - 1)) : 0u));
+  if (dexp == 0) return sign;  // double subnormals are far below any 16-bit subnormal
+  const int e = dexp - 1023;
+  const int emax = f.bias;  // largest unbiased exponent of a finite value
+  if (e > emax) return static_cast<std::uint16_t>(sign | exp_all);
+  const std::uint64_t sig = (1ull << 52) | dman;  // 53-bit significand
+  int shift = 52 - f.mant;
+  if (e < f.emin) shift += f.emin - e;  // subnormal in the target: coarser quantum
+  if (shift > 54) return sign;           // below half the smallest subnormal
+  std::uint64_t q = sig >> shift;
+  const std::uint64_t rem = sig & ((1ull << shift) - 1);
+  const std::uint64_t half = 1ull << (shift - 1);
+  if (rem > half || (rem == half && (q & 1u))) ++q;
+  std::uint64_t bits;
+  if (e >= f.emin) {
+    // Carry from rounding propagates into the exponent (and to inf at the top) by itself.
+    bits = (static_cast<std::uint64_t>(e + f.bias) << f.mant) + (q - (1ull << f.mant));
+    if (bits >= exp_all) bits = exp_all;
+  } else {
+    bits = q;  // q == 2^mant rounds up into the smallest normal, also by itself
   }
-  const auto m = static_cast<std::uint32_t>(std::ldexp(r, f.mant - e)) - (1u << f.mant);
-  const auto be = static_cast<std::uint32_t>(e + f.bias);
-  return static_cast<std::uint16_t>(sign | (be << f.mant) | m);
+  return static_cast<std::uint16_t>(sign | bits);
 }
 
 }  // namespace

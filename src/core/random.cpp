@@ -19,10 +19,22 @@ double uniform01(std::uint64_t seed, std::uint64_t i) {
 }
 
 double normal01(std::uint64_t seed, std::uint64_t i) {
-  // Box-Muller on two uniforms of the element's own counter pair.
-  const double u1 = 1.0 - uniform01(seed, 2 * i);  // (0, 1]
-  const double u2 = uniform01(seed, 2 * i + 1);
-  return std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2);
+  // Box-Muller on the uniforms of pair i/2; even i takes the cosine branch, odd i the sine.
+  const std::uint64_t pair = i >> 1;
+  const double u1 = 1.0 - uniform01(seed, 2 * pair);  // (0, 1]
+  const double u2 = uniform01(seed, 2 * pair + 1);
+  const double r = std::sqrt(-2.0 * std::log(u1));
+  const double t = 6.283185307179586 * u2;
+  return r * ((i & 1) ? std::sin(t) : std::cos(t));
+}
+
+void normal_pair(std::uint64_t seed, std::uint64_t pair, double* z0, double* z1) {
+  const double u1 = 1.0 - uniform01(seed, 2 * pair);
+  const double u2 = uniform01(seed, 2 * pair + 1);
+  const double r = std::sqrt(-2.0 * std::log(u1));
+  const double t = 6.283185307179586 * u2;
+  *z0 = r * std::cos(t);
+  *z1 = r * std::sin(t);
 }
 
 std::uint64_t derive_seed(std::uint64_t seed, std::uint64_t tag) {
@@ -34,9 +46,16 @@ constexpr std::int64_t kGrain = 1 << 15;
 }
 
 void fill_normal(const TensorView& t, std::uint64_t seed, double mean, double std) {
-  parallel_for(t.desc.numel(), kGrain, [&](std::int64_t lo, std::int64_t hi) {
-    for (std::int64_t i = lo; i < hi; ++i)
-      t.set(i, mean + std * normal01(seed, static_cast<std::uint64_t>(i)));
+  // Chunks start at even indices so each Box-Muller pair is computed once; element i still
+  // equals normal01(seed, i).
+  const std::int64_t n = t.desc.numel();
+  parallel_for((n + 1) / 2, kGrain / 2, [&](std::int64_t lo, std::int64_t hi) {
+    for (std::int64_t p = lo; p < hi; ++p) {
+      double z0, z1;
+      normal_pair(seed, static_cast<std::uint64_t>(p), &z0, &z1);
+      t.set(2 * p, mean + std * z0);
+      if (2 * p + 1 < n) t.set(2 * p + 1, mean + std * z1);
+    }
   });
 }
 

@@ -19,6 +19,10 @@ double uniform01(std::uint64_t seed, std::uint64_t i);
 /// Standard normal for element i of stream `seed`.
 double normal01(std::uint64_t seed, std::uint64_t i);
 
+/// The two standard normals of Box-Muller pair `pair`: normal01(seed, 2*pair) and
+/// normal01(seed, 2*pair + 1).
+void normal_pair(std::uint64_t seed, std::uint64_t pair, double* z0, double* z1);
+
 /// Derives an independent stream seed from a base seed and a tag (e.g. an input index).
 std::uint64_t derive_seed(std::uint64_t seed, std::uint64_t tag);
 

@@ -61,6 +61,25 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"tail_unhandled", "rmsnorm", "FAIL", "poisoned_output", "edge"}),
     [](const auto& info) { return std::string(info.param.file); });
 
+TEST(Evaluator, SandboxKeepsTheCandidateAwayFromTheHarness) {
+  const EvalReport r = eval_bad({"escapes_sandbox", "softmax", "", "", ""}, test::test_options());
+  EXPECT_EQ(r.verdict, "FAIL") << r.reason;
+  EXPECT_EQ(r.guard, "kernel_error") << r.reason;
+  EXPECT_NE(r.reason.find("sandbox held"), std::string::npos)
+      << "the candidate reached the parent's memory or kept root: " << r.reason;
+}
+
+TEST(Evaluator, AForgedRunnerReplyIsNeverAResult) {
+  auto o = test::test_options(/*timing=*/true);
+  o.quick = true;
+  const EvalReport r = eval_bad({"forges_reply", "softmax", "", "", ""}, o);
+  EXPECT_FALSE(r.correct()) << r.verdict;
+  EXPECT_EQ(r.failed_stage, "timing") << r.reason;
+  EXPECT_TRUE(r.guard == "crash" || r.guard == "protocol" || r.guard == "timer_cross_check")
+      << r.guard << ": " << r.reason;
+  EXPECT_FALSE(r.timing.has_value()) << "no latency may be reported from a forged reply";
+}
+
 TEST(Evaluator, CompileErrorShowsFileAndLine) {
   const EvalReport r = eval_bad({"compile_error", "softmax", "", "", ""}, test::test_options());
   EXPECT_EQ(r.failed_stage, "build");

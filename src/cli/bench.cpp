@@ -1,5 +1,6 @@
 // `vladbud bench`: evaluate one kernel source (default: the starter) and time it.
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 
 #include "cli/commands.h"
@@ -58,6 +59,22 @@ void run_bench(const BenchArgs& a) {
       a.source.empty() ? be->starter_source(kt->name()) : std::filesystem::path(a.source);
   if (!std::filesystem::exists(src))
     usage_error("source file '" + src.string() + "' does not exist");
+  if (!std::filesystem::is_regular_file(src))
+    usage_error("source '" + src.string() + "' is not a regular file");
+  if (!(a.timeout > 0) || a.timeout > 86400)
+    usage_error("--timeout must be a number of seconds in (0, 86400]");
+  // Check the results file before spending minutes on the evaluation.
+  if (std::filesystem::is_directory(a.results) || a.results.empty())
+    usage_error("--results '" + a.results + "' must be a file path, not a directory");
+  if (std::filesystem::exists(a.results)) {
+    std::ifstream in(a.results);
+    std::string first;
+    std::getline(in, first);
+    if (!first.empty() && first != results_header())
+      usage_error("--results '" + a.results +
+                  "' exists but is not a results.tsv (its first line is not the header); move it "
+                  "away or choose another path");
+  }
 
   const EvalReport r = evaluate(*kt, *be, src, o);
   const std::string target = "local-cpu";
@@ -72,7 +89,7 @@ void run_bench(const BenchArgs& a) {
     j["target"] = target;
     j["results_tsv"] = a.results;
     j["experiment"] = experiment;
-    std::cout << j.dump(2) << "\n";
+    std::cout << j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
   } else {
     std::cout << format_key_values(r);
     std::cout << "target: " << target << " (" << detect_cpu().model << ")\n";

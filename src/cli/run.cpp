@@ -56,7 +56,7 @@ void run_run(const RunArgs& a) {
     std::cerr << "report written to " << a.report << "\n";
   }
   if (a.json)
-    std::cout << run_to_json(targets).dump(2) << "\n";
+    std::cout << run_to_json(targets).dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
   else
     std::cout << format_run_table(targets, false);
   int worst = 0;

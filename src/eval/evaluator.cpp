@@ -1,15 +1,16 @@
 #include "eval/evaluator.h"
 
+#include <fmt/format.h>
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstring>
-#include <fmt/format.h>
 #include <memory>
 #include <mutex>
-#include <thread>
 #include <nlohmann/json.hpp>
+#include <random>
+#include <thread>
 #include <unordered_map>
 
 #include "core/parallel.h"
@@ -68,20 +69,6 @@ OracleCache& oracle_cache() {
 
 // ---- helpers ---------------------------------------------------------------------------------
 
-std::uint64_t hash_parallel(const void* data, std::size_t n) {
-  constexpr std::size_t kChunk = 1 << 20;
-  const std::size_t chunks = (n + kChunk - 1) / kChunk;
-  std::vector<std::uint64_t> hs(chunks);
-  const auto* p = static_cast<const char*>(data);
-  parallel_for(static_cast<std::int64_t>(chunks), 8, [&](std::int64_t lo, std::int64_t hi) {
-    for (std::int64_t c = lo; c < hi; ++c) {
-      const std::size_t off = static_cast<std::size_t>(c) * kChunk;
-      hs[static_cast<std::size_t>(c)] = runner::fnv1a64(p + off, std::min(kChunk, n - off));
-    }
-  });
-  return runner::fnv1a64(hs.data(), hs.size() * sizeof(std::uint64_t));
-}
-
 void poison(const TensorView& t) {
   const std::size_t n = static_cast<std::size_t>(t.desc.numel());
   if (t.desc.dtype == DType::F32) {
@@ -125,17 +112,23 @@ class Session {
       : type_(t), backend_(b), opt_(o), rep_(r), runner_(b.name()) {}
 
   bool start(const std::string& lib) {
-    auto reply = runner_.start(lib, std::chrono::seconds(60));
+    lib_ = lib;
+    auto reply = runner_.start(lib, call_timeout());
     if (reply.kind == RunnerReply::Kind::Ok) return true;
-    rep_.verdict = reply.kind == RunnerReply::Kind::Crash ? "CRASH" : "FAIL";
+    rep_.verdict = reply.kind == RunnerReply::Kind::Crash     ? "CRASH"
+                   : reply.kind == RunnerReply::Kind::Timeout ? "TIMEOUT"
+                                                              : "FAIL";
     rep_.failed_stage = "load";
-    rep_.guard = "load";
+    rep_.guard = reply.kind == RunnerReply::Kind::Timeout ? "timeout" : "load";
     rep_.reason = "cannot load the kernel library: " + reply.message;
     return false;
   }
 
   // Runs one correctness case: generate, call once, check every guard and the oracle.
-  // `reuse` keeps the arena contents (same inputs, determinism) instead of regenerating.
+  // Inputs are generated into parent-private memory and copied into the arena, so the oracle
+  // and the mutation check never read what the candidate could have touched.
+  // `reuse` keeps the arena and private inputs (same values, determinism) instead of
+  // regenerating.
   std::optional<Failure> run_case(const Problem& p, const std::string& regime, std::uint64_t seed,
                                   double* rel_error, std::uint64_t* out_hash = nullptr,
                                   bool reuse = false) {
@@ -145,17 +138,17 @@ class Session {
       for (const auto& t : p.outputs) total += RunnerClient::footprint(t.nbytes());
       runner_.reset_arena(total);
       placed_ = place(p);
-      type_.generate(p, seed, regime, placed_.in);
+      private_ = private_inputs(p, seed, regime);
     }
-    const auto in_hashes = input_hashes(placed_);
+    for (std::size_t i = 0; i < placed_.in.size(); ++i)
+      std::memcpy(placed_.in[i].data, private_[i].data(), private_[i].size());
     for (const auto& o : placed_.out) poison(o);
-    json cmd = call_command(p, {&placed_}, 0, 1, 1, 0.0, 1e9, false);
-    auto reply = runner_.command(cmd, std::chrono::milliseconds(
-                                          static_cast<long long>(opt_.call_timeout_s * 1000)));
+    json cmd = call_command(p, {&placed_}, 0, 0, {0}, false);
+    auto reply = runner_.command(cmd, call_timeout());
     if (auto f = reply_failure(reply)) return f;
-    if (auto f = check_guards(placed_, in_hashes, reply)) return f;
+    if (auto f = check_guards(placed_, reply)) return f;
     if (out_hash) *out_hash = output_hash(placed_);
-    const auto ref = oracle(p, regime, seed, placed_);
+    const auto ref = oracle(p, regime, seed, private_);
     auto fail = check_outputs(p, placed_, *ref, rel_error);
     if (fail && fail->guard == "poisoned_output") {
       // Unwritten now -- but is something still writing? Look again after a pause.
@@ -169,76 +162,149 @@ class Session {
     return fail;
   }
 
-  // The timing protocol (DESIGN §4): rotating input sets larger than the LLC, warm-up, then
-  // repeats until min count and min time; a final untimed verification call.
+  // Restarts the runner process (a fresh process forgets any state the candidate kept).
+  std::optional<Failure> restart() {
+    auto reply = runner_.start(lib_, call_timeout());
+    if (reply.kind == RunnerReply::Kind::Ok) return std::nullopt;
+    return reply_failure(reply);
+  }
+
+  // The timing protocol (DESIGN §4). Input sets rotate over more than 2x the last-level cache,
+  // and no set is ever timed twice with the same values: each batch times every set at most
+  // once, and sets are regenerated with new seeds before reuse. The parent fixes the number of
+  // calls, checks the runner's times against its own clock, verifies randomly chosen sets it
+  // picks after the reply (inputs intact, outputs right), and pings the runner afterwards.
   std::optional<Failure> time_problem(const Problem& p, TimingResult& tr) {
     std::size_t set_bytes = 0, foot = 0;
-    for (const auto& t : p.inputs) set_bytes += t.nbytes(), foot += RunnerClient::footprint(t.nbytes());
-    for (const auto& t : p.outputs) set_bytes += t.nbytes(), foot += RunnerClient::footprint(t.nbytes());
+    for (const auto& t : p.inputs)
+      set_bytes += t.nbytes(), foot += RunnerClient::footprint(t.nbytes());
+    for (const auto& t : p.outputs)
+      set_bytes += t.nbytes(), foot += RunnerClient::footprint(t.nbytes());
     std::size_t llc = opt_.llc_bytes ? opt_.llc_bytes : detect_cpu().llc_bytes;
     if (llc == 0) llc = 64ull << 20;
-    std::size_t n_sets = std::max<std::size_t>(2, (2 * llc + set_bytes - 1) / std::max<std::size_t>(set_bytes, 1));
+    std::size_t n_sets =
+        std::max<std::size_t>(2, (2 * llc + set_bytes - 1) / std::max<std::size_t>(set_bytes, 1));
     n_sets = std::min<std::size_t>(n_sets, 256);
-    while (n_sets > 2 && n_sets * foot > opt_.max_rotation_bytes) --n_sets;
+    while (n_sets > 2 && (n_sets + 1) * foot > opt_.max_rotation_bytes) --n_sets;
     tr.rotation_sets = static_cast<int>(n_sets);
     tr.rotation_bytes = static_cast<double>(n_sets * set_bytes);
-    progress(fmt::format("[timing] {} {}: filling {} rotating input sets ({:.0f} MiB > 2x LLC {:.0f} MiB)",
+    progress(fmt::format("[timing] {} {}: {} rotating input sets ({:.0f} MiB; LLC {:.0f} MiB)",
                          p.size.label, dtype_name(p.dtype), n_sets, tr.rotation_bytes / 1048576.0,
                          static_cast<double>(llc) / 1048576.0));
-    runner_.reset_arena(n_sets * foot);
-    std::vector<Placed> sets;
-    for (std::size_t s = 0; s < n_sets; ++s) {
-      sets.push_back(place(p));
-      type_.generate(p, timing_seed(s), "normal", sets.back().in);
-      for (const auto& o : sets.back().out) poison(o);
-    }
-    std::vector<std::uint64_t> in_hashes;
-    for (const auto& s : sets) {
-      auto h = input_hashes(s);
-      in_hashes.insert(in_hashes.end(), h.begin(), h.end());
-    }
+    runner_.reset_arena((n_sets + 1) * foot);
+    std::vector<Placed> sets;  // sets[0] is the warm-up set; 1..n_sets are timed
+    for (std::size_t s = 0; s <= n_sets; ++s) sets.push_back(place(p));
+    std::vector<std::uint64_t> seeds(n_sets + 1);
+    std::uint64_t next_seed = 0;
+    auto fill = [&](std::size_t s) {
+      seeds[s] = timing_seed(next_seed++);
+      type_.generate(p, seeds[s], "normal", sets[s].in);
+      for (const auto& o : sets[s].out) poison(o);
+    };
+    for (std::size_t s = 0; s <= n_sets; ++s) fill(s);
     std::vector<const Placed*> ptrs;
     for (const auto& s : sets) ptrs.push_back(&s);
+
     const double max_t = opt_.quick ? std::min(opt_.max_time_s, 1.0) : opt_.max_time_s;
     const double min_t = opt_.quick ? std::min(opt_.min_time_s, 0.15) : opt_.min_time_s;
     const int min_reps = opt_.quick ? std::min(opt_.min_reps, 5) : opt_.min_reps;
-    json cmd = call_command(p, ptrs, 3, min_reps, 10000000, min_t, max_t, true);
-    progress(fmt::format("[timing] {} {}: timing (min {} calls, min {:.2f} s)", p.size.label,
-                         dtype_name(p.dtype), min_reps, min_t));
-    // Warm-up + timed calls + verification; allow generous slack over max_t.
-    const double budget_s = opt_.call_timeout_s * 5 + max_t * 2;
-    auto reply = runner_.command(
-        cmd, std::chrono::milliseconds(static_cast<long long>(budget_s * 1000)));
-    if (auto f = reply_failure(reply)) return f;
-    // Guards over every set.
-    std::size_t hi = 0;
-    for (const auto& s : sets) {
-      for (std::size_t i = 0; i < s.in.size(); ++i, ++hi) {
-        if (auto g = band_failure(s.in_off[i], s.in[i])) return g;
-        if (hash_parallel(s.in[i].data, s.in[i].desc.nbytes()) != in_hashes[hi])
-          return Failure{"FAIL", "input_mutation",
-                         fmt::format("input '{}' was modified during timing", s.in[i].desc.name)};
-      }
-      for (std::size_t i = 0; i < s.out.size(); ++i)
-        if (auto g = band_failure(s.out_off[i], s.out[i])) return g;
-    }
-    const auto vset = reply.body.at("verify_set").get<std::size_t>();
-    if (runner::hex64(output_hash(sets[vset])) != reply.body.at("verify_hash").get<std::string>())
-      return Failure{"FAIL", "async_write",
-                     "outputs changed after the kernel returned (work escaping the call, e.g. a "
-                     "background thread)"};
-    // Fresh values every call: the last timed set's output must match ITS oracle.
-    const auto ref = oracle(p, "normal", timing_seed(vset), sets[vset]);
-    double rel = 0;
-    if (auto f = check_outputs(p, sets[vset], *ref, &rel)) {
-      f->reason = "timed call on rotating set " + std::to_string(vset) + ": " + f->reason;
-      if (f->guard == "accuracy") f->guard = "fresh_inputs";
-      return f;
-    }
-    // Statistics.
+    // Warm-up and a first estimate of one call's time.
+    auto warm = runner_.command(call_command(p, ptrs, 3, 0, {}, false), call_timeout(4));
+    if (auto f = reply_failure(warm)) return f;
+    const double est_s = std::max(1e-7, warm.parent_wall_s / 3.0);
     std::vector<double> us;
-    for (auto ns : reply.body.at("times_ns")) us.push_back(ns.get<double>() / 1000.0);
-    if (us.empty()) return Failure{"FAIL", "timer_cross_check", "no timed calls"};
+    double timed_total = 0, wall_total = 0;
+    std::random_device rd;
+    std::mt19937_64 pick(rd());
+    for (int batch = 0; batch < 64; ++batch) {
+      const double want_s = std::max(0.0, min_t - timed_total);
+      std::size_t k = static_cast<std::size_t>(std::ceil(want_s / est_s));
+      k = std::max<std::size_t>(
+          k, static_cast<std::size_t>(std::max(0, min_reps - static_cast<int>(us.size()))));
+      k = std::clamp<std::size_t>(k, 1, n_sets);
+      k = std::min<std::size_t>(
+          k, static_cast<std::size_t>(std::max(1.0, (max_t - timed_total) / est_s)));
+      std::vector<std::size_t> order;
+      for (std::size_t i = 1; i <= k; ++i) order.push_back(i);
+      progress(fmt::format("[timing] {} {}: batch {}: {} calls", p.size.label, dtype_name(p.dtype),
+                           batch + 1, k));
+      const double budget_s = opt_.call_timeout_s + 4.0 * est_s * static_cast<double>(k + 2) + 5.0;
+      auto reply =
+          runner_.command(call_command(p, ptrs, 0, 0, order, true),
+                          std::chrono::milliseconds(static_cast<long long>(budget_s * 1000)));
+      if (auto f = reply_failure(reply)) return f;
+      // The reply must account for exactly the calls we asked for.
+      const auto& b = reply.body;
+      if (!b.contains("times_ns") || !b["times_ns"].is_array() || b["times_ns"].size() != k ||
+          !b.contains("verify_set") || !b.contains("verify_hash") ||
+          b["verify_set"].get<std::size_t>() != order.back())
+        return Failure{"CRASH", "protocol",
+                       "the runner's reply does not match the calls requested (forged reply?)"};
+      double batch_sum = 0;
+      for (const auto& ns : b["times_ns"]) {
+        const double v = ns.get<double>();
+        if (!(v > 0))
+          return Failure{"CRASH", "protocol", "non-positive time in the runner's reply"};
+        us.push_back(v / 1000.0);
+        batch_sum += v * 1e-9;
+      }
+      // The parent's clock: the runner cannot claim more time than passed, and the calls it
+      // reports must account for the time that did pass (beyond the untimed verification call
+      // and IPC). A reply that under-reports the work is not credible.
+      const double wall = reply.parent_wall_s;
+      const double max_call = *std::max_element(us.end() - static_cast<long>(k), us.end()) * 1e-6;
+      if (batch_sum > wall * 1.001 + 1e-4)
+        return Failure{"INVALID", "timer_cross_check",
+                       fmt::format("the runner reports {:.4f} s of kernel time but the parent's "
+                                   "clock saw only {:.4f} s",
+                                   batch_sum, wall)};
+      if (wall > 1.5 * (batch_sum + 2 * max_call) + 0.05)
+        return Failure{
+            "INVALID", "timer_cross_check",
+            fmt::format("the parent's clock saw {:.4f} s for {} calls reported as {:.4f} s: "
+                        "the reported times are not credible",
+                        wall, k, batch_sum)};
+      // Guards over every set used, and full verification of two sets chosen now.
+      for (std::size_t si : order) {
+        for (std::size_t i = 0; i < sets[si].in.size(); ++i)
+          if (auto g = band_failure(sets[si].in_off[i], sets[si].in[i])) return g;
+        for (std::size_t i = 0; i < sets[si].out.size(); ++i)
+          if (auto g = band_failure(sets[si].out_off[i], sets[si].out[i])) return g;
+      }
+      if (runner::hex64(output_hash(sets[order.back()])) != b["verify_hash"].get<std::string>())
+        return Failure{"FAIL", "async_write",
+                       "outputs changed after the kernel returned (work escaping the call, e.g. "
+                       "a background thread)"};
+      std::vector<std::size_t> check{order.back()};
+      if (k > 1) check.push_back(order[pick() % (k - 1)]);
+      for (std::size_t si : check) {
+        const auto priv = private_inputs(p, seeds[si], "normal");
+        for (std::size_t i = 0; i < priv.size(); ++i)
+          if (std::memcmp(priv[i].data(), sets[si].in[i].data, priv[i].size()) != 0)
+            return Failure{"FAIL", "input_mutation",
+                           fmt::format("input '{}' of rotating set {} was modified during timing",
+                                       sets[si].in[i].desc.name, si)};
+        const auto ref = oracle(p, "normal", seeds[si], priv);
+        double rel = 0;
+        if (auto f = check_outputs(p, sets[si], *ref, &rel)) {
+          f->reason = "timed call on rotating set " + std::to_string(si) + ": " + f->reason;
+          if (f->guard == "accuracy" || f->guard == "poisoned_output") f->guard = "fresh_inputs";
+          return f;
+        }
+      }
+      timed_total += batch_sum;
+      wall_total += wall;
+      const bool enough = static_cast<int>(us.size()) >= min_reps && timed_total >= min_t;
+      if (enough || timed_total >= max_t) break;
+      // Fresh values for every set before any is timed again.
+      for (std::size_t si : order) fill(si);
+    }
+    // The runner must still be alive and in step (no forged reply followed by an exit).
+    const long long nonce = static_cast<long long>(pick() >> 2);
+    auto pong = runner_.command({{"op", "ping"}, {"nonce", nonce}}, std::chrono::seconds(10));
+    if (auto f = reply_failure(pong)) return f;
+    if (pong.body.value("pong", -1LL) != nonce)
+      return Failure{"CRASH", "protocol", "the runner answered a ping out of step"};
     tr.reps = static_cast<int>(us.size());
     tr.median_us = percentile(us, 0.5);
     tr.p10_us = percentile(us, 0.1);
@@ -246,15 +312,8 @@ class Session {
     std::vector<double> dev;
     for (double u : us) dev.push_back(std::fabs(u - tr.median_us));
     tr.noise = tr.median_us > 0 ? percentile(dev, 0.5) / tr.median_us : 0;
-    tr.parent_wall_s = reply.parent_wall_s;
-    tr.timed_sum_s = 0;
-    for (double u : us) tr.timed_sum_s += u * 1e-6;
-    const double busy_s = reply.body.value("busy_ns", 0.0) * 1e-9;
-    if (tr.timed_sum_s > tr.parent_wall_s * 1.001 + 1e-4 || busy_s > tr.parent_wall_s * 1.001 + 1e-4)
-      return Failure{"INVALID", "timer_cross_check",
-                     fmt::format("the runner reports {:.4f} s of kernel time but the parent's clock "
-                                 "saw only {:.4f} s for the whole command",
-                                 std::max(tr.timed_sum_s, busy_s), tr.parent_wall_s)};
+    tr.parent_wall_s = wall_total;
+    tr.timed_sum_s = timed_total;
     return std::nullopt;
   }
 
@@ -263,7 +322,27 @@ class Session {
   }
 
  private:
-  std::uint64_t timing_seed(std::size_t s) const { return derive_seed(opt_.seed, 0x71e0 + s); }
+  // Timing sets use the run's fresh seed, so their values cannot be known in advance.
+  std::uint64_t timing_seed(std::size_t s) const {
+    return derive_seed(rep_.fresh_seed ^ 0x5eed71e0ULL, s);
+  }
+
+  std::chrono::milliseconds call_timeout(double factor = 1.0) const {
+    const double s = std::clamp(opt_.call_timeout_s * factor, 0.001, 86400.0);
+    return std::chrono::milliseconds(static_cast<long long>(s * 1000));
+  }
+
+  // Inputs of (problem, seed, regime) generated into parent-private memory.
+  std::vector<std::vector<char>> private_inputs(const Problem& p, std::uint64_t seed,
+                                                const std::string& regime) const {
+    std::vector<std::vector<char>> bufs;
+    std::vector<TensorView> views;
+    for (const auto& t : p.inputs) bufs.emplace_back(t.nbytes());
+    for (std::size_t i = 0; i < p.inputs.size(); ++i)
+      views.push_back({p.inputs[i], bufs[i].data()});
+    type_.generate(p, seed, regime, views);
+    return bufs;
+  }
 
   Placed place(const Problem& p) {
     Placed pl;
@@ -278,12 +357,6 @@ class Session {
     return pl;
   }
 
-  static std::vector<std::uint64_t> input_hashes(const Placed& pl) {
-    std::vector<std::uint64_t> h;
-    for (const auto& t : pl.in) h.push_back(hash_parallel(t.data, t.desc.nbytes()));
-    return h;
-  }
-
   static std::uint64_t output_hash(const Placed& pl) {
     std::uint64_t h = 0xcbf29ce484222325ULL;
     for (const auto& t : pl.out) h = runner::fnv1a64(t.data, t.desc.nbytes(), h);
@@ -291,7 +364,8 @@ class Session {
   }
 
   json call_command(const Problem& p, const std::vector<const Placed*>& sets, int warmup,
-                    long min_reps, long max_reps, double min_t, double max_t, bool verify) const {
+                    std::size_t warmup_set, const std::vector<std::size_t>& order,
+                    bool verify) const {
     json js = json::array();
     for (const Placed* s : sets) {
       json in = json::array(), out = json::array();
@@ -305,9 +379,13 @@ class Session {
                        {"shape", s->out[i].desc.shape}});
       js.push_back({{"in", in}, {"out", out}});
     }
-    return {{"op", "call"},     {"sets", js},          {"attrs", p.attrs},
-            {"warmup", warmup}, {"min_reps", min_reps}, {"max_reps", max_reps},
-            {"min_time_s", min_t}, {"max_time_s", max_t}, {"verify", verify}};
+    return {{"op", "call"},
+            {"sets", js},
+            {"attrs", p.attrs},
+            {"warmup", warmup},
+            {"warmup_set", warmup_set},
+            {"order", order},
+            {"verify", verify}};
   }
 
   std::optional<Failure> reply_failure(const RunnerReply& r) const {
@@ -332,19 +410,19 @@ class Session {
                                t.desc.nbytes(), g)};
   }
 
-  std::optional<Failure> check_guards(const Placed& pl, const std::vector<std::uint64_t>& in_h,
-                                      const RunnerReply& reply) const {
+  std::optional<Failure> check_guards(const Placed& pl, const RunnerReply& reply) const {
     for (std::size_t i = 0; i < pl.in.size(); ++i)
       if (auto f = band_failure(pl.in_off[i], pl.in[i])) return f;
     for (std::size_t i = 0; i < pl.out.size(); ++i)
       if (auto f = band_failure(pl.out_off[i], pl.out[i])) return f;
     for (std::size_t i = 0; i < pl.in.size(); ++i)
-      if (hash_parallel(pl.in[i].data, pl.in[i].desc.nbytes()) != in_h[i])
+      if (std::memcmp(pl.in[i].data, private_[i].data(), private_[i].size()) != 0)
         return Failure{"FAIL", "input_mutation",
                        fmt::format("input '{}' was modified by the kernel (inputs are read-only)",
                                    pl.in[i].desc.name)};
-    if (reply.body.contains("verify_hash") &&
-        runner::hex64(output_hash(pl)) != reply.body.at("verify_hash").get<std::string>())
+    if (!reply.body.contains("verify_hash") || !reply.body["verify_hash"].is_string())
+      return Failure{"CRASH", "protocol", "the runner's reply lacks the output hash"};
+    if (runner::hex64(output_hash(pl)) != reply.body.at("verify_hash").get<std::string>())
       return Failure{"FAIL", "async_write",
                      "outputs changed after the kernel returned (work escaping the call, e.g. a "
                      "background thread)"};
@@ -352,13 +430,15 @@ class Session {
   }
 
   std::shared_ptr<const Outputs> oracle(const Problem& p, const std::string& regime,
-                                        std::uint64_t seed, const Placed& pl) {
-    std::string key = fmt::format("{}|{}|{}|{}|{}", p.kernel, p.size.label, dtype_name(p.dtype),
-                                  regime, seed);
+                                        std::uint64_t seed,
+                                        const std::vector<std::vector<char>>& inputs) {
+    std::string key =
+        fmt::format("{}|{}|{}|{}|{}", p.kernel, p.size.label, dtype_name(p.dtype), regime, seed);
     for (double a : p.attrs) key += fmt::format("|{}", a);
     if (auto hit = oracle_cache().get(key)) return hit;
     std::vector<Array64> ins;
-    for (const auto& t : pl.in) ins.push_back(to_array64(t));
+    for (std::size_t i = 0; i < p.inputs.size(); ++i)
+      ins.push_back(to_array64(TensorView{p.inputs[i], const_cast<char*>(inputs[i].data())}));
     auto outs = std::make_shared<Outputs>();
     type_.reference(p, ins, *outs);
     if (outs->size() != p.outputs.size())
@@ -378,13 +458,15 @@ class Session {
   std::optional<Failure> check_outputs(const Problem& p, const Placed& pl, const Outputs& ref,
                                        double* rel_error) const {
     for (std::size_t i = 0; i < pl.out.size(); ++i) {
-      const auto c = compare_output(pl.out[i], ref[i], type_.compare_row_length(p, static_cast<int>(i)));
+      const auto c =
+          compare_output(pl.out[i], ref[i], type_.compare_row_length(p, static_cast<int>(i)));
       if (rel_error) *rel_error = std::max(*rel_error, c.rel_error);
       if (!c.ok) {
         const std::string guard = c.failure == "poisoned"  ? "poisoned_output"
                                   : c.failure == "nan_inf" ? "nan_inf_pattern"
                                                            : "accuracy";
-        return Failure{"FAIL", guard, fmt::format("output '{}': {}", pl.out[i].desc.name, c.reason)};
+        return Failure{"FAIL", guard,
+                       fmt::format("output '{}': {}", pl.out[i].desc.name, c.reason)};
       }
     }
     return std::nullopt;
@@ -396,6 +478,8 @@ class Session {
   EvalReport& rep_;
   RunnerClient runner_;
   Placed placed_;
+  std::vector<std::vector<char>> private_;
+  std::string lib_;
 };
 
 struct CaseSpec {
@@ -408,7 +492,9 @@ struct CaseSpec {
 
 }  // namespace
 
-void clear_oracle_cache() { oracle_cache().clear(); }
+void clear_oracle_cache() {
+  oracle_cache().clear();
+}
 
 EvalReport evaluate(const KernelType& type, const Backend& backend,
                     const std::filesystem::path& source, const EvalOptions& opts) {
@@ -501,24 +587,31 @@ EvalReport evaluate(const KernelType& type, const Backend& backend,
       s.progress(fmt::format("[{}/5 {}] {} {}{}", si + 1, kStageNames[si], c.size.label,
                              dtype_name(c.dtype), c.note.empty() ? "" : " (" + c.note + ")"));
       double rel = 0;
-      if (si == 3) {
-        // Determinism: three calls on identical inputs must agree bitwise.
-        fail = s.run_case(p, c.regime, c.seed, &rel, &first_hash);
-        for (int rep_i = 1; rep_i < 3 && !fail; ++rep_i) {
-          std::uint64_t h = 0;
-          fail = s.run_case(p, c.regime, c.seed, &rel, &h, /*reuse=*/true);
-          if (!fail && h != first_hash)
-            fail = Failure{"FAIL", "determinism",
-                           fmt::format("call {} on identical inputs gave different output bits "
-                                       "(nondeterministic reduction order or a race)",
-                                       rep_i + 1)};
+      try {
+        if (si == 3) {
+          // Determinism: three calls on identical inputs must agree bitwise.
+          fail = s.run_case(p, c.regime, c.seed, &rel, &first_hash);
+          for (int rep_i = 1; rep_i < 3 && !fail; ++rep_i) {
+            std::uint64_t h = 0;
+            // A fresh runner process for each repetition: a result memoised in the candidate's
+            // memory cannot make a nondeterministic kernel look deterministic.
+            fail = s.restart();
+            if (!fail) fail = s.run_case(p, c.regime, c.seed, &rel, &h, /*reuse=*/true);
+            if (!fail && h != first_hash)
+              fail = Failure{"FAIL", "determinism",
+                             fmt::format("call {} on identical inputs gave different output bits "
+                                         "(nondeterministic reduction order or a race)",
+                                         rep_i + 1)};
+          }
+        } else if (c.note == "fresh_inputs") {
+          // Same buffers, new values: a kernel that caches results by pointer or shape fails.
+          fail = s.run_case(p, c.regime, c.seed, &rel, nullptr, /*reuse=*/false);
+          if (fail && fail->guard == "accuracy") fail->guard = "fresh_inputs";
+        } else {
+          fail = s.run_case(p, c.regime, c.seed, &rel);
         }
-      } else if (c.note == "fresh_inputs") {
-        // Same buffers, new values: a kernel that caches results by pointer or shape fails.
-        fail = s.run_case(p, c.regime, c.seed, &rel, nullptr, /*reuse=*/false);
-        if (fail && fail->guard == "accuracy") fail->guard = "fresh_inputs";
-      } else {
-        fail = s.run_case(p, c.regime, c.seed, &rel);
+      } catch (const nlohmann::json::exception& e) {
+        fail = Failure{"CRASH", "protocol", std::string("unreadable runner reply: ") + e.what()};
       }
       ++st.cases;
       st.max_rel_error = std::max(st.max_rel_error, rel);
@@ -550,7 +643,13 @@ EvalReport evaluate(const KernelType& type, const Backend& backend,
   const Problem tp = type.make_problem(tsize, opts.timing_dtype);
   tr.size_label = tsize.label;
   tr.dtype = opts.timing_dtype;
-  if (auto f = s.time_problem(tp, tr)) {
+  std::optional<Failure> tf;
+  try {
+    tf = s.time_problem(tp, tr);
+  } catch (const nlohmann::json::exception& e) {
+    tf = Failure{"CRASH", "protocol", std::string("unreadable runner reply: ") + e.what()};
+  }
+  if (auto f = tf) {
     rep.verdict = f->verdict;
     rep.guard = f->guard;
     rep.failed_stage = "timing";

@@ -24,7 +24,18 @@ std::string tsv_clean(std::string s) {
 
 std::string format_key_values(const EvalReport& r) {
   std::ostringstream o;
-  auto kv = [&](const std::string& k, const std::string& v) { o << k << ": " << v << "\n"; };
+  // Values may carry candidate-provided text (error messages): escape line breaks and control
+  // characters so a kernel cannot forge extra "key: value" lines.
+  auto kv = [&](const std::string& k, const std::string& v) {
+    o << k << ": ";
+    for (unsigned char ch : v) {
+      if (ch == '\n') o << "\\n";
+      else if (ch == '\r') o << "\\r";
+      else if (ch < 0x20 || ch == 0x7f) o << fmt::format("\\x{:02x}", ch);
+      else o << ch;
+    }
+    o << "\n";
+  };
   kv("kernel", r.kernel);
   kv("backend", r.backend);
   kv("source", r.source.string());

@@ -3,12 +3,16 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <grp.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstring>
+#include <fmt/format.h>
 #include <stdexcept>
 
 #include "core/paths.h"
@@ -48,27 +52,80 @@ void RunnerClient::stop() {
   reply_buf_.clear();
 }
 
+namespace {
+
+// Copies the candidate library into an anonymous memfd so the sandboxed runner can load it
+// without any access to the file system (it dlopens /proc/self/fd/N).
+int library_memfd(const std::string& library) {
+  const int in = ::open(library.c_str(), O_RDONLY | O_CLOEXEC);
+  if (in < 0) return -1;
+  const int fd = ::memfd_create("vladbud-kernel", MFD_CLOEXEC);
+  char buf[1 << 16];
+  ssize_t n;
+  while (fd >= 0 && (n = ::read(in, buf, sizeof buf)) > 0)
+    if (::write(fd, buf, static_cast<std::size_t>(n)) != n) {
+      ::close(fd);
+      ::close(in);
+      return -1;
+    }
+  ::close(in);
+  return fd;
+}
+
+[[noreturn]] void child_fail(const std::string& what) {
+  const std::string msg = "vladbud runner sandbox: " + what + ": " + std::strerror(errno) + "\n";
+  (void)!::write(2, msg.data(), msg.size());
+  _exit(126);
+}
+
+}  // namespace
+
 RunnerReply RunnerClient::start(const std::string& library, std::chrono::milliseconds timeout) {
   stop();
   if (arena_fd_ < 0) {
     arena_fd_ = ::memfd_create("vladbud-arena", MFD_CLOEXEC);
     if (arena_fd_ < 0) throw std::runtime_error("memfd_create failed");
   }
+  // The candidate must not reach this process: not through /proc/<pid>/mem, ptrace or
+  // signals (the runner also drops to an unprivileged uid when we are root, below).
+  ::prctl(PR_SET_DUMPABLE, 0);
+  // A runner that dies between commands must not kill us with SIGPIPE: the write fails and
+  // the death is reported as a crash instead.
+  ::signal(SIGPIPE, SIG_IGN);
   const std::string runner = runner_path().string();
+  const int runner_fd = ::open(runner.c_str(), O_RDONLY | O_CLOEXEC);
+  if (runner_fd < 0) throw std::runtime_error("cannot open the runner binary " + runner);
+  const int lib_fd = library_memfd(library);
+  if (lib_fd < 0) {
+    ::close(runner_fd);
+    RunnerReply r;
+    r.kind = RunnerReply::Kind::Error;
+    r.message = "cannot read the kernel library " + library;
+    return r;
+  }
   int cmd[2], rep[2], err[2];
   if (::pipe2(cmd, O_CLOEXEC) || ::pipe2(rep, O_CLOEXEC) || ::pipe2(err, O_CLOEXEC))
     throw std::runtime_error("pipe failed");
+  const pid_t parent = ::getpid();
   const pid_t pid = ::fork();
   if (pid < 0) throw std::runtime_error("fork failed");
   if (pid == 0) {
     ::setpgid(0, 0);
-    // Move the fds into place (dup2 clears CLOEXEC on the target).
-    const int a = ::dup(arena_fd_), c = ::dup(cmd[0]), r = ::dup(rep[1]), e = ::dup(err[1]);
+    // Die with the parent (Ctrl-C, kill): no orphaned candidate keeps running.
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (::getppid() != parent) _exit(1);
+    // Move the fds into place (dup2 clears CLOEXEC on the target), then close all others.
+    const int a = ::dup(arena_fd_), c = ::dup(cmd[0]), r = ::dup(rep[1]), e = ::dup(err[1]),
+              l = ::dup(lib_fd), x = ::dup(runner_fd);
     ::dup2(a, runner::kArenaFd);
     ::dup2(c, runner::kCommandFd);
     ::dup2(r, runner::kReplyFd);
+    ::dup2(l, runner::kLibraryFd);
+    ::dup2(x, runner::kLibraryFd + 1);
     ::dup2(e, 2);
     ::dup2(e, 1);  // candidate output must never reach our stdout (it may be --json)
+    ::syscall(SYS_close_range, runner::kLibraryFd + 2, ~0U, 0);
+    if (::chdir("/") != 0) child_fail("chdir /");
 #ifndef VB_SANITIZE
     rlimit lim{};
     lim.rlim_cur = lim.rlim_max = memory_limit_;
@@ -76,11 +133,32 @@ RunnerReply RunnerClient::start(const std::string& library, std::chrono::millise
 #endif
     rlimit core{};
     ::setrlimit(RLIMIT_CORE, &core);
-    ::execl(runner.c_str(), runner.c_str(), "--backend", backend_.c_str(), nullptr);
-    const std::string msg = "cannot execute " + runner + ": " + std::strerror(errno) + "\n";
-    (void)!::write(2, msg.data(), msg.size());
-    _exit(127);
+    if (::geteuid() == 0) {
+      // Unprivileged identity: no write access to the user's files (build cache, measured
+      // ceilings, results.tsv), no signals or ptrace to the parent.
+      rlimit nproc{};
+      nproc.rlim_cur = nproc.rlim_max = 256;  // threads count: leave room for OpenMP
+      ::setrlimit(RLIMIT_NPROC, &nproc);
+      if (::setgroups(0, nullptr) != 0 || ::setgid(kSandboxId) != 0 || ::setuid(kSandboxId) != 0)
+        child_fail("cannot drop to uid/gid 65534");
+    }
+    ::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
+    // A scrubbed environment: nothing that names the user's cache or home.
+    std::vector<std::string> env{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=/nonexistent"};
+    for (const char* keep : {"OMP_NUM_THREADS", "OMP_PROC_BIND", "OMP_PLACES", "LD_LIBRARY_PATH",
+                             "ASAN_OPTIONS", "UBSAN_OPTIONS", "LSAN_OPTIONS"})
+      if (const char* v = std::getenv(keep)) env.push_back(std::string(keep) + "=" + v);
+    std::vector<char*> envp;
+    for (auto& v : env) envp.push_back(v.data());
+    envp.push_back(nullptr);
+    const std::string backend = backend_;
+    char* argv[] = {const_cast<char*>("vladbud-runner"), const_cast<char*>("--backend"),
+                    const_cast<char*>(backend.c_str()), nullptr};
+    ::fexecve(runner::kLibraryFd + 1, argv, envp.data());
+    child_fail("cannot execute " + runner);
   }
+  ::close(lib_fd);
+  ::close(runner_fd);
   ::close(cmd[0]);
   ::close(rep[1]);
   ::close(err[1]);
@@ -94,7 +172,9 @@ RunnerReply RunnerClient::start(const std::string& library, std::chrono::millise
     auto r = command({{"op", "map"}, {"size", capacity_}}, timeout);
     if (r.kind != RunnerReply::Kind::Ok) return r;
   }
-  return command({{"op", "load"}, {"lib", library}}, timeout);
+  return command({{"op", "load"}, {"lib", "/proc/self/fd/" + std::to_string(runner::kLibraryFd)},
+                  {"name", library}},
+                 timeout);
 }
 
 std::size_t RunnerClient::footprint(std::size_t bytes) {
@@ -172,7 +252,13 @@ RunnerReply RunnerClient::crashed(const std::string& context) {
   }
   int st = 0;
   std::string how = "runner exited";
-  if (pid_ > 0 && ::waitpid(pid_, &st, 0) == pid_) {
+  pid_t w = pid_ > 0 ? ::waitpid(pid_, &st, WNOHANG) : -1;
+  if (w == 0) {  // still running (e.g. a protocol violation): end it
+    ::kill(-pid_, SIGKILL);
+    ::kill(pid_, SIGKILL);
+    w = ::waitpid(pid_, &st, 0);
+  }
+  if (pid_ > 0 && w == pid_) {
     if (WIFSIGNALED(st))
       how = "runner killed by " + signal_description(WTERMSIG(st));
     else if (WIFEXITED(st))
@@ -210,14 +296,28 @@ RunnerReply RunnerClient::command(const nlohmann::json& cmd, std::chrono::millis
 
 RunnerReply RunnerClient::read_reply(std::chrono::milliseconds timeout, Clock::time_point t0) {
   char buf[65536];
+  std::size_t scanned = 0;  // bytes of reply_buf_ already searched for a newline
   for (;;) {
-    const auto nl = reply_buf_.find('\n');
+    const auto nl = reply_buf_.find('\n', scanned);
+    scanned = reply_buf_.size();
     if (nl != std::string::npos) {
       RunnerReply r;
       r.parent_wall_s = std::chrono::duration<double>(Clock::now() - t0).count();
       const std::string line = reply_buf_.substr(0, nl);
       reply_buf_.erase(0, nl + 1);
-      r.body = nlohmann::json::parse(line);
+      try {
+        r.body = nlohmann::json::parse(line);
+        if (!r.body.is_object()) throw std::runtime_error("not an object");
+      } catch (const std::exception&) {
+        RunnerReply bad = crashed("after sending a malformed reply (protocol violation)");
+        bad.guard = "protocol";
+        return bad;
+      }
+      if (!reply_buf_.empty()) {
+        RunnerReply bad = crashed("after sending two replies to one command (protocol violation)");
+        bad.guard = "protocol";
+        return bad;
+      }
       if (r.body.value("ok", false)) {
         r.kind = RunnerReply::Kind::Ok;
       } else {
@@ -227,14 +327,19 @@ RunnerReply RunnerClient::read_reply(std::chrono::milliseconds timeout, Clock::t
       }
       return r;
     }
+    if (reply_buf_.size() > (64u << 20)) {
+      RunnerReply bad = crashed("after sending over 64 MiB without a line end (protocol violation)");
+      bad.guard = "protocol";
+      return bad;
+    }
     const auto left =
         timeout - std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0);
     if (left.count() <= 0) {
       RunnerReply r;
       r.kind = RunnerReply::Kind::Timeout;
       r.parent_wall_s = std::chrono::duration<double>(Clock::now() - t0).count();
-      r.message = "no reply within " + std::to_string(timeout.count() / 1000.0).substr(0, 5) +
-                  " s (hang or infinite loop); runner killed";
+      r.message = fmt::format("no reply within {:.1f} s (hang or infinite loop); runner killed",
+                              static_cast<double>(timeout.count()) / 1000.0);
       stop();
       return r;
     }

@@ -31,6 +31,8 @@ class RunnerClient {
  public:
   /// Guard band size on each side of every buffer (bytes).
   static constexpr std::size_t kGuardBytes = 4096;
+  /// uid and gid the runner drops to when VladBud runs as root ("nobody").
+  static constexpr unsigned kSandboxId = 65534;
   /// Byte pattern in the guard bands.
   static constexpr unsigned char kGuardByte = 0xA5;
 

@@ -8,16 +8,18 @@
 // Commands (parent -> child):
 //   {"op":"load", "lib":PATH}                       -> {"ok":true} | {"ok":false,"error":...}
 //   {"op":"map",  "size":BYTES}                     -> {"ok":true}
-//   {"op":"call", "sets":[SET...], "attrs":[...], "warmup":N, "min_reps":N, "max_reps":N,
-//    "min_time_s":T, "max_time_s":T, "verify":bool}
+//   {"op":"call", "sets":[SET...], "attrs":[...], "warmup":N, "warmup_set":I,
+//    "order":[I...], "verify":bool}
 //      SET = {"in":[DESC...], "out":[DESC...]}, DESC = {"off":BYTES, "dtype":"fp16", "shape":[..]}
-//      Calls rotate over the sets: warm-up calls, then timed calls until both min_reps and
-//      min_time_s are reached (or max_reps / max_time_s). With "verify", the output of the
-//      set called last is poisoned and that set is called once more, untimed. Either way the
-//      FNV-1a hash of the last-called set's outputs, taken right after the call returned, is
-//      reported, so the parent can prove no write happened after return.
-//   reply: {"ok":true, "times_ns":[...], "busy_ns":N, "loop_ns":N, "verify_set":I,
-//           "verify_hash":"hex"} or {"ok":false, "error":MSG, "guard":NAME}
+//      The parent fixes the exact sequence: N untimed calls on set warmup_set, then one timed
+//      call per entry of order. With "verify", the outputs of the last set are poisoned and it
+//      is called once more, untimed. Either way the FNV-1a hash of that set's outputs, taken
+//      right after the call returned, is reported so the parent can prove no write happened
+//      after return.
+//   reply: {"ok":true, "times_ns":[one per order entry], "busy_ns":N, "timed_ns":N,
+//           "loop_ns":N, "verify_set":I, "verify_hash":"hex"}
+//          or {"ok":false, "error":MSG, "guard":NAME}
+//   {"op":"ping", "nonce":N}                        -> {"ok":true, "pong":N}
 //   {"op":"exit"}
 #pragma once
 
@@ -31,6 +33,8 @@ namespace vb::runner {
 inline constexpr int kArenaFd = 3;
 inline constexpr int kCommandFd = 4;
 inline constexpr int kReplyFd = 5;
+/// The candidate library, copied into a memfd by the parent (loaded as /proc/self/fd/6).
+inline constexpr int kLibraryFd = 6;
 
 /// Poison bit patterns written into outputs before each call (NaNs, recognisable).
 inline constexpr std::uint32_t kPoisonF32 = 0x7fbadbadu;

@@ -7,6 +7,7 @@
 #include <dlfcn.h>
 #include <dlpack/dlpack.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -150,16 +151,20 @@ json do_call(State& st, const json& cmd) {
   }
   if (sets.empty()) return {{"ok", false}, {"error", "call without tensor sets"}};
   const auto attrs = cmd.value("attrs", std::vector<double>{});
+  // The parent fixes the exact call sequence: `warmup` untimed calls on set `warmup_set`,
+  // then one timed call per entry of `order` (set indices), then optionally the verification
+  // call. Nothing here depends on the clock, so the parent knows how much work it asked for.
   const int warmup = cmd.value("warmup", 0);
-  const long min_reps = cmd.value("min_reps", 1L);
-  const long max_reps = cmd.value("max_reps", 1L);
-  const double min_time = cmd.value("min_time_s", 0.0);
-  const double max_time = cmd.value("max_time_s", 1e9);
+  const auto warmup_set = cmd.value("warmup_set", std::size_t{0});
+  const auto order = cmd.value("order", std::vector<std::size_t>{0});
   const bool verify = cmd.value("verify", false);
+  for (std::size_t s : order)
+    if (s >= sets.size()) return {{"ok", false}, {"error", "set index out of range"}};
+  if (warmup_set >= sets.size()) return {{"ok", false}, {"error", "warm-up set out of range"}};
 
   std::vector<long long> times;
+  times.reserve(order.size());
   long long busy = 0;
-  std::size_t last_set = 0;
   auto one_call = [&](std::size_t s, long long* ns) -> json {
     auto& ts = sets[s];
     const auto t0 = Clock::now();
@@ -177,10 +182,10 @@ json do_call(State& st, const json& cmd) {
     *ns = std::chrono::duration_cast<std::chrono::nanoseconds>(t1 - t0).count();
     if (rc != 0) {
       const char* msg = st.last_error ? st.last_error() : nullptr;
+      std::string m = msg && *msg ? std::string(msg, ::strnlen(msg, 512)) : "(no message)";
       return {{"ok", false},
               {"guard", "kernel_error"},
-              {"error", "kernel returned " + std::to_string(rc) + ": " +
-                            (msg && *msg ? std::string(msg) : std::string("(no message)"))}};
+              {"error", "kernel returned " + std::to_string(rc) + ": " + m}};
     }
     std::string bad = check_side("output", ts.out, ts.out_copy, ts.out_shapes, ts.out_shapes_copy);
     if (bad.empty())
@@ -190,29 +195,22 @@ json do_call(State& st, const json& cmd) {
   };
 
   const auto loop0 = Clock::now();
-  long rep = 0;
-  for (int w = 0; w < warmup; ++w, ++rep) {
+  for (int w = 0; w < warmup; ++w) {
     long long ns = 0;
-    last_set = static_cast<std::size_t>(rep) % sets.size();
-    auto err = one_call(last_set, &ns);
+    auto err = one_call(warmup_set, &ns);
     if (!err.is_null()) return err;
-    busy += ns;
   }
   const auto timed0 = Clock::now();
-  for (long r = 0;; ++r, ++rep) {
-    const double elapsed = std::chrono::duration<double>(Clock::now() - timed0).count();
-    if (r >= max_reps || (r >= 1 && elapsed >= max_time)) break;
-    if (r >= min_reps && elapsed >= min_time) break;
+  for (std::size_t s : order) {
     long long ns = 0;
-    last_set = static_cast<std::size_t>(rep) % sets.size();
-    auto err = one_call(last_set, &ns);
+    auto err = one_call(s, &ns);
     if (!err.is_null()) return err;
     busy += ns;
     times.push_back(ns);
   }
-  const long long loop_ns =
-      std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - loop0).count();
-  json reply = {{"ok", true}, {"times_ns", times}, {"busy_ns", busy}, {"loop_ns", loop_ns}};
+  const long long timed_ns =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - timed0).count();
+  const std::size_t last_set = order.empty() ? warmup_set : order.back();
   auto& ts = sets[last_set];
   if (verify) {
     for (std::size_t i = 0; i < ts.out.size(); ++i) poison(ts.out[i], ts.out_bytes[i]);
@@ -225,9 +223,11 @@ json do_call(State& st, const json& cmd) {
   std::uint64_t h = 0xcbf29ce484222325ULL;
   for (std::size_t i = 0; i < ts.out.size(); ++i)
     h = vb::runner::fnv1a64(ts.out[i].data, ts.out_bytes[i], h);
-  reply["verify_set"] = last_set;
-  reply["verify_hash"] = vb::runner::hex64(h);
-  return reply;
+  const long long loop_ns =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - loop0).count();
+  return {{"ok", true},        {"times_ns", times},         {"busy_ns", busy},
+          {"timed_ns", timed_ns}, {"loop_ns", loop_ns},     {"verify_set", last_set},
+          {"verify_hash", vb::runner::hex64(h)}};
 }
 
 json handle(State& st, const json& cmd) {
@@ -258,31 +258,34 @@ json handle(State& st, const json& cmd) {
     return {{"ok", true}};
   }
   if (op == "call") return do_call(st, cmd);
+  if (op == "ping") return {{"ok", true}, {"pong", cmd.value("nonce", 0LL)}};
   return {{"ok", false}, {"error", "unknown op " + op}};
 }
 
 }  // namespace
 
 int main() {
+  ::syscall(SYS_close_range, vb::runner::kLibraryFd + 1, ~0U, 0);  // nothing else inherited
   FILE* in = ::fdopen(vb::runner::kCommandFd, "r");
   if (!in) {
     std::fprintf(stderr, "vladbud-runner: must be started by the evaluator (no command pipe)\n");
     return 2;
   }
   State st;
-  std::string line;
   char* buf = nullptr;
   std::size_t cap = 0;
   while (::getline(&buf, &cap, in) > 0) {
-    json reply;
+    std::string out;
     try {
       const json cmd = json::parse(buf);
       if (cmd.value("op", "") == "exit") break;
-      reply = handle(st, cmd);
+      // Candidate-provided text (error messages) may hold invalid UTF-8: replace, never abort.
+      out = handle(st, cmd).dump(-1, ' ', false, json::error_handler_t::replace) + "\n";
     } catch (const std::exception& e) {
-      reply = {{"ok", false}, {"error", std::string("runner: ") + e.what()}};
+      out = json{{"ok", false}, {"error", std::string("runner: ") + e.what()}}.dump(
+                -1, ' ', false, json::error_handler_t::replace) +
+            "\n";
     }
-    const std::string out = reply.dump() + "\n";
     std::size_t off = 0;
     while (off < out.size()) {
       const ssize_t w = ::write(vb::runner::kReplyFd, out.data() + off, out.size() - off);

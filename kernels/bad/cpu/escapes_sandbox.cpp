@@ -1,0 +1,25 @@
+// BAD (sandbox): tries what a cheating candidate would do to reach the harness: open the
+// parent's memory for writing (to patch the comparison, red-team finding #1), or still hold
+// root (to rewrite the build cache, the measured ceilings or results.tsv). If any of that is
+// possible it "passes" by writing a correct softmax; if the sandbox holds it reports so as an
+// error, which the test expects.
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cstdio>
+
+#include "bad_common.h"
+
+extern "C" int vb_kernel_run(const DLTensor* in, int n_in, DLTensor* out, int n_out,
+                             const double*, int n_attrs, void*) {
+  if (int e = bad::softmax_args(in, n_in, out, n_out, n_attrs)) return e;
+  char path[64];
+  std::snprintf(path, sizeof path, "/proc/%d/mem", static_cast<int>(::getppid()));
+  const int fd = ::open(path, O_RDWR);
+  const bool parent_memory = fd >= 0;
+  if (fd >= 0) ::close(fd);
+  const bool root = ::geteuid() == 0;
+  const bool home = ::access("/root", W_OK) == 0;
+  if (parent_memory || root || home) return bad::softmax(in, out, in[0].shape[0]);
+  return vbk::fail("sandbox held: no access to the parent's memory, not root, /root not writable");
+}

@@ -16,7 +16,7 @@ while [ $# -gt 0 ]; do
 done
 
 # Debian packages: toolchain, CLI11, nlohmann-json, fmt, DLPack, Highway, GoogleTest.
-pkgs=(cmake make g++ libcli11-dev nlohmann-json3-dev libfmt-dev libdlpack-dev libhwy-dev libgtest-dev)
+pkgs=(cmake make g++ libcli11-dev nlohmann-json3-dev libfmt-dev libdlpack-dev libhwy-dev libgtest-dev g++-aarch64-linux-gnu)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

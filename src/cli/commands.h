@@ -10,6 +10,7 @@ namespace vb::cli {
 
 void add_bench(CLI::App& app);
 void add_run(CLI::App& app);
+void add_research(CLI::App&);
 void add_targets(CLI::App& app);
 
 /// Exit codes shared by the subcommands.

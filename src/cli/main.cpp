@@ -34,6 +34,7 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", "vladbud 0.1.0");
   vb::cli::add_bench(app);
   vb::cli::add_run(app);
+  vb::cli::add_research(app);
   vb::cli::add_targets(app);
   try {
     app.parse(argc, argv);

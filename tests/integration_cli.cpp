@@ -28,10 +28,10 @@ TEST(Cli, BenchPrintsGreppableLinesAndAppendsAResultsRow) {
   const auto d = temp_dir("bench");
   auto r = vladbud({"bench", "--kernel", "rmsnorm", "--quick"}, d);
   EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
-  for (const char* key : {"correctness: PASS", "stage1_smoke: PASS", "stage2_shape_sweep: PASS",
-                          "stage3_stability: PASS", "stage4_determinism: PASS", "stage5_edge: PASS",
-                          "latency_us: ", "throughput_tflops: ", "bandwidth_gb_s: ", "pct_peak: ",
-                          "bound: memory"})
+  for (const char* key :
+       {"correctness: PASS", "stage1_smoke: PASS", "stage2_shape_sweep: PASS",
+        "stage3_stability: PASS", "stage4_determinism: PASS", "stage5_edge: PASS",
+        "latency_us: ", "throughput_tflops: ", "bandwidth_gb_s: ", "pct_peak: ", "bound: memory"})
     EXPECT_NE(r.out.find(key), std::string::npos) << key << "\n" << r.out;
   EXPECT_TRUE(fs::exists(d / "results.tsv"));
   EXPECT_NE(read_file(d / "results.tsv").find("\trmsnorm\t"), std::string::npos);

@@ -6,7 +6,9 @@
 
 namespace vb::test {
 
-std::filesystem::path repo_root() { return VB_SOURCE_DIR; }
+std::filesystem::path repo_root() {
+  return VB_SOURCE_DIR;
+}
 
 std::filesystem::path bad_kernel(const std::string& name) {
   return repo_root() / "kernels" / "bad" / "cpu" / (name + ".cpp");

@@ -122,11 +122,13 @@ Buf make(DType dt, std::int64_t rows, std::int64_t cols) {
   return b;
 }
 
-Array64 ref_of(std::int64_t rows, std::int64_t cols, DType dt, std::uint64_t seed, double scale = 1) {
+Array64 ref_of(std::int64_t rows, std::int64_t cols, DType dt, std::uint64_t seed,
+               double scale = 1) {
   Array64 a;
   a.shape = {rows, cols};
   a.v.resize(static_cast<std::size_t>(rows * cols));
-  for (std::size_t i = 0; i < a.v.size(); ++i) a.v[i] = round_to_dtype(scale * normal01(seed, i), dt);
+  for (std::size_t i = 0; i < a.v.size(); ++i)
+    a.v[i] = round_to_dtype(scale * normal01(seed, i), dt);
   return a;
 }
 
@@ -221,7 +223,8 @@ Array64 matmul_ref(const std::vector<double>& a, const std::vector<double>& b, i
   for (int i = 0; i < m; ++i)
     for (int j = 0; j < n; ++j) {
       double s = 0;
-      for (int p = 0; p < k; ++p) s += a[static_cast<std::size_t>(i * k + p)] * b[static_cast<std::size_t>(p * n + j)];
+      for (int p = 0; p < k; ++p)
+        s += a[static_cast<std::size_t>(i * k + p)] * b[static_cast<std::size_t>(p * n + j)];
       c.v[static_cast<std::size_t>(i * n + j)] = round_to_dtype(s, out);
     }
   return c;
@@ -245,7 +248,8 @@ TEST(Compare, Tf32RoundedFp32MatmulFailsAndTrueFp32Passes) {
     for (int j = 0; j < n; ++j) {
       float s = 0, st = 0;
       for (int p = 0; p < k; ++p) {
-        const double x = a[static_cast<std::size_t>(i * k + p)], y = b[static_cast<std::size_t>(p * n + j)];
+        const double x = a[static_cast<std::size_t>(i * k + p)],
+                     y = b[static_cast<std::size_t>(p * n + j)];
         s += static_cast<float>(x) * static_cast<float>(y);
         st += static_cast<float>(tf32(x) * tf32(y));
       }
@@ -261,7 +265,8 @@ TEST(Compare, Fp16AccumulationOverK4096Fails) {
   const int m = 8, n = 8, k = 4096;
   std::vector<double> a(static_cast<std::size_t>(m * k)), b(static_cast<std::size_t>(k * n));
   for (std::size_t i = 0; i < a.size(); ++i) a[i] = round_to_dtype(normal01(21, i), DType::F16);
-  for (std::size_t i = 0; i < b.size(); ++i) b[i] = round_to_dtype(normal01(22, i) / 64, DType::F16);
+  for (std::size_t i = 0; i < b.size(); ++i)
+    b[i] = round_to_dtype(normal01(22, i) / 64, DType::F16);
   const auto ref = matmul_ref(a, b, m, n, k, DType::F16);
   auto acc16 = make(DType::F16, m, n), acc32 = make(DType::F16, m, n);
   for (int i = 0; i < m; ++i)
@@ -269,7 +274,8 @@ TEST(Compare, Fp16AccumulationOverK4096Fails) {
       double s16 = 0;
       float s32 = 0;
       for (int p = 0; p < k; ++p) {
-        const double prod = a[static_cast<std::size_t>(i * k + p)] * b[static_cast<std::size_t>(p * n + j)];
+        const double prod =
+            a[static_cast<std::size_t>(i * k + p)] * b[static_cast<std::size_t>(p * n + j)];
         s16 = round_to_dtype(s16 + round_to_dtype(prod, DType::F16), DType::F16);
         s32 += static_cast<float>(prod);
       }

@@ -120,7 +120,8 @@ TEST(Evaluator, ThroughputAboveTheCeilingIsInvalidNotAResult) {
 
 TEST(Evaluator, MissingSourceIsABuildFailureNotACrash) {
   const KernelType* kt = find_kernel_type("softmax");
-  const EvalReport r = evaluate(*kt, *find_backend("cpu"), "/nonexistent/k.cpp", test::test_options());
+  const EvalReport r =
+      evaluate(*kt, *find_backend("cpu"), "/nonexistent/k.cpp", test::test_options());
   EXPECT_EQ(r.verdict, "FAIL");
   EXPECT_EQ(r.failed_stage, "build");
 }

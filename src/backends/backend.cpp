@@ -18,12 +18,16 @@ const Backend* find_backend(std::string_view name) {
   return nullptr;
 }
 
-std::string backend_names() { return "cpu"; }
+std::string backend_names() {
+  return "cpu";
+}
 
 std::vector<VectorizedLoop> parse_vectorization_report(const std::string& text) {
   std::vector<VectorizedLoop> loops;
-  static const std::regex gcc(R"(^([^:\s]+):(\d+):\d+: optimized: loop vectorized using (\d+) byte vectors)");
-  static const std::regex clang(R"(^([^:\s]+):(\d+):\d+: remark: vectorized loop \(vectorization width: (\d+))");
+  static const std::regex gcc(
+      R"(^([^:\s]+):(\d+):\d+: optimized: loop vectorized using (\d+) byte vectors)");
+  static const std::regex clang(
+      R"(^([^:\s]+):(\d+):\d+: remark: vectorized loop \(vectorization width: (\d+))");
   std::istringstream in(text);
   std::string line;
   std::smatch m;

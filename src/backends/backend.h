@@ -25,9 +25,9 @@ struct BuildResult {
   std::string diagnostics;        ///< compiler output; on failure it names file:line
   std::string command;            ///< the compile command line
   std::string compiler_version;
-  std::string cache_key;          ///< content hash of source + SDK header + toolchain
-  bool cached = false;            ///< true when the library came from the cache
-  double seconds = 0;             ///< compile time (0 when cached)
+  std::string cache_key;  ///< content hash of source + SDK header + toolchain
+  bool cached = false;    ///< true when the library came from the cache
+  double seconds = 0;     ///< compile time (0 when cached)
   std::vector<VectorizedLoop> vectorized_loops;  ///< the vectorization report
 };
 

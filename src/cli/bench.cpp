@@ -13,7 +13,7 @@ namespace vb::cli {
 namespace {
 struct BenchArgs {
   std::string kernel, source, backend = "cpu", size, dtype = "fp32", results = "results.tsv",
-                                  tag = "bench";
+                              tag = "bench";
   bool quick = false, json = false, no_timing = false, list_sizes = false, progress = false;
   std::uint64_t seed = 42, fresh_seed = 0;
   double timeout = 30;
@@ -29,8 +29,7 @@ void run_bench(const BenchArgs& a) {
   if (!kt)
     usage_error("unknown kernel type '" + a.kernel + "'; choose one of: " + kernel_type_names());
   const Backend* be = find_backend(a.backend);
-  if (!be)
-    usage_error("unknown backend '" + a.backend + "'; available: " + backend_names());
+  if (!be) usage_error("unknown backend '" + a.backend + "'; available: " + backend_names());
   if (a.list_sizes) {
     for (const auto& s : kt->all_sizes(be->name())) std::cout << s.label << "\n";
     return;
@@ -93,7 +92,8 @@ void run_bench(const BenchArgs& a) {
   } else {
     std::cout << format_key_values(r);
     std::cout << "target: " << target << " (" << detect_cpu().model << ")\n";
-    if (experiment) std::cout << "results_tsv: " << a.results << " (experiment " << experiment << ")\n";
+    if (experiment)
+      std::cout << "results_tsv: " << a.results << " (experiment " << experiment << ")\n";
     if (!r.build.ok && !r.build.diagnostics.empty())
       std::cerr << "compiler diagnostics:\n" << r.build.diagnostics;
   }
@@ -111,21 +111,27 @@ void add_bench(CLI::App& app) {
       "Prints greppable 'key: value' lines (or --json) and appends one row to results.tsv.\n"
       "Exit code 0 only when the verdict is PASS.");
   c->add_option("--kernel,-k", args->kernel, "kernel type: " + kernel_type_names())->required();
-  c->add_option("--source,-s", args->source, "kernel source to evaluate (default: the starter kernels/<backend>/<type>)");
+  c->add_option("--source,-s", args->source,
+                "kernel source to evaluate (default: the starter kernels/<backend>/<type>)");
   c->add_option("--backend,-b", args->backend, "backend: cpu")->capture_default_str();
-  c->add_option("--size", args->size, "size label to time (default: the type's benchmark size; --list-sizes shows all)");
-  c->add_option("--dtype", args->dtype, "dtype of the timed problem: fp16, bf16, fp32 (correctness always runs all three)")
+  c->add_option("--size", args->size,
+                "size label to time (default: the type's benchmark size; --list-sizes shows all)");
+  c->add_option("--dtype", args->dtype,
+                "dtype of the timed problem: fp16, bf16, fp32 (correctness always runs all three)")
       ->capture_default_str();
   c->add_flag("--quick", args->quick, "fewer sizes per stage and a short timing window");
   c->add_flag("--json", args->json, "print the report as JSON");
   c->add_flag("--no-timing", args->no_timing, "correctness stages only");
   c->add_flag("--list-sizes", args->list_sizes, "list the size labels of the kernel type and exit");
-  c->add_flag("--progress", args->progress, "print progress to stderr even when it is not a terminal");
+  c->add_flag("--progress", args->progress,
+              "print progress to stderr even when it is not a terminal");
   c->add_option("--results", args->results, "results.tsv to append to")->capture_default_str();
   c->add_option("--tag", args->tag, "tag column of the results.tsv row")->capture_default_str();
   c->add_option("--seed", args->seed, "default seed of the inputs")->capture_default_str();
-  c->add_option("--fresh-seed", args->fresh_seed, "the extra fresh seed (default: new each run; printed)");
-  c->add_option("--timeout", args->timeout, "wall-clock limit of one kernel call, seconds")->capture_default_str();
+  c->add_option("--fresh-seed", args->fresh_seed,
+                "the extra fresh seed (default: new each run; printed)");
+  c->add_option("--timeout", args->timeout, "wall-clock limit of one kernel call, seconds")
+      ->capture_default_str();
   c->callback([args] { run_bench(*args); });
 }
 

@@ -16,11 +16,11 @@ void add_targets(CLI::App& app);
 /// Exit codes shared by the subcommands.
 enum ExitCode : int {
   kOk = 0,
-  kFail = 1,       ///< correctness failed (or a build failed)
-  kUsage = 2,      ///< bad arguments or input
+  kFail = 1,   ///< correctness failed (or a build failed)
+  kUsage = 2,  ///< bad arguments or input
   kTimeout = 3,
   kCrash = 4,
-  kInvalid = 5,    ///< correct but the timing is not credible (above the ceiling, cross-check)
+  kInvalid = 5,  ///< correct but the timing is not credible (above the ceiling, cross-check)
 };
 
 /// Maps an evaluation verdict to an exit code.

@@ -20,7 +20,8 @@ struct RunArgs {
 void run_run(const RunArgs& a) {
   std::vector<const KernelType*> types;
   if (a.all == !a.kernel.empty()) {
-    std::cerr << "vladbud run: give either --all or one kernel type (" << kernel_type_names() << ")\n";
+    std::cerr << "vladbud run: give either --all or one kernel type (" << kernel_type_names()
+              << ")\n";
     throw CLI::RuntimeError(kUsage);
   }
   if (a.all) {
@@ -28,8 +29,8 @@ void run_run(const RunArgs& a) {
   } else {
     const KernelType* kt = find_kernel_type(a.kernel);
     if (!kt) {
-      std::cerr << "vladbud run: unknown kernel type '" << a.kernel << "'; choose one of: "
-                << kernel_type_names() << "\n";
+      std::cerr << "vladbud run: unknown kernel type '" << a.kernel
+                << "'; choose one of: " << kernel_type_names() << "\n";
       throw CLI::RuntimeError(kUsage);
     }
     types.push_back(kt);
@@ -39,11 +40,11 @@ void run_run(const RunArgs& a) {
   o.progress = progress_printer(a.progress);
   std::cerr << "vladbud run: local target: cpu; measuring or loading this machine's ceilings...\n";
   auto t = run_local_cpu(types, o, [&](std::size_t i, const EvalReport& r) {
-    std::cerr << fmt::format("[{}/{}] {:<17} {:<8} {:>6.1f} s{}\n", i + 1, types.size(), r.kernel,
-                             r.verdict, r.seconds,
-                             r.timing ? fmt::format("  {:.1f} us, {:.1f}% of {} ceiling", r.timing->median_us,
-                                                    r.timing->roofline.pct_peak, r.timing->roofline.bound)
-                                      : "");
+    std::cerr << fmt::format(
+        "[{}/{}] {:<17} {:<8} {:>6.1f} s{}\n", i + 1, types.size(), r.kernel, r.verdict, r.seconds,
+        r.timing ? fmt::format("  {:.1f} us, {:.1f}% of {} ceiling", r.timing->median_us,
+                               r.timing->roofline.pct_peak, r.timing->roofline.bound)
+                 : "");
     try {
       append_results_row(a.results, results_row(r, "local-cpu", "run"));
     } catch (const std::exception& e) {
@@ -56,7 +57,8 @@ void run_run(const RunArgs& a) {
     std::cerr << "report written to " << a.report << "\n";
   }
   if (a.json)
-    std::cout << run_to_json(targets).dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+    std::cout << run_to_json(targets).dump(2, ' ', false, nlohmann::json::error_handler_t::replace)
+              << "\n";
   else
     std::cout << format_run_table(targets, false);
   int worst = 0;

@@ -46,7 +46,9 @@ std::optional<DType> parse_dtype(std::string_view s) {
   return std::nullopt;
 }
 
-bool is_floating(DType t) { return t != DType::I64; }
+bool is_floating(DType t) {
+  return t != DType::I64;
+}
 
 namespace {
 
@@ -82,7 +84,7 @@ std::uint16_t encode_small(double x, const SmallFormat& f) {
   const std::uint64_t sig = (1ull << 52) | dman;  // 53-bit significand
   int shift = 52 - f.mant;
   if (e < f.emin) shift += f.emin - e;  // subnormal in the target: coarser quantum
-  if (shift > 54) return sign;           // below half the smallest subnormal
+  if (shift > 54) return sign;          // below half the smallest subnormal
   std::uint64_t q = sig >> shift;
   const std::uint64_t rem = sig & ((1ull << shift) - 1);
   const std::uint64_t half = 1ull << (shift - 1);
@@ -122,8 +124,12 @@ float bf16_to_float(std::uint16_t b) {
   return f;
 }
 
-std::uint16_t double_to_half(double x) { return encode_small(x, kHalf); }
-std::uint16_t double_to_bf16(double x) { return encode_small(x, kBf16); }
+std::uint16_t double_to_half(double x) {
+  return encode_small(x, kHalf);
+}
+std::uint16_t double_to_bf16(double x) {
+  return encode_small(x, kBf16);
+}
 
 double load_as_double(const void* data, DType t, std::size_t i) {
   switch (t) {

@@ -44,9 +44,13 @@ std::uint16_t double_to_half(double x);
 /// double -> bf16 bits, round-to-nearest-even, overflow to +-inf, NaN stays NaN.
 std::uint16_t double_to_bf16(double x);
 /// float -> fp16 bits (RNE). Same as double_to_half((double)f): a float is exact in double.
-inline std::uint16_t float_to_half(float f) { return double_to_half(static_cast<double>(f)); }
+inline std::uint16_t float_to_half(float f) {
+  return double_to_half(static_cast<double>(f));
+}
 /// float -> bf16 bits (RNE).
-inline std::uint16_t float_to_bf16(float f) { return double_to_bf16(static_cast<double>(f)); }
+inline std::uint16_t float_to_bf16(float f) {
+  return double_to_bf16(static_cast<double>(f));
+}
 
 /// Reads element `i` of a contiguous buffer of dtype `t` as double (exact for every dtype
 /// except int64 values beyond 2^53).

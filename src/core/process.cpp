@@ -45,7 +45,8 @@ ProcessResult run_process(const std::vector<std::string>& argv, std::chrono::mil
   int open_fds = 2;
   char buf[65536];
   while (open_fds > 0) {
-    const auto left = timeout - std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0);
+    const auto left =
+        timeout - std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0);
     if (left.count() <= 0) {
       ::kill(-pid, SIGKILL);
       ::kill(pid, SIGKILL);
@@ -79,14 +80,29 @@ ProcessResult run_process(const std::vector<std::string>& argv, std::chrono::mil
 std::string signal_description(int sig) {
   std::string name;
   switch (sig) {
-    case SIGSEGV: name = "SIGSEGV"; break;
-    case SIGBUS: name = "SIGBUS"; break;
-    case SIGFPE: name = "SIGFPE"; break;
-    case SIGILL: name = "SIGILL"; break;
-    case SIGABRT: name = "SIGABRT"; break;
-    case SIGKILL: name = "SIGKILL"; break;
-    case SIGTERM: name = "SIGTERM"; break;
-    default: name = "signal " + std::to_string(sig);
+    case SIGSEGV:
+      name = "SIGSEGV";
+      break;
+    case SIGBUS:
+      name = "SIGBUS";
+      break;
+    case SIGFPE:
+      name = "SIGFPE";
+      break;
+    case SIGILL:
+      name = "SIGILL";
+      break;
+    case SIGABRT:
+      name = "SIGABRT";
+      break;
+    case SIGKILL:
+      name = "SIGKILL";
+      break;
+    case SIGTERM:
+      name = "SIGTERM";
+      break;
+    default:
+      name = "signal " + std::to_string(sig);
   }
   const char* d = ::strsignal(sig);
   return d ? name + " (" + d + ")" : name;
@@ -100,7 +116,8 @@ bool have_program(const std::string& name) {
   std::size_t start = 0;
   while (start <= p.size()) {
     const std::size_t end = p.find(':', start);
-    const std::string dir = p.substr(start, end == std::string::npos ? std::string::npos : end - start);
+    const std::string dir =
+        p.substr(start, end == std::string::npos ? std::string::npos : end - start);
     if (!dir.empty() && ::access((dir + "/" + name).c_str(), X_OK) == 0) return true;
     if (end == std::string::npos) break;
     start = end + 1;

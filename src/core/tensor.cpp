@@ -12,7 +12,9 @@ std::int64_t shape_numel(const std::vector<std::int64_t>& shape) {
   return n;
 }
 
-std::int64_t TensorDesc::numel() const { return shape_numel(shape); }
+std::int64_t TensorDesc::numel() const {
+  return shape_numel(shape);
+}
 
 std::size_t TensorDesc::nbytes() const {
   return static_cast<std::size_t>(numel()) * dtype_size(dtype);

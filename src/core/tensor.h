@@ -32,8 +32,12 @@ struct TensorView {
   TensorDesc desc;
   void* data = nullptr;
 
-  double get(std::int64_t i) const { return load_as_double(data, desc.dtype, static_cast<std::size_t>(i)); }
-  void set(std::int64_t i, double x) const { store_from_double(data, desc.dtype, static_cast<std::size_t>(i), x); }
+  double get(std::int64_t i) const {
+    return load_as_double(data, desc.dtype, static_cast<std::size_t>(i));
+  }
+  void set(std::int64_t i, double x) const {
+    store_from_double(data, desc.dtype, static_cast<std::size_t>(i), x);
+  }
 };
 
 /// A tensor held in double precision for the fp64 oracle: same shape, values upcast exactly.

@@ -1,8 +1,8 @@
 #include "eval/compare.h"
 
+#include <fmt/format.h>
 #include <cmath>
 #include <cstring>
-#include <fmt/format.h>
 #include <vector>
 
 #include "core/parallel.h"
@@ -118,9 +118,9 @@ CompareResult compare_output(const TensorView& out, const Array64& ref, std::int
           poisoned, n, fmt_index(i, row_len, rows));
     } else {
       r.failure = "nan_inf";
-      r.reason = fmt::format("NaN/Inf pattern differs from the oracle at {}: got {} ({}), expected {} ({})",
-                             fmt_index(i, row_len, rows), o, class_name(fp_class(o)), f,
-                             class_name(fp_class(f)));
+      r.reason = fmt::format(
+          "NaN/Inf pattern differs from the oracle at {}: got {} ({}), expected {} ({})",
+          fmt_index(i, row_len, rows), o, class_name(fp_class(o)), f, class_name(fp_class(f)));
     }
     return r;
   }
@@ -146,9 +146,9 @@ CompareResult compare_output(const TensorView& out, const Array64& ref, std::int
   if (r.rel_error > r.threshold) {
     r.ok = false;
     r.failure = "accuracy";
-    r.reason = fmt::format("relative Frobenius error {:.3g} > {:.3g} ({} threshold); worst row {} of {} at {:.3g}",
-                           r.rel_error, r.threshold, dtype_name(dt), r.worst_row, rows,
-                           r.worst_row_error);
+    r.reason = fmt::format(
+        "relative Frobenius error {:.3g} > {:.3g} ({} threshold); worst row {} of {} at {:.3g}",
+        r.rel_error, r.threshold, dtype_name(dt), r.worst_row, rows, r.worst_row_error);
   } else if (r.worst_row_error > kRowFactor * r.threshold) {
     r.ok = false;
     r.failure = "accuracy";

@@ -34,8 +34,8 @@ double error_threshold(DType t);
 /// Result of comparing one output tensor.
 struct CompareResult {
   bool ok = true;
-  double rel_error = 0;       ///< global relative Frobenius error (finite elements)
-  double worst_row_error = 0; ///< worst localized row error
+  double rel_error = 0;        ///< global relative Frobenius error (finite elements)
+  double worst_row_error = 0;  ///< worst localized row error
   std::int64_t worst_row = -1;
   double threshold = 0;
   /// "poisoned" when unwritten (poison-valued) elements were found; "nan_inf" for another

@@ -19,18 +19,18 @@ namespace vb {
 
 /// Knobs of one evaluation. Defaults are the full protocol.
 struct EvalOptions {
-  std::uint64_t seed = 42;             ///< the default seed (DESIGN §2)
-  std::uint64_t fresh_seed = 0;        ///< 0 = derive a new one from the clock (reported)
-  bool quick = false;                  ///< fewer sizes per stage and a shorter timing window
-  bool timing = true;                  ///< run the timing protocol after correctness
+  std::uint64_t seed = 42;       ///< the default seed (DESIGN §2)
+  std::uint64_t fresh_seed = 0;  ///< 0 = derive a new one from the clock (reported)
+  bool quick = false;            ///< fewer sizes per stage and a shorter timing window
+  bool timing = true;            ///< run the timing protocol after correctness
   std::vector<DType> dtypes{DType::F16, DType::BF16, DType::F32};  ///< correctness dtypes
-  DType timing_dtype = DType::F32;     ///< dtype of the timed problem
-  std::optional<Size> timing_size;     ///< default: KernelType::benchmark_size(backend)
-  double call_timeout_s = 30;          ///< wall-clock limit of one correctness call
-  double min_time_s = 0.5;             ///< timing: minimum timed duration
-  double max_time_s = 4.0;             ///< timing: stop after this long
-  int min_reps = 10;                   ///< timing: minimum timed calls
-  std::size_t llc_bytes = 0;           ///< rotation target; 0 = detect (2x last-level cache)
+  DType timing_dtype = DType::F32;                                 ///< dtype of the timed problem
+  std::optional<Size> timing_size;  ///< default: KernelType::benchmark_size(backend)
+  double call_timeout_s = 30;       ///< wall-clock limit of one correctness call
+  double min_time_s = 0.5;          ///< timing: minimum timed duration
+  double max_time_s = 4.0;          ///< timing: stop after this long
+  int min_reps = 10;                ///< timing: minimum timed calls
+  std::size_t llc_bytes = 0;        ///< rotation target; 0 = detect (2x last-level cache)
   std::size_t max_rotation_bytes = 3ull << 30;  ///< cap on the rotating buffer sets
   /// Ceilings for % of peak; when absent the local CPU's measured ceilings are used.
   std::optional<Ceilings> ceilings;
@@ -40,11 +40,11 @@ struct EvalOptions {
 
 /// One of the five stages (or "build"/"load"/"timing").
 struct StageResult {
-  std::string name;        ///< "smoke", "shape_sweep", "stability", "determinism", "edge"
-  std::string status;      ///< "PASS", "FAIL", "SKIP" (with reason), "NOT RUN"
-  int cases = 0;           ///< cases run
-  double max_rel_error = 0;///< worst global relative error seen
-  std::string detail;      ///< failure reason or skip reason
+  std::string name;          ///< "smoke", "shape_sweep", "stability", "determinism", "edge"
+  std::string status;        ///< "PASS", "FAIL", "SKIP" (with reason), "NOT RUN"
+  int cases = 0;             ///< cases run
+  double max_rel_error = 0;  ///< worst global relative error seen
+  std::string detail;        ///< failure reason or skip reason
 };
 
 /// Timing and roofline of the benchmark problem.
@@ -52,7 +52,7 @@ struct TimingResult {
   std::string size_label;
   DType dtype = DType::F32;
   double median_us = 0, p10_us = 0, p90_us = 0;
-  double noise = 0;         ///< median absolute deviation / median
+  double noise = 0;  ///< median absolute deviation / median
   int reps = 0;
   int rotation_sets = 0;
   double rotation_bytes = 0;

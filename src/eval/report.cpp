@@ -29,10 +29,14 @@ std::string format_key_values(const EvalReport& r) {
   auto kv = [&](const std::string& k, const std::string& v) {
     o << k << ": ";
     for (unsigned char ch : v) {
-      if (ch == '\n') o << "\\n";
-      else if (ch == '\r') o << "\\r";
-      else if (ch < 0x20 || ch == 0x7f) o << fmt::format("\\x{:02x}", ch);
-      else o << ch;
+      if (ch == '\n')
+        o << "\\n";
+      else if (ch == '\r')
+        o << "\\r";
+      else if (ch < 0x20 || ch == 0x7f)
+        o << fmt::format("\\x{:02x}", ch);
+      else
+        o << ch;
     }
     o << "\n";
   };
@@ -40,15 +44,16 @@ std::string format_key_values(const EvalReport& r) {
   kv("backend", r.backend);
   kv("source", r.source.string());
   if (r.build.ok) {
-    kv("build", r.build.cached ? "ok (cached " + r.build.cache_key + ")"
-                               : fmt::format("ok ({:.1f} s, {})", r.build.seconds, r.build.cache_key));
+    kv("build", r.build.cached
+                    ? "ok (cached " + r.build.cache_key + ")"
+                    : fmt::format("ok ({:.1f} s, {})", r.build.seconds, r.build.cache_key));
     int in_source = 0, widest = 0;
     for (const auto& l : r.build.vectorized_loops) {
       if (l.file.find("vb_kernel.h") == std::string::npos) ++in_source;
       widest = std::max(widest, l.vector_bytes);
     }
-    kv("vectorized_loops", fmt::format("{} in the kernel source, {} in all (widest {} bytes)", in_source,
-                                       r.build.vectorized_loops.size(), widest));
+    kv("vectorized_loops", fmt::format("{} in the kernel source, {} in all (widest {} bytes)",
+                                       in_source, r.build.vectorized_loops.size(), widest));
   } else if (r.failed_stage == "build") {
     kv("build", "FAILED");
   }
@@ -77,7 +82,8 @@ std::string format_key_values(const EvalReport& r) {
     kv("latency_p10_p90_us", fmt::format("{:.3f} {:.3f}", t.p10_us, t.p90_us));
     kv("noise_mad_pct", fmt::format("{:.2f}", t.noise * 100));
     kv("reps", std::to_string(t.reps));
-    kv("rotation", fmt::format("{} sets, {:.0f} MiB", t.rotation_sets, t.rotation_bytes / 1048576.0));
+    kv("rotation",
+       fmt::format("{} sets, {:.0f} MiB", t.rotation_sets, t.rotation_bytes / 1048576.0));
     kv("throughput_tflops", fmt::format("{:.4f}", t.roofline.achieved_tflops));
     kv("bandwidth_gb_s", fmt::format("{:.2f}", t.roofline.achieved_gbs));
     kv("arithmetic_intensity", fmt::format("{:.3f}", t.roofline.arithmetic_intensity));
@@ -171,7 +177,8 @@ ResultsRow results_row(const EvalReport& r, const std::string& target, const std
 }
 
 std::string results_header() {
-  return "experiment\ttag\tkernel_type\tthroughput_tflops\tlatency_us\tpct_peak\tspeedup_vs_pytorch\t"
+  return "experiment\ttag\tkernel_type\tthroughput_tflops\tlatency_us\tpct_peak\tspeedup_vs_"
+         "pytorch\t"
          "correctness\tpeak_vram_mb\tdescription\ttarget\tbackend\trung\tbandwidth_gb_s";
 }
 
@@ -202,13 +209,13 @@ int append_results_row(const std::filesystem::path& path, const ResultsRow& row)
   std::string out;
   if (existing.empty()) out = header + "\n";
   if (!existing.empty() && existing.back() != '\n') out += "\n";  // a torn line from a crash
-  const int experiment = existing.empty() ? 1 : lines;  // header is line 1
+  const int experiment = existing.empty() ? 1 : lines;            // header is line 1
   out += fmt::format("{}\t{}\t{}\t{:.6f}\t{:.3f}\t{:.2f}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{:.3f}\n",
                      experiment, tsv_clean(row.tag), tsv_clean(row.kernel_type),
                      row.throughput_tflops, row.latency_us, row.pct_peak,
                      tsv_clean(row.speedup_vs_pytorch), tsv_clean(row.correctness),
-                     tsv_clean(row.peak_vram_mb), tsv_clean(row.description),
-                     tsv_clean(row.target), tsv_clean(row.backend), row.rung, row.bandwidth_gb_s);
+                     tsv_clean(row.peak_vram_mb), tsv_clean(row.description), tsv_clean(row.target),
+                     tsv_clean(row.backend), row.rung, row.bandwidth_gb_s);
   const ssize_t w = ::write(fd, out.data(), out.size());
   ::close(fd);
   if (w != static_cast<ssize_t>(out.size()))

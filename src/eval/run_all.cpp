@@ -48,8 +48,10 @@ std::string accuracy_cell(const EvalReport& r) {
   double err = 0;
   for (const auto& s : r.stages) {
     if (s.name == "smoke" || s.name == "shape_sweep" || s.name == "edge") {
-      if (s.status == "FAIL") st = "FAIL";
-      else if (s.status == "NOT RUN" && st == "PASS") st = "NOT RUN";
+      if (s.status == "FAIL")
+        st = "FAIL";
+      else if (s.status == "NOT RUN" && st == "PASS")
+        st = "NOT RUN";
       err = std::max(err, s.max_rel_error);
     }
   }
@@ -71,27 +73,30 @@ std::string format_run_table(const std::vector<TargetResults>& targets, bool mar
     const auto& c = t.ceilings;
     o << (markdown ? "### " : "") << "target " << t.id << " (" << t.name << ", "
       << (t.local ? "local" : "remote") << ", backend " << t.backend << ")\n";
-    o << fmt::format("measured ceilings: memory {:.1f} GB/s; fp32 {:.3f} TFLOP/s, fp16 {:.3f}, bf16 {:.3f}, fp64 {:.3f}\n",
-                     c.mem_bw_gbs, c.peak_tflops.count(DType::F32) ? c.peak_tflops.at(DType::F32) : 0.0,
-                     c.peak_tflops.count(DType::F16) ? c.peak_tflops.at(DType::F16) : 0.0,
-                     c.peak_tflops.count(DType::BF16) ? c.peak_tflops.at(DType::BF16) : 0.0,
-                     c.peak_tflops.count(DType::F64) ? c.peak_tflops.at(DType::F64) : 0.0);
+    o << fmt::format(
+        "measured ceilings: memory {:.1f} GB/s; fp32 {:.3f} TFLOP/s, fp16 {:.3f}, bf16 {:.3f}, "
+        "fp64 {:.3f}\n",
+        c.mem_bw_gbs, c.peak_tflops.count(DType::F32) ? c.peak_tflops.at(DType::F32) : 0.0,
+        c.peak_tflops.count(DType::F16) ? c.peak_tflops.at(DType::F16) : 0.0,
+        c.peak_tflops.count(DType::BF16) ? c.peak_tflops.at(DType::BF16) : 0.0,
+        c.peak_tflops.count(DType::F64) ? c.peak_tflops.at(DType::F64) : 0.0);
     if (markdown) o << "\n";
-    const std::vector<std::string> head{"kernel",     "correctness", "accuracy", "stability",
-                                        "determinism", "size",       "latency_us", "performance",
+    const std::vector<std::string> head{"kernel",       "correctness", "accuracy",   "stability",
+                                        "determinism",  "size",        "latency_us", "performance",
                                         "% of ceiling", "bound"};
     std::vector<std::vector<std::string>> rows;
     for (const auto& r : t.kernels) {
-      std::vector<std::string> row{r.kernel,
-                                   r.verdict,
-                                   accuracy_cell(r),
-                                   stage_cell(r, "stability"),
-                                   stage_cell(r, "determinism"),
-                                   r.timing ? r.timing->size_label + " " + std::string(dtype_name(r.timing->dtype)) : "-",
-                                   r.timing ? fmt::format("{:.1f}", r.timing->median_us) : "-",
-                                   perf_cell(r),
-                                   r.timing ? fmt::format("{:.1f}%", r.timing->roofline.pct_peak) : "-",
-                                   r.timing ? r.timing->roofline.bound : "-"};
+      std::vector<std::string> row{
+          r.kernel,
+          r.verdict,
+          accuracy_cell(r),
+          stage_cell(r, "stability"),
+          stage_cell(r, "determinism"),
+          r.timing ? r.timing->size_label + " " + std::string(dtype_name(r.timing->dtype)) : "-",
+          r.timing ? fmt::format("{:.1f}", r.timing->median_us) : "-",
+          perf_cell(r),
+          r.timing ? fmt::format("{:.1f}%", r.timing->roofline.pct_peak) : "-",
+          r.timing ? r.timing->roofline.bound : "-"};
       rows.push_back(row);
     }
     if (markdown) {

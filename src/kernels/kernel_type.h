@@ -42,10 +42,10 @@ struct Size {
 struct Problem {
   std::string kernel;
   Size size;
-  DType dtype = DType::F32;          ///< the problem dtype (--dtype); tensors may differ (int64 targets)
-  std::vector<TensorDesc> inputs;    ///< ABI order
-  std::vector<TensorDesc> outputs;   ///< ABI order
-  std::vector<double> attrs;         ///< ABI order, every value resolved (no NaN defaults)
+  DType dtype = DType::F32;  ///< the problem dtype (--dtype); tensors may differ (int64 targets)
+  std::vector<TensorDesc> inputs;       ///< ABI order
+  std::vector<TensorDesc> outputs;      ///< ABI order
+  std::vector<double> attrs;            ///< ABI order, every value resolved (no NaN defaults)
   std::vector<std::string> attr_names;  ///< names of attrs, same order
 
   /// Value of a dimension of size; throws std::out_of_range naming the dimension if absent.
@@ -60,10 +60,10 @@ struct Problem {
 /// understands (e.g. "near_max", "tiny", "subnormal", "large_mean", "all_equal", "masked_inf",
 /// or a type-specific one such as "fp16_row_12_0_0_0").
 struct StabilityCase {
-  std::string name;               ///< shown in reports, e.g. "large-mean rows (2000 + N(0,1))"
+  std::string name;  ///< shown in reports, e.g. "large-mean rows (2000 + N(0,1))"
   Size size;
   std::string regime;
-  std::vector<DType> dtypes;      ///< dtypes this case runs in; empty = fp16, bf16, fp32
+  std::vector<DType> dtypes;  ///< dtypes this case runs in; empty = fp16, bf16, fp32
 };
 
 /// Interface of one kernel type. Implementations are stateless and thread-safe.

@@ -1,18 +1,18 @@
 #include "runner/client.h"
 
 #include <fcntl.h>
+#include <grp.h>
 #include <poll.h>
 #include <signal.h>
-#include <grp.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
-#include <sys/syscall.h>
 #include <sys/resource.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <cstring>
 #include <fmt/format.h>
+#include <cstring>
 #include <stdexcept>
 
 #include "core/paths.h"
@@ -24,7 +24,9 @@ namespace vb {
 namespace {
 using Clock = std::chrono::steady_clock;
 constexpr std::size_t kAlign = 64;
-std::size_t round_up(std::size_t x, std::size_t a) { return (x + a - 1) / a * a; }
+std::size_t round_up(std::size_t x, std::size_t a) {
+  return (x + a - 1) / a * a;
+}
 }  // namespace
 
 RunnerClient::RunnerClient(std::string backend, std::size_t memory_limit_bytes)
@@ -172,7 +174,8 @@ RunnerReply RunnerClient::start(const std::string& library, std::chrono::millise
     auto r = command({{"op", "map"}, {"size", capacity_}}, timeout);
     if (r.kind != RunnerReply::Kind::Ok) return r;
   }
-  return command({{"op", "load"}, {"lib", "/proc/self/fd/" + std::to_string(runner::kLibraryFd)},
+  return command({{"op", "load"},
+                  {"lib", "/proc/self/fd/" + std::to_string(runner::kLibraryFd)},
                   {"name", library}},
                  timeout);
 }
@@ -267,8 +270,8 @@ RunnerReply RunnerClient::crashed(const std::string& context) {
   pid_ = -1;
   r.message = how + " " + context;
   if (!stderr_tail_.empty()) {
-    std::string tail = stderr_tail_.size() > 600 ? stderr_tail_.substr(stderr_tail_.size() - 600)
-                                                 : stderr_tail_;
+    std::string tail =
+        stderr_tail_.size() > 600 ? stderr_tail_.substr(stderr_tail_.size() - 600) : stderr_tail_;
     while (!tail.empty() && (tail.back() == '\n' || tail.back() == ' ')) tail.pop_back();
     r.message += "; its last output: " + tail;
   }
@@ -328,7 +331,8 @@ RunnerReply RunnerClient::read_reply(std::chrono::milliseconds timeout, Clock::t
       return r;
     }
     if (reply_buf_.size() > (64u << 20)) {
-      RunnerReply bad = crashed("after sending over 64 MiB without a line end (protocol violation)");
+      RunnerReply bad =
+          crashed("after sending over 64 MiB without a line end (protocol violation)");
       bad.guard = "protocol";
       return bad;
     }

@@ -16,10 +16,10 @@ namespace vb {
 struct RunnerReply {
   enum class Kind { Ok, Error, Timeout, Crash };
   Kind kind = Kind::Crash;
-  nlohmann::json body;      ///< the reply object (Ok and Error)
-  std::string message;      ///< error / crash / timeout description
-  std::string guard;        ///< guard name reported by the runner, if any
-  double parent_wall_s = 0; ///< the parent's own clock around the command
+  nlohmann::json body;       ///< the reply object (Ok and Error)
+  std::string message;       ///< error / crash / timeout description
+  std::string guard;         ///< guard name reported by the runner, if any
+  double parent_wall_s = 0;  ///< the parent's own clock around the command
 };
 
 /// A child runner process plus the shared memory arena it maps.

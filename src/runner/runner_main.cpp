@@ -64,7 +64,9 @@ std::string dtype_str(DLDataType d) {
   return "code " + std::to_string(d.code) + "/" + std::to_string(d.bits) + " bits";
 }
 
-std::size_t elem_size(DLDataType d) { return static_cast<std::size_t>(d.bits / 8); }
+std::size_t elem_size(DLDataType d) {
+  return static_cast<std::size_t>(d.bits / 8);
+}
 
 // One set of tensors: descriptors passed to the kernel, plus pristine copies to detect
 // descriptor tampering (a kernel "returning" another dtype or shape).
@@ -188,8 +190,7 @@ json do_call(State& st, const json& cmd) {
               {"error", "kernel returned " + std::to_string(rc) + ": " + m}};
     }
     std::string bad = check_side("output", ts.out, ts.out_copy, ts.out_shapes, ts.out_shapes_copy);
-    if (bad.empty())
-      bad = check_side("input", ts.in, ts.in_copy, ts.in_shapes, ts.in_shapes_copy);
+    if (bad.empty()) bad = check_side("input", ts.in, ts.in_copy, ts.in_shapes, ts.in_shapes_copy);
     if (!bad.empty()) return {{"ok", false}, {"guard", "output_dtype_shape"}, {"error", bad}};
     return {};
   };
@@ -225,8 +226,12 @@ json do_call(State& st, const json& cmd) {
     h = vb::runner::fnv1a64(ts.out[i].data, ts.out_bytes[i], h);
   const long long loop_ns =
       std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - loop0).count();
-  return {{"ok", true},        {"times_ns", times},         {"busy_ns", busy},
-          {"timed_ns", timed_ns}, {"loop_ns", loop_ns},     {"verify_set", last_set},
+  return {{"ok", true},
+          {"times_ns", times},
+          {"busy_ns", busy},
+          {"timed_ns", timed_ns},
+          {"loop_ns", loop_ns},
+          {"verify_set", last_set},
           {"verify_hash", vb::runner::hex64(h)}};
 }
 

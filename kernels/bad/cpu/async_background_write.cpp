@@ -5,8 +5,8 @@
 
 #include "bad_common.h"
 
-extern "C" int vb_kernel_run(const DLTensor* in, int n_in, DLTensor* out, int n_out,
-                             const double*, int n_attrs, void*) {
+extern "C" int vb_kernel_run(const DLTensor* in, int n_in, DLTensor* out, int n_out, const double*,
+                             int n_attrs, void*) {
   if (int e = bad::softmax_args(in, n_in, out, n_out, n_attrs)) return e;
   // Copy everything the thread needs: the descriptors' shape arrays die with the call.
   const std::int64_t rows = in[0].shape[0], cols = in[0].shape[1];

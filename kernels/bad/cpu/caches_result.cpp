@@ -9,8 +9,8 @@ namespace {
 std::map<std::tuple<const void*, std::int64_t, std::int64_t, int>, std::vector<char>> cache;
 }
 
-extern "C" int vb_kernel_run(const DLTensor* in, int n_in, DLTensor* out, int n_out,
-                             const double*, int n_attrs, void*) {
+extern "C" int vb_kernel_run(const DLTensor* in, int n_in, DLTensor* out, int n_out, const double*,
+                             int n_attrs, void*) {
   if (int e = bad::softmax_args(in, n_in, out, n_out, n_attrs)) return e;
   const auto key = std::make_tuple(static_cast<const void*>(vbk::data_ptr(in[0])), in[0].shape[0],
                                    in[0].shape[1], static_cast<int>(in[0].dtype.code));

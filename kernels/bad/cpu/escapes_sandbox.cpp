@@ -10,8 +10,8 @@
 
 #include "bad_common.h"
 
-extern "C" int vb_kernel_run(const DLTensor* in, int n_in, DLTensor* out, int n_out,
-                             const double*, int n_attrs, void*) {
+extern "C" int vb_kernel_run(const DLTensor* in, int n_in, DLTensor* out, int n_out, const double*,
+                             int n_attrs, void*) {
   if (int e = bad::softmax_args(in, n_in, out, n_out, n_attrs)) return e;
   char path[64];
   std::snprintf(path, sizeof path, "/proc/%d/mem", static_cast<int>(::getppid()));

@@ -17,7 +17,9 @@ extern "C" int vb_kernel_run(const DLTensor* in, int n_in, DLTensor* out, int n_
     var /= static_cast<double>(d);
     const double inv = 1.0 / std::sqrt(var + attrs[0]);
     for (std::int64_t j = 0; j < d; ++j)
-      x[static_cast<std::size_t>(j)] = static_cast<float>((x[static_cast<std::size_t>(j)] - mean) * inv) + b[static_cast<std::size_t>(j)];
+      x[static_cast<std::size_t>(j)] =
+          static_cast<float>((x[static_cast<std::size_t>(j)] - mean) * inv) +
+          b[static_cast<std::size_t>(j)];
     vbk::store_f32(x.data(), vbk::dtype_of(out[0]), vbk::data_ptr(out[0]), r * d, d);
   }
   return 0;

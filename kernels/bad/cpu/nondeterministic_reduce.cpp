@@ -5,8 +5,8 @@
 
 static int calls = 0;
 
-extern "C" int vb_kernel_run(const DLTensor* in, int n_in, DLTensor* out, int n_out,
-                             const double*, int n_attrs, void*) {
+extern "C" int vb_kernel_run(const DLTensor* in, int n_in, DLTensor* out, int n_out, const double*,
+                             int n_attrs, void*) {
   if (int e = vbk::check_args(in, n_in, 1, out, n_out, 1, n_attrs, 0)) return e;
   const std::int64_t rows = in[0].shape[0], n = in[0].shape[1];
   const vbk::Dt dt = vbk::dtype_of(in[0]);

@@ -2,8 +2,8 @@
 // large logits and inf/inf gives NaN where the oracle has finite probabilities.
 #include "bad_common.h"
 
-extern "C" int vb_kernel_run(const DLTensor* in, int n_in, DLTensor* out, int n_out,
-                             const double*, int n_attrs, void*) {
+extern "C" int vb_kernel_run(const DLTensor* in, int n_in, DLTensor* out, int n_out, const double*,
+                             int n_attrs, void*) {
   if (int e = bad::softmax_args(in, n_in, out, n_out, n_attrs)) return e;
   const std::int64_t rows = in[0].shape[0], c = in[0].shape[1];
   const vbk::Dt dt = vbk::dtype_of(in[0]);

@@ -1,9 +1,9 @@
 // CPU backend: builds a C++ kernel source with the host compiler into a shared library.
 #include <unistd.h>
 
+#include <fmt/format.h>
 #include <chrono>
 #include <filesystem>
-#include <fmt/format.h>
 
 #include "backends/backend.h"
 #include "backends/cpu/toolchain.h"
@@ -39,8 +39,8 @@ class CpuBackend final : public Backend {
     const auto& tc = cpu_toolchain();
     r.compiler_version = tc.version;
     const fs::path sdk = vladbud_home() / "kernels" / "include" / "vb_kernel.h";
-    std::string key_material = src + "\n--sdk--\n" + read_file(sdk) + "\n--tc--\n" +
-                               tc.command_line() + "\n" + tc.version;
+    std::string key_material =
+        src + "\n--sdk--\n" + read_file(sdk) + "\n--tc--\n" + tc.command_line() + "\n" + tc.version;
     r.cache_key = runner::hex64(runner::fnv1a64(key_material.data(), key_material.size()));
     const fs::path dir = cache_dir() / "build" / "cpu" / r.cache_key;
     r.library = dir / "kernel.so";

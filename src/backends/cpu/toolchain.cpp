@@ -24,8 +24,8 @@ const CpuToolchain& cpu_toolchain() {
     if (!have_program(tc.cxx))
       throw std::runtime_error("CPU kernel compiler '" + tc.cxx +
                                "' not found in PATH; run scripts/setup.sh or set VB_CPU_CXX");
-    tc.flags = {"-std=c++20", "-O3", "-march=native", "-fopenmp", "-fPIC",
-                "-I" + (vladbud_home() / "kernels" / "include").string()};
+    tc.flags = {"-std=c++20", "-O3",   "-march=native",
+                "-fopenmp",   "-fPIC", "-I" + (vladbud_home() / "kernels" / "include").string()};
     auto r = run_process({tc.cxx, "--version"}, std::chrono::seconds(30));
     tc.version = r.out.substr(0, r.out.find('\n'));
   });

@@ -4,7 +4,9 @@
 #include <sstream>
 
 #include "eval/report.h"
+#include "research/corpus.h"
 #include "targets/cpu_info.h"
+#include "targets/spec_db.h"
 
 namespace vb {
 
@@ -16,6 +18,11 @@ TargetResults run_local_cpu(const std::vector<const KernelType*>& types, const E
   const CpuInfo cpu = detect_cpu();
   t.id = "local-cpu";
   t.name = cpu.model;
+  try {
+    if (const TargetSpec* spec = match_cpu(load_spec_db(), cpu)) t.spec_id = spec->id;
+  } catch (const std::exception&) {
+    // A broken spec database must not stop the local run; the target is then "derived".
+  }
   t.backend = "cpu";
   t.local = true;
   if (!opts.ceilings) local_cpu_ceilings(false, opts.progress);  // measure up front if needed
@@ -123,6 +130,14 @@ std::string format_run_table(const std::vector<TargetResults>& targets, bool mar
       line(head);
       for (const auto& row : rows) line(row);
     }
+    o << (markdown ? "\n" : "")
+      << "corpus reference (published baselines, `vladbud research --kernel TYPE`):\n";
+    for (const auto& r : t.kernels) {
+      const std::string ref = corpus_reference(r.kernel, t.spec_id);
+      o << (markdown ? "- " : "  ") << r.kernel << ": "
+        << (ref.empty() ? "none published for this target" : ref) << "\n";
+    }
+    if (markdown) o << "\n";
     for (const auto& r : t.kernels)
       if (r.verdict != "PASS")
         o << fmt::format("{}: {} at stage {} ({} {}), guard {}: {}\n", r.kernel, r.verdict,
@@ -150,7 +165,10 @@ json run_to_json(const std::vector<TargetResults>& targets) {
   json ts = json::array();
   for (const auto& t : targets) {
     json ks = json::array();
-    for (const auto& r : t.kernels) ks.push_back(report_to_json(r));
+    for (const auto& r : t.kernels) {
+      ks.push_back(report_to_json(r));
+      ks.back()["corpus_reference"] = corpus_reference(r.kernel, t.spec_id);
+    }
     ts.push_back({{"id", t.id},
                   {"name", t.name},
                   {"backend", t.backend},

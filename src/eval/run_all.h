@@ -15,6 +15,7 @@ struct TargetResults {
   std::string id;       ///< "local-cpu"
   std::string name;     ///< e.g. "Intel(R) Xeon(R) Processor"
   std::string backend;  ///< "cpu"
+  std::string spec_id;  ///< spec database id of the target ("" when derived / not in the DB)
   bool local = true;
   Ceilings ceilings;
   std::vector<EvalReport> kernels;

@@ -21,7 +21,16 @@
 #include <cstdarg>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <initializer_list>
+
+#if (defined(__x86_64__) || defined(__i386__)) && (defined(__F16C__) || defined(__AVX__))
+#include <immintrin.h>
+#endif
+#if defined(__F16C__) && (defined(__x86_64__) || defined(__i386__))
+#define VBK_HAVE_F16C 1
+#endif
 
 extern "C" int vb_kernel_run(const DLTensor* inputs, int n_inputs, DLTensor* outputs,
                              int n_outputs, const double* attrs, int n_attrs, void* stream);
@@ -93,7 +102,12 @@ inline std::uint16_t float_to_bf16(float f) {
   return static_cast<std::uint16_t>((u & 0x7fffffffu) > 0x7f800000u ? nan : rounded);
 }
 
-#if defined(__FLT16_MAX__)
+#if defined(__aarch64__) && defined(__GNUC__) && !defined(__clang__) && __GNUC__ < 13
+// GCC < 13 has no _Float16 in C++ on AArch64 (it defines __FLT16_MAX__ all the same); its
+// __fp16 is the same IEEE binary16 storage type, with RNE conversions that vectorize.
+#define VBK_HAVE_FLOAT16 1
+using half_t = __fp16;
+#elif defined(__FLT16_MAX__)
 #define VBK_HAVE_FLOAT16 1
 using half_t = _Float16;  // compiler-native binary16: conversions are RNE and vectorize
 #endif
@@ -138,7 +152,41 @@ inline std::uint16_t float_to_half(float f) {
 #endif
 }
 
+/// Branchless fp16 bits -> float (exact, same results as half_to_float); vectorizes as a loop
+/// body on any target.
+inline float half_to_float_branchless(std::uint16_t h) {
+  const std::uint32_t sign = static_cast<std::uint32_t>(h & 0x8000u) << 16;
+  const std::uint32_t em = static_cast<std::uint32_t>(h & 0x7fffu) << 13;  // exponent+mantissa
+  const std::uint32_t e = em & 0x0f800000u;
+  const std::uint32_t normal = em + 0x38000000u;  // rebias 15 -> 127
+  const std::uint32_t infnan = em + 0x70000000u;  // exponent 31 -> 255
+  const float sub = bits_to_float(em + 0x38800000u) - bits_to_float(0x38800000u);  // 0.m * 2^-14
+  const std::uint32_t r = e == 0x0f800000u ? infnan : (e == 0 ? float_to_bits(sub) : normal);
+  return bits_to_float(r | sign);
+}
+
+/// Branchless float -> fp16 bits, round to nearest even, overflow to inf, NaN -> quiet NaN
+/// (same results as float_to_half up to NaN payloads); vectorizes as a loop body on any target.
+inline std::uint16_t float_to_half_branchless(float f) {
+  std::uint32_t u = float_to_bits(f);
+  const std::uint32_t sign = (u >> 16) & 0x8000u;
+  u &= 0x7fffffffu;
+  const std::uint32_t magic = ((127 - 15) + (23 - 10) + 1) << 23;  // FPU rounds subnormals
+  const std::uint32_t sub = float_to_bits(bits_to_float(u) + bits_to_float(magic)) - magic;
+  const std::uint32_t nrm = (u + 0xc8000fffu + ((u >> 13) & 1u)) >> 13;  // rebias + RNE
+  std::uint32_t r = u < 0x38800000u ? sub : nrm;
+  r = u >= 0x477ff000u ? 0x7c00u : r;
+  r = u > 0x7f800000u ? 0x7e00u : r;
+  return static_cast<std::uint16_t>(r | sign);
+}
+
 // ---- span conversions (the loops the compiler vectorizes) -----------------------------------
+
+#if defined(VBK_HAVE_F16C) && defined(__GNUC__) && !defined(__clang__)
+// GCC 12 false positive inside its own AVX-512 conversion intrinsics (GCC bug 105593).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 
 /// Converts n elements of `src` (dtype dt: F16, BF16 or F32) starting at element `offset`
 /// to float in `dst`.
@@ -151,13 +199,25 @@ inline void load_f32(const void* src, Dt dt, std::int64_t offset, std::int64_t n
 #pragma omp simd
     for (std::int64_t i = 0; i < n; ++i) dst[i] = bf16_to_float(s[i]);
   } else {
-#if defined(VBK_HAVE_FLOAT16)
+#if defined(VBK_HAVE_F16C)
+    // x86: hardware conversion (GCC 12 does not vectorize _Float16 <-> float loops).
+    const std::uint16_t* s = static_cast<const std::uint16_t*>(src) + offset;
+    std::int64_t i = 0;
+#if defined(__AVX512F__)
+    for (; i + 16 <= n; i += 16)
+      _mm512_storeu_ps(dst + i, _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(s + i))));
+#endif
+    for (; i + 8 <= n; i += 8)
+      _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i))));
+    for (; i < n; ++i) dst[i] = half_to_float(s[i]);
+#elif defined(VBK_HAVE_FLOAT16) && defined(__aarch64__)
     const half_t* __restrict s = static_cast<const half_t*>(src) + offset;
 #pragma omp simd
     for (std::int64_t i = 0; i < n; ++i) dst[i] = static_cast<float>(s[i]);
 #else
-    const std::uint16_t* s = static_cast<const std::uint16_t*>(src) + offset;
-    for (std::int64_t i = 0; i < n; ++i) dst[i] = half_to_float(s[i]);
+    const std::uint16_t* __restrict s = static_cast<const std::uint16_t*>(src) + offset;
+#pragma omp simd
+    for (std::int64_t i = 0; i < n; ++i) dst[i] = half_to_float_branchless(s[i]);
 #endif
   }
 }
@@ -172,14 +232,84 @@ inline void store_f32(const float* __restrict src, Dt dt, void* dst, std::int64_
 #pragma omp simd
     for (std::int64_t i = 0; i < n; ++i) d[i] = float_to_bf16(src[i]);
   } else {
-#if defined(VBK_HAVE_FLOAT16)
+#if defined(VBK_HAVE_F16C)
+    std::uint16_t* d = static_cast<std::uint16_t*>(dst) + offset;
+    std::int64_t i = 0;
+#if defined(__AVX512F__)
+    for (; i + 16 <= n; i += 16)
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(d + i),
+                          _mm512_cvtps_ph(_mm512_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+#endif
+    for (; i + 8 <= n; i += 8)
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(d + i),
+                       _mm256_cvtps_ph(_mm256_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+    for (; i < n; ++i) d[i] = float_to_half(src[i]);
+#elif defined(VBK_HAVE_FLOAT16) && defined(__aarch64__)
     half_t* __restrict d = static_cast<half_t*>(dst) + offset;
 #pragma omp simd
     for (std::int64_t i = 0; i < n; ++i) d[i] = static_cast<half_t>(src[i]);
 #else
-    std::uint16_t* d = static_cast<std::uint16_t*>(dst) + offset;
-    for (std::int64_t i = 0; i < n; ++i) d[i] = float_to_half(src[i]);
+    std::uint16_t* __restrict d = static_cast<std::uint16_t*>(dst) + offset;
+#pragma omp simd
+    for (std::int64_t i = 0; i < n; ++i) d[i] = float_to_half_branchless(src[i]);
 #endif
+  }
+}
+
+#if defined(VBK_HAVE_F16C) && defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
+
+// ---- streaming (non-temporal) stores ---------------------------------------------------------
+
+/// Copies `bytes` from src to dst, with non-temporal stores on x86 (AVX-512 or AVX) for the
+/// 64-byte-aligned part of dst: for large outputs that are written once and not read back
+/// soon, this skips the read-for-ownership of every destination cache line (a plain store
+/// moves each output line twice over the memory bus). Falls back to memcpy elsewhere and for
+/// copies under 1 KiB. After the last streaming copy of a thread call stream_fence().
+inline void stream_copy(void* dst, const void* src, std::size_t bytes) {
+#if (defined(__x86_64__) || defined(__i386__)) && (defined(__AVX512F__) || defined(__AVX__))
+  if (bytes >= 1024) {
+    char* d = static_cast<char*>(dst);
+    const char* s = static_cast<const char*>(src);
+    const std::size_t head = (64 - (reinterpret_cast<std::uintptr_t>(d) & 63)) & 63;
+    std::memcpy(d, s, head);
+    std::size_t i = head;
+    for (; i + 64 <= bytes; i += 64) {
+#if defined(__AVX512F__)
+      _mm512_stream_si512(reinterpret_cast<__m512i*>(d + i),
+                          _mm512_loadu_si512(reinterpret_cast<const void*>(s + i)));
+#else
+      _mm256_stream_si256(reinterpret_cast<__m256i*>(d + i),
+                          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(s + i)));
+      _mm256_stream_si256(reinterpret_cast<__m256i*>(d + i + 32),
+                          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(s + i + 32)));
+#endif
+    }
+    std::memcpy(d + i, s + i, bytes - i);
+    return;
+  }
+#endif
+  std::memcpy(dst, src, bytes);
+}
+
+/// Orders this thread's earlier stream_copy stores before its later stores (sfence on x86; a
+/// no-op elsewhere). Call it once per thread after its last streaming store.
+inline void stream_fence() {
+#if (defined(__x86_64__) || defined(__i386__)) && (defined(__AVX512F__) || defined(__AVX__))
+  _mm_sfence();
+#endif
+}
+
+/// store_f32 through stream_copy: converts n floats to dtype dt in `stage` (scratch of at least
+/// 2*n bytes; unused for F32) and streams them to element `offset` of dst.
+inline void stream_store_f32(const float* __restrict src, Dt dt, void* dst, std::int64_t offset,
+                             std::int64_t n, void* stage) {
+  if (dt == Dt::F32) {
+    stream_copy(static_cast<float*>(dst) + offset, src, static_cast<std::size_t>(n) * 4);
+  } else {
+    store_f32(src, dt, stage, 0, n);
+    stream_copy(static_cast<std::uint16_t*>(dst) + offset, stage, static_cast<std::size_t>(n) * 2);
   }
 }
 
@@ -206,6 +336,74 @@ inline int check_args(const DLTensor* in, int n_in, int want_in, DLTensor* out, 
   }
   return 0;
 }
+
+// ---- shape / layout checks and scratch memory -------------------------------------------------
+
+/// True when the tensor is dense row-major: strides absent, or equal to the compact strides
+/// (strides of size-1 dimensions are ignored).
+inline bool is_dense(const DLTensor& t) {
+  if (t.strides == nullptr) return true;
+  std::int64_t expect = 1;
+  for (int i = t.ndim - 1; i >= 0; --i) {
+    if (t.shape[i] != 1 && t.strides[i] != expect) return false;
+    expect *= t.shape[i];
+  }
+  return true;
+}
+
+/// Checks that tensor `t` (called `name` in messages) is dense with exactly the given dims;
+/// a dim of -1 matches any extent. Use: `if (int e = vbk::check_shape(x, "x", {M, N})) return e;`
+inline int check_shape(const DLTensor& t, const char* name, std::initializer_list<std::int64_t> dims) {
+  if (t.ndim != static_cast<int>(dims.size()))
+    return fail("%s: expected %d dimensions, got %d", name, static_cast<int>(dims.size()), t.ndim);
+  int i = 0;
+  for (std::int64_t d : dims) {
+    if (t.shape[i] < 0) return fail("%s: negative extent %lld in dim %d", name, (long long)t.shape[i], i);
+    if (d >= 0 && t.shape[i] != d)
+      return fail("%s: dim %d is %lld, expected %lld", name, i, (long long)t.shape[i], (long long)d);
+    ++i;
+  }
+  if (!is_dense(t)) return fail("%s: not dense row-major (strided tensors are not supported)", name);
+  if (t.data == nullptr && numel(t) != 0) return fail("%s: null data pointer", name);
+  return 0;
+}
+
+/// Checks that every float tensor (inputs not in `int_inputs_mask`, and outputs not in
+/// `skip_outputs_mask`) has the same dtype as input 0; returns 0 or a vbk::fail() code.
+inline int check_same_dtype(const DLTensor* in, int n_in, const DLTensor* out, int n_out,
+                            unsigned int_inputs_mask = 0, unsigned skip_outputs_mask = 0) {
+  const Dt d0 = dtype_of(in[0]);
+  for (int i = 1; i < n_in; ++i)
+    if (!((int_inputs_mask >> i) & 1u) && dtype_of(in[i]) != d0)
+      return fail("input %d has a different dtype than input 0", i);
+  for (int i = 0; i < n_out; ++i)
+    if (!((skip_outputs_mask >> i) & 1u) && dtype_of(out[i]) != d0)
+      return fail("output %d has a different dtype than input 0", i);
+  return 0;
+}
+
+/// 64-byte aligned float scratch buffer, freed on scope exit (use inside one call only; the
+/// kernel must not keep state between calls). `ok()` is false when the allocation failed.
+class Scratch {
+ public:
+  Scratch() = default;
+  explicit Scratch(std::int64_t n_floats) { alloc(n_floats); }
+  ~Scratch() { std::free(p_); }
+  Scratch(const Scratch&) = delete;
+  Scratch& operator=(const Scratch&) = delete;
+  /// (Re)allocates n floats (contents uninitialized); returns the pointer or nullptr.
+  float* alloc(std::int64_t n_floats) {
+    std::free(p_);
+    std::size_t bytes = (static_cast<std::size_t>(n_floats > 0 ? n_floats : 1) * 4 + 63) / 64 * 64;
+    p_ = static_cast<float*>(std::aligned_alloc(64, bytes));
+    return p_;
+  }
+  float* get() const { return p_; }
+  bool ok() const { return p_ != nullptr; }
+
+ private:
+  float* p_ = nullptr;
+};
 
 }  // namespace vbk
 

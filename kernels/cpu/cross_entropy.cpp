@@ -1,0 +1,228 @@
+// cross_entropy (CPU starter): loss = mean over non-ignored rows r of
+// logsumexp(logits[r,:]) − logits[r, targets[r]]   (0-d fp32 output; DESIGN §2).
+//
+// Targets are validated first (each must be ignore_index or in [0, V)). Each row is cut into
+// fixed chunks of CHUNK logits; a work item is one (row, chunk) pair of a non-ignored row, so a
+// few long vocabulary rows still spread over the OpenMP threads (static schedule). Per chunk,
+// in fp32: m = max (exact), s = Σ exp(x − m) over 64 fixed lanes (pass 2 runs from cache).
+// The chunks of a row are merged in chunk order (M = max m_c, S = Σ s_c·exp(m_c − M)), then
+// loss_r = M + log(S) − x[target]; the row losses are summed in row order in double and divided
+// by their count (0/0 = NaN when every row is ignored, as PyTorch). Every order is fixed by the
+// shape alone, so results are bitwise deterministic. -inf logits contribute exp(-inf) = 0.
+#include "vb_kernel.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <vector>
+
+namespace {
+
+using vbk::Dt;
+using i64 = std::int64_t;
+constexpr int LANES = 64;
+constexpr i64 CHUNK = 1 << 15;  // logits per work item (128 KiB of fp32: stays in L2)
+
+/// exp(x) in fp32: Cody-Waite reduction, degree-7 polynomial (cephes expf, ~1 ulp), 2^n applied
+/// through the exponent bits. Branchless so that loops calling it vectorize. x < -86 (where
+/// exp < 5e-38) and -inf give 0; x > 88.7228 (overflow) and +inf give +inf; NaN gives NaN.
+inline float exp_f32(float x) {
+#if defined(__x86_64__) || defined(__i386__)
+  // Float compare + select: AVX-512/AVX2 compare and blend. NaN passes the clamp unchanged.
+  const float xc = x < -86.0f ? -86.0f : (x > 88.72283935546875f ? 88.72283935546875f : x);
+#else
+  // GCC will not if-convert float compares guarding float math on AArch64 (-ftrapping-math):
+  // compare the bit patterns as integers and select with bit masks instead.
+  const std::uint32_t ux = vbk::float_to_bits(x);
+  const std::uint32_t m_hi = 0u - static_cast<std::uint32_t>(static_cast<std::int32_t>(ux) > 0x42b17218);  // > 88.7228, +inf, +NaN
+  const std::uint32_t m_lo = 0u - static_cast<std::uint32_t>(ux > 0xc2ac0000u);  // < -86, -inf, -NaN
+  const float xc = vbk::bits_to_float((ux & ~(m_hi | m_lo)) | (0x42b17218u & m_hi) | (0xc2ac0000u & m_lo));
+#endif
+  const float magic = 12582912.0f;  // 1.5 * 2^23: adding it rounds to the nearest integer
+  const float t = xc * 1.44269504088896341f + magic;
+  const float n = t - magic;  // n in [-124, 128]
+  float r = xc - n * 0.693359375f;
+  r = r - n * -2.12194440e-4f;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  p = p * (r * r) + r + 1.0f;
+  // p·2^n = (p·2^(n-1))·2: the low bits of t hold n (magic's low 9 bits are 0), so t << 23 is
+  // n << 23; with p in [0.7, 1.42], n - 1 in [-125, 127] keeps the exponent field normal, the final ·2 may overflow.
+  const float y = vbk::bits_to_float(vbk::float_to_bits(p) + (vbk::float_to_bits(t) << 23) - 0x00800000u) * 2.0f;
+#if defined(__x86_64__) || defined(__i386__)
+  float z = x < -86.0f ? 0.0f : y;
+  z = x > 88.72283935546875f ? __builtin_inff() : z;
+  return x != x ? x : z;
+#else
+  const std::uint32_t m_nan = 0u - static_cast<std::uint32_t>((ux & 0x7fffffffu) > 0x7f800000u);
+  std::uint32_t b = vbk::float_to_bits(y);
+  b = (b & ~(m_hi | m_lo)) | (0x7f800000u & m_hi);  // +inf above, 0 below the range
+  return vbk::bits_to_float((b & ~m_nan) | ((ux | 0x00400000u) & m_nan));
+#endif
+}
+
+inline float combine_sum(float* acc) {
+  for (int w = LANES / 2; w > 0; w /= 2)
+    for (int j = 0; j < w; ++j) acc[j] += acc[j + w];
+  return acc[0];
+}
+
+/// max over n floats; NaN if any element is NaN (the oracle's logsumexp is then NaN).
+inline float chunk_max(const float* __restrict x, i64 n) {
+  float acc[LANES], nan_seen[LANES];
+  for (int j = 0; j < LANES; ++j) acc[j] = -__builtin_inff(), nan_seen[j] = 0.0f;
+  i64 i = 0;
+  for (; i + LANES <= n; i += LANES) {
+#pragma omp simd
+    for (int j = 0; j < LANES; ++j) {
+      const float v = x[i + j];
+      acc[j] = v > acc[j] ? v : acc[j];
+      nan_seen[j] = v != v ? 1.0f : nan_seen[j];
+    }
+  }
+  for (int j = 0; i + j < n; ++j) {
+    const float v = x[i + j];
+    acc[j] = v > acc[j] ? v : acc[j];
+    nan_seen[j] = v != v ? 1.0f : nan_seen[j];
+  }
+  float m = acc[0], any_nan = nan_seen[0];
+  for (int j = 1; j < LANES; ++j) {
+    m = acc[j] > m ? acc[j] : m;
+    any_nan = nan_seen[j] > any_nan ? nan_seen[j] : any_nan;
+  }
+  return any_nan > 0.0f ? __builtin_nanf("") : m;
+}
+
+/// Σ exp(x − m) over 64 fixed lanes.
+inline float chunk_sumexp(const float* __restrict x, i64 n, float m) {
+  float acc[LANES] = {};
+  i64 i = 0;
+  for (; i + LANES <= n; i += LANES) {
+#pragma omp simd
+    for (int j = 0; j < LANES; ++j) acc[j] += exp_f32(x[i + j] - m);
+  }
+  for (int j = 0; i + j < n; ++j) acc[j] += exp_f32(x[i + j] - m);
+  return combine_sum(acc);
+}
+
+}  // namespace
+
+extern "C" int vb_kernel_run(const DLTensor* inputs, int n_inputs, DLTensor* outputs,
+                             int n_outputs, const double* attrs, int n_attrs, void* stream) {
+  (void)stream;
+  if (int e = vbk::check_args(inputs, n_inputs, 2, outputs, n_outputs, 1, n_attrs, 1, 0x2u))
+    return e;
+  const DLTensor& tl = inputs[0];
+  const DLTensor& tt = inputs[1];
+  DLTensor& tout = outputs[0];
+  if (vbk::dtype_of(tout) != Dt::F32) return vbk::fail("loss: expected fp32 output");
+  if (tl.ndim != 2) return vbk::fail("logits: expected 2 dimensions [B,V], got %d", tl.ndim);
+  const i64 B = tl.shape[0], V = tl.shape[1];
+  if (int e = vbk::check_shape(tl, "logits", {B, V})) return e;
+  if (int e = vbk::check_shape(tt, "targets", {B})) return e;
+  if (int e = vbk::check_shape(tout, "loss", {})) return e;
+  const double ig_d = attrs[0];
+  if (!(std::fabs(ig_d) < 9.0e18) || ig_d != std::floor(ig_d))
+    return vbk::fail("ignore_index must be an integer (got %g)", ig_d);
+  const i64 ig = static_cast<i64>(ig_d);
+
+  const Dt dt = vbk::dtype_of(tl);
+  const void* x = vbk::data_ptr(tl);
+  const std::int64_t* tgt = static_cast<const std::int64_t*>(vbk::data_ptr(tt));
+  float* out = static_cast<float*>(vbk::data_ptr(tout));
+
+  std::vector<i64> rows;  // non-ignored rows, in order
+  try {
+    rows.reserve(static_cast<std::size_t>(B));
+  } catch (...) {
+    return vbk::fail("out of memory (row list)");
+  }
+  for (i64 r = 0; r < B; ++r) {
+    const i64 t = tgt[r];
+    if (t == ig) continue;
+    if (t < 0 || t >= V)
+      return vbk::fail("targets[%lld] = %lld is outside [0, %lld) and is not ignore_index",
+                       (long long)r, (long long)t, (long long)V);
+    rows.push_back(r);
+  }
+  const i64 nr = static_cast<i64>(rows.size());
+  if (nr == 0) {
+    *out = __builtin_nanf("");  // mean over no rows: 0/0
+    return 0;
+  }
+
+  const i64 chunks = (V + CHUNK - 1) / CHUNK;
+  const i64 items = nr * chunks;
+  vbk::Scratch cmbuf(items), csbuf(items);  // per (row, chunk): max and Σ exp(x - max)
+  if (!cmbuf.ok() || !csbuf.ok()) return vbk::fail("out of memory (chunk statistics)");
+  float* const cm = cmbuf.get();
+  float* const cs = csbuf.get();
+  const bool par = items > 1 && nr * V >= (i64{1} << 15);
+  const bool f32 = dt == Dt::F32;
+  bool oom = false;
+
+#pragma omp parallel if (par)
+  {
+    vbk::Scratch buf(f32 ? 0 : std::min(CHUNK, V));
+    if (!buf.ok()) {
+#pragma omp atomic write
+      oom = true;
+    }
+#pragma omp for schedule(static)
+    for (i64 it = 0; it < items; ++it) {
+      if (!buf.ok()) continue;
+      const i64 r = rows[static_cast<std::size_t>(it / chunks)], c = it % chunks;
+      const i64 c0 = c * CHUNK, n = std::min(CHUNK, V - c0);
+      const float* xc;
+      if (f32) {
+        xc = static_cast<const float*>(x) + r * V + c0;
+      } else {
+        vbk::load_f32(x, dt, r * V + c0, n, buf.get());
+        xc = buf.get();
+      }
+      const float m = chunk_max(xc, n);
+      cm[it] = m;
+      // A chunk whose max is ±inf or NaN decides the row's logsumexp by itself (see below).
+      cs[it] = std::isfinite(m) ? chunk_sumexp(xc, n, m) : 0.0f;
+    }
+  }
+  if (oom) return vbk::fail("out of memory (chunk scratch)");
+
+  double total = 0.0;
+  for (i64 k = 0; k < nr; ++k) {
+    const i64 r = rows[static_cast<std::size_t>(k)];
+    const float* mk = cm + k * chunks;
+    const float* sk = cs + k * chunks;
+    // Row logsumexp as the oracle: NaN if a logit is NaN, ±inf if the max is ±inf (an all -inf
+    // row gives -inf, and -inf - -inf = NaN below), else M + log(Σ_c s_c·exp(m_c − M)).
+    // Here: loss = lse − x[target].
+    bool any_nan = false;
+    float M = -__builtin_inff();
+    for (i64 c = 0; c < chunks; ++c) {
+      any_nan |= mk[c] != mk[c];
+      M = mk[c] > M ? mk[c] : M;
+    }
+    float xt;
+    vbk::load_f32(x, dt, r * V + tgt[r], 1, &xt);
+    float loss;
+    if (any_nan) {
+      loss = __builtin_nanf("");
+    } else if (!std::isfinite(M)) {
+      loss = M - xt;
+    } else {
+      float S = 0.0f;
+      for (i64 c = 0; c < chunks; ++c)
+        if (std::isfinite(mk[c])) S += sk[c] * exp_f32(mk[c] - M);
+      loss = (M - xt) + std::log(S);  // M - xt first: exact when close, keeps large offsets accurate
+    }
+    total += static_cast<double>(loss);
+  }
+  *out = static_cast<float>(total / static_cast<double>(nr));
+  return 0;
+}

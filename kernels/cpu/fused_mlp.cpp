@@ -1,0 +1,228 @@
+// fused_mlp (CPU starter): SwiGLU MLP, y[B,D] = (silu(x·w_gateᵀ) ⊙ (x·w_upᵀ))·w_downᵀ with
+// x[B,D], w_gate[H,D], w_up[H,D], w_down[D,H]; silu on the gate (DESIGN §2).
+//
+// Three blocked GEMMs of the form C = A·Wᵀ (W row-major [N,K], as nn.Linear stores weights),
+// all in fp32 whatever the storage dtype:
+//   g = x·w_gateᵀ, u = x·w_upᵀ   -> fp32 scratch [B,H]
+//   h = silu(g) ⊙ u              -> in place, vectorized (silu(g) = g / (1 + exp(-g)))
+//   y = h·w_downᵀ                -> rounded once into y
+// The hidden activations never round to the storage dtype. B (tokens) is small next to the
+// weights, so each GEMM is computed as Cᵀ = W·Aᵀ: A is packed once per call, transposed and
+// converted to fp32, into 32-wide strips of rows (k-major, zero padded); the weight rows are
+// split statically over the OpenMP threads in micro-panels of MR rows. Per KC slice a thread
+// copies/converts its MR weight rows into a contiguous fp32 buffer and runs the MR×NR
+// register-blocked micro-kernel (weights broadcast, 32 token lanes) over every strip, into a
+// thread-local fp32 tile that is written (transposed, rounded once) at the end. Every weight
+// element is read from memory once and never transposed. Accumulation order depends only on
+// the shape, so results are bitwise deterministic.
+#include "vb_kernel.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cstdint>
+
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
+// 12×32 fp32 accumulators need 512-bit registers (24 zmm); generic tuning may prefer 256.
+#pragma GCC target("prefer-vector-width=512")
+#endif
+
+namespace {
+
+using vbk::Dt;
+using i64 = std::int64_t;
+
+constexpr int MR = 12;   // weight rows of the register tile
+constexpr int NR = 32;   // token lanes of the register tile (2 × 16 fp32 lanes)
+constexpr int KC = 256;  // depth of one slice (Aᵀ micro-panel 32 KiB stays in L1)
+
+/// exp(x) in fp32: Cody-Waite reduction, degree-7 polynomial (cephes expf, ~1 ulp), 2^n applied
+/// through the exponent bits. Branchless so that loops calling it vectorize. x < -86 (where
+/// exp < 5e-38) and -inf give 0; x > 88.7228 (overflow) and +inf give +inf; NaN gives NaN.
+inline float exp_f32(float x) {
+#if defined(__x86_64__) || defined(__i386__)
+  // Float compare + select: AVX-512/AVX2 compare and blend. NaN passes the clamp unchanged.
+  const float xc = x < -86.0f ? -86.0f : (x > 88.72283935546875f ? 88.72283935546875f : x);
+#else
+  // GCC will not if-convert float compares guarding float math on AArch64 (-ftrapping-math):
+  // compare the bit patterns as integers and select with bit masks instead.
+  const std::uint32_t ux = vbk::float_to_bits(x);
+  const std::uint32_t m_hi = 0u - static_cast<std::uint32_t>(static_cast<std::int32_t>(ux) > 0x42b17218);  // > 88.7228, +inf, +NaN
+  const std::uint32_t m_lo = 0u - static_cast<std::uint32_t>(ux > 0xc2ac0000u);  // < -86, -inf, -NaN
+  const float xc = vbk::bits_to_float((ux & ~(m_hi | m_lo)) | (0x42b17218u & m_hi) | (0xc2ac0000u & m_lo));
+#endif
+  const float magic = 12582912.0f;  // 1.5 * 2^23: adding it rounds to the nearest integer
+  const float t = xc * 1.44269504088896341f + magic;
+  const float n = t - magic;  // n in [-124, 128]
+  float r = xc - n * 0.693359375f;
+  r = r - n * -2.12194440e-4f;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  p = p * (r * r) + r + 1.0f;
+  // p·2^n = (p·2^(n-1))·2: the low bits of t hold n (magic's low 9 bits are 0), so t << 23 is
+  // n << 23; with p in [0.7, 1.42], n - 1 in [-125, 127] keeps the exponent field normal, the final ·2 may overflow.
+  const float y = vbk::bits_to_float(vbk::float_to_bits(p) + (vbk::float_to_bits(t) << 23) - 0x00800000u) * 2.0f;
+#if defined(__x86_64__) || defined(__i386__)
+  float z = x < -86.0f ? 0.0f : y;
+  z = x > 88.72283935546875f ? __builtin_inff() : z;
+  return x != x ? x : z;
+#else
+  const std::uint32_t m_nan = 0u - static_cast<std::uint32_t>((ux & 0x7fffffffu) > 0x7f800000u);
+  std::uint32_t b = vbk::float_to_bits(y);
+  b = (b & ~(m_hi | m_lo)) | (0x7f800000u & m_hi);  // +inf above, 0 below the range
+  return vbk::bits_to_float((b & ~m_nan) | ((ux | 0x00400000u) & m_nan));
+#endif
+}
+
+/// c[i][j] += Σ_p a[i][p] · b[p][j] for an MR×NR tile. a: MR weight rows with row stride KC
+/// (broadcast), b: packed kc×NR strip of Aᵀ (row stride NR), c: row stride ldc.
+inline void micro_kernel(int kc, const float* __restrict a, const float* __restrict b,
+                         float* __restrict c, i64 ldc) {
+  float acc[MR][NR] = {};
+  for (int p = 0; p < kc; ++p) {
+    const float* __restrict bp = b + static_cast<i64>(p) * NR;
+    for (int i = 0; i < MR; ++i) {
+      const float ai = a[i * KC + p];
+#pragma omp simd
+      for (int j = 0; j < NR; ++j) acc[i][j] += ai * bp[j];
+    }
+  }
+  for (int i = 0; i < MR; ++i) {
+    float* __restrict ci = c + i * ldc;
+#pragma omp simd
+    for (int j = 0; j < NR; ++j) ci[j] += acc[i][j];
+  }
+}
+
+/// C[M,N] (dtype dtc, row stride ldc) = A[M,K] (dtype dta, row stride lda) · W[N,K]ᵀ (dtype
+/// dtw), computed as Cᵀ = W·Aᵀ. K ≥ 1. Returns false on allocation failure.
+bool gemm_nt(i64 M, i64 N, i64 K, const void* A, Dt dta, i64 lda, const void* W, Dt dtw, void* C,
+             Dt dtc, i64 ldc) {
+  const double flops = 2.0 * static_cast<double>(M) * static_cast<double>(N) * static_cast<double>(K);
+  const int nth = flops >= 2.0e6 ? std::max(1, omp_get_max_threads()) : 1;
+  const i64 strips = (M + NR - 1) / NR;  // 32-row strips of A
+  const i64 Mp = strips * NR;
+  const i64 kchunks = (K + KC - 1) / KC;
+  const i64 panels = (N + MR - 1) / MR;  // MR-row micro-panels of W
+
+  vbk::Scratch apack(strips * K * NR);  // Aᵀ strips: [strip][k][NR]
+  if (!apack.ok()) return false;
+  float* const at = apack.get();
+  bool oom = false;
+
+#pragma omp parallel num_threads(nth)
+  {
+    vbk::Scratch wbuf(MR * KC), ctile(MR * Mp), rowtmp(std::max<i64>(KC, MR));
+    if (!(wbuf.ok() && ctile.ok() && rowtmp.ok())) {
+#pragma omp atomic write
+      oom = true;
+    }
+#pragma omp barrier
+    if (!oom) {
+      float* const wb = wbuf.get();
+      float* const ct = ctile.get();
+      float* const tmp = rowtmp.get();
+      // Pack Aᵀ: item = (strip, KC chunk); rows past M are zero.
+#pragma omp for schedule(static)
+      for (i64 it = 0; it < strips * kchunks; ++it) {
+        const i64 s = it / kchunks, p0 = (it % kchunks) * KC;
+        const i64 kc = std::min<i64>(KC, K - p0);
+        float* dst = at + s * K * NR + p0 * NR;
+        for (int r = 0; r < NR; ++r) {
+          const i64 m = s * NR + r;
+          if (m < M) {
+            vbk::load_f32(A, dta, m * lda + p0, kc, tmp);
+            for (i64 p = 0; p < kc; ++p) dst[p * NR + r] = tmp[p];
+          } else {
+            for (i64 p = 0; p < kc; ++p) dst[p * NR + r] = 0.0f;
+          }
+        }
+      }
+      // (implicit barrier: Aᵀ is packed)
+#pragma omp for schedule(static)
+      for (i64 q = 0; q < panels; ++q) {
+        const i64 j0 = q * MR;
+        const int nj = static_cast<int>(std::min<i64>(MR, N - j0));
+        std::fill(ct, ct + MR * Mp, 0.0f);
+        for (i64 pc = 0; pc < K; pc += KC) {
+          const int kc = static_cast<int>(std::min<i64>(KC, K - pc));
+          for (int i = 0; i < MR; ++i) {  // weight rows -> wb[i][0:kc] in fp32
+            if (i < nj)
+              vbk::load_f32(W, dtw, (j0 + i) * K + pc, kc, wb + i * KC);
+            else
+              std::fill(wb + i * KC, wb + i * KC + kc, 0.0f);
+          }
+          for (i64 s = 0; s < strips; ++s) micro_kernel(kc, wb, at + s * K * NR + pc * NR, ct + s * NR, Mp);
+        }
+        // C[m][j0 + i] = ct[i][m], rounded once.
+        for (i64 m = 0; m < M; ++m) {
+          for (int i = 0; i < nj; ++i) tmp[i] = ct[i * Mp + m];
+          vbk::store_f32(tmp, dtc, C, m * ldc + j0, nj);
+        }
+      }
+    }
+  }
+  return !oom;
+}
+
+/// h = silu(g) ⊙ u = g / (1 + exp(-g)) · u, in place in g.
+void swiglu(float* g, const float* __restrict u, i64 n) {
+#pragma omp simd
+  for (i64 i = 0; i < n; ++i) {
+    const float z = g[i];
+    g[i] = z / (1.0f + exp_f32(-z)) * u[i];
+  }
+}
+
+}  // namespace
+
+extern "C" int vb_kernel_run(const DLTensor* inputs, int n_inputs, DLTensor* outputs,
+                             int n_outputs, const double* attrs, int n_attrs, void* stream) {
+  (void)attrs;
+  (void)stream;
+  if (int e = vbk::check_args(inputs, n_inputs, 4, outputs, n_outputs, 1, n_attrs, 0)) return e;
+  if (int e = vbk::check_same_dtype(inputs, n_inputs, outputs, n_outputs)) return e;
+  const DLTensor& tx = inputs[0];
+  if (tx.ndim != 2) return vbk::fail("x: expected 2 dimensions [B,D], got %d", tx.ndim);
+  const i64 B = tx.shape[0], D = tx.shape[1];
+  if (inputs[1].ndim != 2) return vbk::fail("w_gate: expected 2 dimensions [H,D], got %d", inputs[1].ndim);
+  const i64 H = inputs[1].shape[0];
+  if (int e = vbk::check_shape(tx, "x", {B, D})) return e;
+  if (int e = vbk::check_shape(inputs[1], "w_gate", {H, D})) return e;
+  if (int e = vbk::check_shape(inputs[2], "w_up", {H, D})) return e;
+  if (int e = vbk::check_shape(inputs[3], "w_down", {D, H})) return e;
+  if (int e = vbk::check_shape(outputs[0], "y", {B, D})) return e;
+  if (B == 0 || D == 0) return 0;
+
+  const Dt dt = vbk::dtype_of(tx);
+  const void* x = vbk::data_ptr(tx);
+  void* y = vbk::data_ptr(outputs[0]);
+
+  if (H == 0) {  // empty hidden layer: y = 0
+    vbk::Scratch z(D);
+    if (!z.ok()) return vbk::fail("out of memory");
+    std::fill(z.get(), z.get() + D, 0.0f);
+    for (i64 r = 0; r < B; ++r) vbk::store_f32(z.get(), dt, y, r * D, D);
+    return 0;
+  }
+
+  vbk::Scratch gbuf(B * H), ubuf(B * H);
+  if (!gbuf.ok() || !ubuf.ok()) return vbk::fail("out of memory (hidden activations)");
+  float* const g = gbuf.get();
+  float* const u = ubuf.get();
+  if (!gemm_nt(B, H, D, x, dt, D, vbk::data_ptr(inputs[1]), dt, g, Dt::F32, H) ||
+      !gemm_nt(B, H, D, x, dt, D, vbk::data_ptr(inputs[2]), dt, u, Dt::F32, H))
+    return vbk::fail("out of memory (GEMM scratch)");
+
+  const bool par = B * H >= (i64{1} << 15);
+#pragma omp parallel for schedule(static) if (par)
+  for (i64 r = 0; r < B; ++r) swiglu(g + r * H, u + r * H, H);
+
+  if (!gemm_nt(B, D, H, g, Dt::F32, H, vbk::data_ptr(inputs[3]), dt, y, dt, D))
+    return vbk::fail("out of memory (GEMM scratch)");
+  return 0;
+}

@@ -1,0 +1,171 @@
+// layernorm (CPU starter): y[B,D] = (x - mean) / sqrt(var + eps) * weight + bias, biased variance
+// over the last dim (DESIGN §2).
+//
+// One row at a time, rows split statically over OpenMP threads. Per row, in fp32, the corrected
+// two-pass algorithm (no one-pass E[x²]−E[x]², which cancels catastrophically on rows like
+// 2000 + N(0,1)):
+//   pass 1  m1 = Σx / D                                  (64 fixed lanes, pairwise combine)
+//   pass 2  d = Σ(x − m1),  q = Σ(x − m1)²               (m1 is close to the mean, so x − m1 is
+//           mean = m1 + d/D,  var = q/D − (d/D)²          exact-ish and d/D fixes m1's rounding)
+//   pass 3  y = ((x − m1) − d/D) · rstd · w + b           rounded once to the output dtype
+// Keeping the mean as m1 + d/D (never rounded into one fp32) keeps large-mean rows accurate and
+// makes all-equal rows give exactly (0 · rstd) · w + b = b. If a statistic overflows fp32 (values
+// near the dtype's max) the row is recomputed in double. The row is read from memory once;
+// passes 2-3 run from cache into a thread-local row written out with non-temporal stores
+// (vbk::stream_store_f32). Weight and bias are converted to fp32 once per call.
+#include "vb_kernel.h"
+
+#include <omp.h>
+
+#include <cmath>
+#include <cstdint>
+
+namespace {
+
+using vbk::Dt;
+using i64 = std::int64_t;
+constexpr int LANES = 64;
+
+inline float combine_sum(float* acc) {
+  for (int w = LANES / 2; w > 0; w /= 2)
+    for (int j = 0; j < w; ++j) acc[j] += acc[j + w];
+  return acc[0];
+}
+
+inline float row_sum(const float* __restrict x, i64 n) {
+  float acc[LANES] = {};
+  i64 i = 0;
+  for (; i + LANES <= n; i += LANES) {
+#pragma omp simd
+    for (int j = 0; j < LANES; ++j) acc[j] += x[i + j];
+  }
+  for (int j = 0; i + j < n; ++j) acc[j] += x[i + j];
+  return combine_sum(acc);
+}
+
+/// d = Σ(x − c), q = Σ(x − c)².
+inline void shifted_sums(const float* __restrict x, i64 n, float c, float& d, float& q) {
+  float ad[LANES] = {}, aq[LANES] = {};
+  i64 i = 0;
+  for (; i + LANES <= n; i += LANES) {
+#pragma omp simd
+    for (int j = 0; j < LANES; ++j) {
+      const float t = x[i + j] - c;
+      ad[j] += t;
+      aq[j] += t * t;
+    }
+  }
+  for (int j = 0; i + j < n; ++j) {
+    const float t = x[i + j] - c;
+    ad[j] += t;
+    aq[j] += t * t;
+  }
+  d = combine_sum(ad);
+  q = combine_sum(aq);
+}
+
+/// y = ((x − c) − dm) · rstd · w + b (y may be x: same-index in-place update).
+inline void apply(const float* x, const float* __restrict w, const float* __restrict b, float* y,
+                  i64 n, float c, float dm, float rstd) {
+#pragma omp simd
+  for (i64 i = 0; i < n; ++i) y[i] = ((x[i] - c) - dm) * rstd * w[i] + b[i];
+}
+
+/// Row statistics in fp32: shift c, residual mean dm (mean = c + dm), rstd = 1/sqrt(var + eps).
+/// Returns false when a statistic is not finite (fp32 overflow or inf/NaN inputs).
+inline bool row_stats(const float* __restrict x, i64 n, float eps, float& c, float& dm, float& rstd) {
+  const float fn = static_cast<float>(n);
+  c = row_sum(x, n) / fn;
+  if (!std::isfinite(c)) return false;
+  float d = 0.0f, q = 0.0f;
+  shifted_sums(x, n, c, d, q);
+  if (!std::isfinite(q)) return false;
+  dm = d / fn;
+  const float var = std::fmax(q / fn - dm * dm, 0.0f);
+  rstd = 1.0f / std::sqrt(var + eps);
+  return true;
+}
+
+/// Rare path, the whole row in double: values near the dtype's max overflow fp32 statistics
+/// (inf/NaN inputs also land here and propagate as in the fp64 oracle). y may be x.
+inline void row_double(const float* x, const float* __restrict w, const float* __restrict b, float* y,
+                       i64 n, float eps) {
+  double s = 0.0;
+  for (i64 i = 0; i < n; ++i) s += x[i];
+  const double mean = s / static_cast<double>(n);
+  double v = 0.0;
+  for (i64 i = 0; i < n; ++i) v += (x[i] - mean) * (x[i] - mean);
+  const double rstd = 1.0 / std::sqrt(v / static_cast<double>(n) + eps);
+  for (i64 i = 0; i < n; ++i) y[i] = static_cast<float>((x[i] - mean) * rstd * w[i] + b[i]);
+}
+
+}  // namespace
+
+extern "C" int vb_kernel_run(const DLTensor* inputs, int n_inputs, DLTensor* outputs,
+                             int n_outputs, const double* attrs, int n_attrs, void* stream) {
+  (void)stream;
+  if (int e = vbk::check_args(inputs, n_inputs, 3, outputs, n_outputs, 1, n_attrs, 1)) return e;
+  if (int e = vbk::check_same_dtype(inputs, n_inputs, outputs, n_outputs)) return e;
+  const DLTensor& tx = inputs[0];
+  DLTensor& ty = outputs[0];
+  if (tx.ndim != 2) return vbk::fail("x: expected 2 dimensions [B,D], got %d", tx.ndim);
+  const i64 B = tx.shape[0], D = tx.shape[1];
+  if (int e = vbk::check_shape(tx, "x", {B, D})) return e;
+  if (int e = vbk::check_shape(inputs[1], "weight", {D})) return e;
+  if (int e = vbk::check_shape(inputs[2], "bias", {D})) return e;
+  if (int e = vbk::check_shape(ty, "y", {B, D})) return e;
+  const float eps = static_cast<float>(attrs[0]);
+  if (!(eps >= 0.0f)) return vbk::fail("eps must be >= 0 (got %g)", attrs[0]);
+  if (B == 0 || D == 0) return 0;
+
+  const Dt dt = vbk::dtype_of(tx);
+  const void* x = vbk::data_ptr(tx);
+  void* y = vbk::data_ptr(ty);
+  const bool f32 = dt == Dt::F32;
+
+  vbk::Scratch wb(f32 ? 0 : 2 * D);
+  if (!wb.ok()) return vbk::fail("out of memory (weight/bias)");
+  const float *w, *b;
+  if (f32) {
+    w = static_cast<const float*>(vbk::data_ptr(inputs[1]));
+    b = static_cast<const float*>(vbk::data_ptr(inputs[2]));
+  } else {
+    vbk::load_f32(vbk::data_ptr(inputs[1]), dt, 0, D, wb.get());
+    vbk::load_f32(vbk::data_ptr(inputs[2]), dt, 0, D, wb.get() + D);
+    w = wb.get();
+    b = wb.get() + D;
+  }
+
+  const bool par = B > 1 && B * D >= (i64{1} << 15);
+  bool oom = false;
+#pragma omp parallel if (par)
+  {
+    // Thread-local fp32 row [D] + staging for a 16-bit output row [D/2 floats].
+    vbk::Scratch buf(D + (D + 1) / 2);
+    if (!buf.ok()) {
+#pragma omp atomic write
+      oom = true;
+    }
+#pragma omp for schedule(static)
+    for (i64 r = 0; r < B; ++r) {
+      if (!buf.ok()) continue;
+      float* row = buf.get();
+      float c = 0.0f, dm = 0.0f, rstd = 0.0f;
+      const float* xr;
+      if (f32) {
+        xr = static_cast<const float*>(x) + r * D;
+      } else {
+        vbk::load_f32(x, dt, r * D, D, row);
+        xr = row;
+      }
+      if (row_stats(xr, D, eps, c, dm, rstd))
+        apply(xr, w, b, row, D, c, dm, rstd);
+      else
+        row_double(xr, w, b, row, D, eps);
+      vbk::stream_store_f32(row, dt, y, r * D, D, row + D);  // written once: non-temporal stores
+    }
+    vbk::stream_fence();
+  }
+  if (oom) return vbk::fail("out of memory (row scratch)");
+  return 0;
+}

@@ -1,0 +1,121 @@
+// reduce (CPU starter): y[M] = Σ_j x[M,N] over the last dim, fp32 accumulation, output in the
+// input dtype (DESIGN §2).
+//
+// Each row is cut into fixed chunks of CHUNK elements; a work item is one (row, chunk) pair, so
+// both many short rows and a few very long rows spread over the OpenMP threads (static
+// schedule). A chunk is summed in fp32 over 64 fixed lanes with a pairwise combine; the chunk
+// partials of a row are then added in chunk order. Both orders are fixed by the shape alone, so
+// results are bitwise deterministic and independent of the thread count. fp16/bf16 chunks are
+// converted to fp32 in pieces of PIECE elements through a stack buffer (one pass over memory).
+// If a row's fp32 sum overflows while its inputs are finite (values near the dtype's max with
+// cancellation), the row is re-summed in double so the result matches the fp64 oracle.
+#include "vb_kernel.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+
+namespace {
+
+using vbk::Dt;
+using i64 = std::int64_t;
+constexpr int LANES = 64;
+constexpr i64 CHUNK = 1 << 16;  // elements per work item
+constexpr i64 PIECE = 2048;     // conversion piece (8 KiB of fp32 on the stack)
+
+inline float combine_sum(float* acc) {
+  for (int w = LANES / 2; w > 0; w /= 2)
+    for (int j = 0; j < w; ++j) acc[j] += acc[j + w];
+  return acc[0];
+}
+
+/// acc[j] += x[i] for i ≡ j (mod 64), over n floats.
+inline void lane_accumulate(float* __restrict acc, const float* __restrict x, i64 n) {
+  i64 i = 0;
+  for (; i + LANES <= n; i += LANES) {
+#pragma omp simd
+    for (int j = 0; j < LANES; ++j) acc[j] += x[i + j];
+  }
+  for (int j = 0; i + j < n; ++j) acc[j] += x[i + j];
+}
+
+/// Σ of elements [off, off+n) of x (dtype dt) in fp32.
+inline float chunk_sum(const void* x, Dt dt, i64 off, i64 n) {
+  float acc[LANES] = {};
+  if (dt == Dt::F32) {
+    lane_accumulate(acc, static_cast<const float*>(x) + off, n);
+  } else {
+    alignas(64) float buf[PIECE];
+    for (i64 p = 0; p < n; p += PIECE) {
+      const i64 k = std::min(PIECE, n - p);
+      vbk::load_f32(x, dt, off + p, k, buf);
+      lane_accumulate(acc, buf, k);  // PIECE is a multiple of LANES: lanes stay aligned
+    }
+  }
+  return combine_sum(acc);
+}
+
+/// Rare path: Σ in double.
+inline double row_sum_double(const void* x, Dt dt, i64 off, i64 n) {
+  double s = 0.0;
+  alignas(64) float buf[PIECE];
+  for (i64 p = 0; p < n; p += PIECE) {
+    const i64 k = std::min(PIECE, n - p);
+    vbk::load_f32(x, dt, off + p, k, buf);
+    for (i64 i = 0; i < k; ++i) s += buf[i];
+  }
+  return s;
+}
+
+}  // namespace
+
+extern "C" int vb_kernel_run(const DLTensor* inputs, int n_inputs, DLTensor* outputs,
+                             int n_outputs, const double* attrs, int n_attrs, void* stream) {
+  (void)attrs;
+  (void)stream;
+  if (int e = vbk::check_args(inputs, n_inputs, 1, outputs, n_outputs, 1, n_attrs, 0)) return e;
+  if (int e = vbk::check_same_dtype(inputs, n_inputs, outputs, n_outputs)) return e;
+  const DLTensor& tx = inputs[0];
+  DLTensor& ty = outputs[0];
+  if (tx.ndim != 2) return vbk::fail("x: expected 2 dimensions [M,N], got %d", tx.ndim);
+  const i64 M = tx.shape[0], N = tx.shape[1];
+  if (int e = vbk::check_shape(tx, "x", {M, N})) return e;
+  if (int e = vbk::check_shape(ty, "y", {M})) return e;
+  if (M == 0) return 0;
+
+  const Dt dt = vbk::dtype_of(tx);
+  const void* x = vbk::data_ptr(tx);
+  void* y = vbk::data_ptr(ty);
+
+  const i64 chunks = std::max<i64>(1, (N + CHUNK - 1) / CHUNK);
+  const i64 items = M * chunks;
+  vbk::Scratch part(items), rows(M);
+  if (!part.ok() || !rows.ok()) return vbk::fail("out of memory (partial sums)");
+  float* const ps = part.get();
+  float* const ys = rows.get();
+  const bool par = items > 1 && M * N >= (i64{1} << 15);
+
+#pragma omp parallel if (par)
+  {
+#pragma omp for schedule(static)
+    for (i64 it = 0; it < items; ++it) {
+      const i64 r = it / chunks, c = it % chunks;
+      const i64 c0 = c * CHUNK, n = std::min(CHUNK, N - c0);
+      ps[it] = n > 0 ? chunk_sum(x, dt, r * N + c0, n) : 0.0f;
+    }
+#pragma omp for schedule(static)
+    for (i64 r = 0; r < M; ++r) {
+      float s = 0.0f;
+      for (i64 c = 0; c < chunks; ++c) s += ps[r * chunks + c];
+      if (!std::isfinite(s)) {
+        const double sd = row_sum_double(x, dt, r * N, N);  // overflow with finite inputs?
+        if (std::isfinite(sd)) s = static_cast<float>(sd);   // rounds to ±inf past fp32 range
+      }
+      ys[r] = s;
+    }
+  }
+  vbk::store_f32(ys, dt, y, 0, M);
+  return 0;
+}

@@ -1,0 +1,120 @@
+// rmsnorm (CPU starter): y[M,N] = x / sqrt(mean(x²) + eps) * weight (DESIGN §2).
+//
+// One row at a time, rows split statically over OpenMP threads. Per row, in fp32:
+//   pass 1  ss = Σ x²  (64 fixed lanes, pairwise combine: deterministic)
+//   pass 2  y = x * rsqrt(ss/N + eps) * w, rounded once to the output dtype
+// Statistics are fp32 whatever the storage dtype, so fp16 rows whose Σx² exceeds 65504 stay
+// finite. If Σx² overflows fp32 (bf16/fp32 values near the dtype's max) the row's statistic is
+// recomputed in double, so the result matches the fp64 oracle instead of collapsing to 0.
+// The row is read from memory once; pass 2 runs from cache into a thread-local row that is
+// written out with non-temporal stores (vbk::stream_store_f32: no read-for-ownership of the
+// output lines). The weight is converted to fp32 once per call.
+#include "vb_kernel.h"
+
+#include <omp.h>
+
+#include <cmath>
+#include <cstdint>
+
+namespace {
+
+using vbk::Dt;
+using i64 = std::int64_t;
+constexpr int LANES = 64;
+
+inline float combine_sum(float* acc) {
+  for (int w = LANES / 2; w > 0; w /= 2)
+    for (int j = 0; j < w; ++j) acc[j] += acc[j + w];
+  return acc[0];
+}
+
+/// Σ x² over 64 fixed lanes.
+inline float sum_squares(const float* __restrict x, i64 n) {
+  float acc[LANES] = {};
+  i64 i = 0;
+  for (; i + LANES <= n; i += LANES) {
+#pragma omp simd
+    for (int j = 0; j < LANES; ++j) acc[j] += x[i + j] * x[i + j];
+  }
+  for (int j = 0; i + j < n; ++j) acc[j] += x[i + j] * x[i + j];
+  return combine_sum(acc);
+}
+
+/// 1 / sqrt(mean(x²) + eps), with a double fallback when fp32 Σx² overflows.
+inline float inv_rms(const float* __restrict x, i64 n, float eps) {
+  const float ss = sum_squares(x, n);
+  if (std::isfinite(ss)) return 1.0f / std::sqrt(ss / static_cast<float>(n) + eps);
+  double d = 0.0;  // rare path: huge values (or inf/NaN inputs, which then propagate)
+  for (i64 i = 0; i < n; ++i) d += static_cast<double>(x[i]) * x[i];
+  return static_cast<float>(1.0 / std::sqrt(d / static_cast<double>(n) + eps));
+}
+
+/// y = x * r * w (y may be x: same-index in-place update).
+inline void apply(const float* x, const float* __restrict w, float* y, i64 n, float r) {
+#pragma omp simd
+  for (i64 i = 0; i < n; ++i) y[i] = x[i] * r * w[i];
+}
+
+}  // namespace
+
+extern "C" int vb_kernel_run(const DLTensor* inputs, int n_inputs, DLTensor* outputs,
+                             int n_outputs, const double* attrs, int n_attrs, void* stream) {
+  (void)stream;
+  if (int e = vbk::check_args(inputs, n_inputs, 2, outputs, n_outputs, 1, n_attrs, 1)) return e;
+  if (int e = vbk::check_same_dtype(inputs, n_inputs, outputs, n_outputs)) return e;
+  const DLTensor& tx = inputs[0];
+  const DLTensor& tw = inputs[1];
+  DLTensor& ty = outputs[0];
+  if (tx.ndim != 2) return vbk::fail("x: expected 2 dimensions [M,N], got %d", tx.ndim);
+  const i64 M = tx.shape[0], N = tx.shape[1];
+  if (int e = vbk::check_shape(tx, "x", {M, N})) return e;
+  if (int e = vbk::check_shape(tw, "weight", {N})) return e;
+  if (int e = vbk::check_shape(ty, "y", {M, N})) return e;
+  const float eps = static_cast<float>(attrs[0]);
+  if (!(eps >= 0.0f)) return vbk::fail("eps must be >= 0 (got %g)", attrs[0]);
+  if (M == 0 || N == 0) return 0;
+
+  const Dt dt = vbk::dtype_of(tx);
+  const void* x = vbk::data_ptr(tx);
+  void* y = vbk::data_ptr(ty);
+  const bool f32 = dt == Dt::F32;
+
+  vbk::Scratch wbuf(f32 ? 0 : N);
+  if (!wbuf.ok()) return vbk::fail("out of memory (weight)");
+  const float* w;
+  if (f32) {
+    w = static_cast<const float*>(vbk::data_ptr(tw));
+  } else {
+    vbk::load_f32(vbk::data_ptr(tw), dt, 0, N, wbuf.get());
+    w = wbuf.get();
+  }
+
+  const bool par = M > 1 && M * N >= (i64{1} << 15);
+  bool oom = false;
+#pragma omp parallel if (par)
+  {
+    // Thread-local row [N] (the fp32 result) + staging for the 16-bit output [N/2 floats].
+    vbk::Scratch buf(N + (N + 1) / 2);
+    if (!buf.ok()) {
+#pragma omp atomic write
+      oom = true;
+    }
+#pragma omp for schedule(static)
+    for (i64 r = 0; r < M; ++r) {
+      if (!buf.ok()) continue;
+      float* b = buf.get();
+      const float* xr;
+      if (f32) {
+        xr = static_cast<const float*>(x) + r * N;
+      } else {
+        vbk::load_f32(x, dt, r * N, N, b);
+        xr = b;
+      }
+      apply(xr, w, b, N, inv_rms(xr, N, eps));
+      vbk::stream_store_f32(b, dt, y, r * N, N, b + N);  // written once: non-temporal stores
+    }
+    vbk::stream_fence();
+  }
+  if (oom) return vbk::fail("out of memory (row scratch)");
+  return 0;
+}

@@ -1,0 +1,166 @@
+// softmax (CPU starter): y[R,C] = softmax(x[R,C]) over the last dim, max-subtracted (DESIGN §2).
+//
+// One row at a time, rows split statically over OpenMP threads. Per row (fp32 throughout):
+//   pass 1  m = max(x)                               (64 fixed lanes, exact)
+//   pass 2  e = exp(x - m) into a thread-local fp32 row, s = Σ e (64 fixed lanes, pairwise
+//           combine)
+//   pass 3  y = e * (1/s), rounded once to the output dtype and written with non-temporal
+//           stores (vbk::stream_store_f32: no read-for-ownership of the output lines)
+// The row is read from memory once (fp16/bf16 rows are converted into the thread-local row;
+// fp32 rows are read in place) and passes 2-3 run from cache. Semantics follow PyTorch:
+// -inf entries give 0, an all -inf row gives NaN (exp(-inf - -inf) = NaN), NaN propagates.
+// The lane structure is fixed, so results are bitwise deterministic.
+#include "vb_kernel.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cstdint>
+
+namespace {
+
+using vbk::Dt;
+using i64 = std::int64_t;
+constexpr int LANES = 64;  // 4 × 16 fp32 accumulators
+
+/// exp(x) in fp32: Cody-Waite reduction, degree-7 polynomial (cephes expf, ~1 ulp), 2^n applied
+/// through the exponent bits. Branchless so that loops calling it vectorize. x < -86 (where
+/// exp < 5e-38) and -inf give 0; x > 88.7228 (overflow) and +inf give +inf; NaN gives NaN.
+inline float exp_f32(float x) {
+#if defined(__x86_64__) || defined(__i386__)
+  // Float compare + select: AVX-512/AVX2 compare and blend. NaN passes the clamp unchanged.
+  const float xc = x < -86.0f ? -86.0f : (x > 88.72283935546875f ? 88.72283935546875f : x);
+#else
+  // GCC will not if-convert float compares guarding float math on AArch64 (-ftrapping-math):
+  // compare the bit patterns as integers and select with bit masks instead.
+  const std::uint32_t ux = vbk::float_to_bits(x);
+  const std::uint32_t m_hi = 0u - static_cast<std::uint32_t>(static_cast<std::int32_t>(ux) > 0x42b17218);  // > 88.7228, +inf, +NaN
+  const std::uint32_t m_lo = 0u - static_cast<std::uint32_t>(ux > 0xc2ac0000u);  // < -86, -inf, -NaN
+  const float xc = vbk::bits_to_float((ux & ~(m_hi | m_lo)) | (0x42b17218u & m_hi) | (0xc2ac0000u & m_lo));
+#endif
+  const float magic = 12582912.0f;  // 1.5 * 2^23: adding it rounds to the nearest integer
+  const float t = xc * 1.44269504088896341f + magic;
+  const float n = t - magic;  // n in [-124, 128]
+  float r = xc - n * 0.693359375f;
+  r = r - n * -2.12194440e-4f;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  p = p * (r * r) + r + 1.0f;
+  // p·2^n = (p·2^(n-1))·2: the low bits of t hold n (magic's low 9 bits are 0), so t << 23 is
+  // n << 23; with p in [0.7, 1.42], n - 1 in [-125, 127] keeps the exponent field normal, the final ·2 may overflow.
+  const float y = vbk::bits_to_float(vbk::float_to_bits(p) + (vbk::float_to_bits(t) << 23) - 0x00800000u) * 2.0f;
+#if defined(__x86_64__) || defined(__i386__)
+  float z = x < -86.0f ? 0.0f : y;
+  z = x > 88.72283935546875f ? __builtin_inff() : z;
+  return x != x ? x : z;
+#else
+  const std::uint32_t m_nan = 0u - static_cast<std::uint32_t>((ux & 0x7fffffffu) > 0x7f800000u);
+  std::uint32_t b = vbk::float_to_bits(y);
+  b = (b & ~(m_hi | m_lo)) | (0x7f800000u & m_hi);  // +inf above, 0 below the range
+  return vbk::bits_to_float((b & ~m_nan) | ((ux | 0x00400000u) & m_nan));
+#endif
+}
+
+/// Pairwise combine of the 64 lane accumulators (fixed order).
+inline float combine_sum(float* acc) {
+  for (int w = LANES / 2; w > 0; w /= 2)
+    for (int j = 0; j < w; ++j) acc[j] += acc[j + w];
+  return acc[0];
+}
+
+/// max over n floats (NaN entries are skipped here; they still propagate through exp and Σ).
+inline float row_max(const float* __restrict x, i64 n) {
+  float acc[LANES];
+  for (int j = 0; j < LANES; ++j) acc[j] = -__builtin_inff();
+  i64 i = 0;
+  for (; i + LANES <= n; i += LANES) {
+#pragma omp simd
+    for (int j = 0; j < LANES; ++j) acc[j] = x[i + j] > acc[j] ? x[i + j] : acc[j];
+  }
+  for (int j = 0; i + j < n; ++j) acc[j] = x[i + j] > acc[j] ? x[i + j] : acc[j];
+  float m = acc[0];
+  for (int j = 1; j < LANES; ++j) m = acc[j] > m ? acc[j] : m;
+  return m;
+}
+
+/// y = exp(x - m); returns Σ y (64 fixed lanes). x and y may be the same buffer.
+inline float exp_shift_sum(const float* x, float* y, i64 n, float m) {
+  float acc[LANES] = {};
+  i64 i = 0;
+  for (; i + LANES <= n; i += LANES) {
+#pragma omp simd
+    for (int j = 0; j < LANES; ++j) {
+      const float e = exp_f32(x[i + j] - m);
+      y[i + j] = e;
+      acc[j] += e;
+    }
+  }
+  for (int j = 0; i + j < n; ++j) {
+    const float e = exp_f32(x[i + j] - m);
+    y[i + j] = e;
+    acc[j] += e;
+  }
+  return combine_sum(acc);
+}
+
+inline void scale_row(float* __restrict y, i64 n, float s) {
+#pragma omp simd
+  for (i64 i = 0; i < n; ++i) y[i] *= s;
+}
+
+}  // namespace
+
+extern "C" int vb_kernel_run(const DLTensor* inputs, int n_inputs, DLTensor* outputs,
+                             int n_outputs, const double* attrs, int n_attrs, void* stream) {
+  (void)attrs;
+  (void)stream;
+  if (int e = vbk::check_args(inputs, n_inputs, 1, outputs, n_outputs, 1, n_attrs, 0)) return e;
+  if (int e = vbk::check_same_dtype(inputs, n_inputs, outputs, n_outputs)) return e;
+  const DLTensor& tx = inputs[0];
+  DLTensor& ty = outputs[0];
+  if (tx.ndim != 2) return vbk::fail("x: expected 2 dimensions [R,C], got %d", tx.ndim);
+  const i64 R = tx.shape[0], C = tx.shape[1];
+  if (int e = vbk::check_shape(tx, "x", {R, C})) return e;
+  if (int e = vbk::check_shape(ty, "y", {R, C})) return e;
+  if (R == 0 || C == 0) return 0;
+
+  const Dt dt = vbk::dtype_of(tx);
+  const void* x = vbk::data_ptr(tx);
+  void* y = vbk::data_ptr(ty);
+  const bool f32 = dt == Dt::F32;
+  const bool par = R > 1 && R * C >= (i64{1} << 15);
+  bool oom = false;
+
+#pragma omp parallel if (par)
+  {
+    // Thread-local fp32 row [C] + staging for a 16-bit output row [C/2 floats].
+    vbk::Scratch buf(C + (C + 1) / 2);
+    if (!buf.ok()) {
+#pragma omp atomic write
+      oom = true;
+    }
+#pragma omp for schedule(static)
+    for (i64 r = 0; r < R; ++r) {
+      if (!buf.ok()) continue;
+      float* row = buf.get();
+      const float* xr;
+      if (f32) {
+        xr = static_cast<const float*>(x) + r * C;
+      } else {
+        vbk::load_f32(x, dt, r * C, C, row);
+        xr = row;
+      }
+      const float m = row_max(xr, C);
+      const float s = exp_shift_sum(xr, row, C, m);
+      scale_row(row, C, 1.0f / s);
+      vbk::stream_store_f32(row, dt, y, r * C, C, row + C);  // written once: non-temporal stores
+    }
+    vbk::stream_fence();
+  }
+  if (oom) return vbk::fail("out of memory (row scratch)");
+  return 0;
+}

@@ -24,6 +24,9 @@ EvalReport eval_bad(const BadCase& c, EvalOptions o) {
   return evaluate(*kt, *find_backend("cpu"), test::bad_kernel(c.file), o);
 }
 
+// Test names and failure messages show the fixture, not the struct's bytes.
+void PrintTo(const BadCase& c, std::ostream* os) { *os << c.file; }
+
 class BadKernel : public ::testing::TestWithParam<BadCase> {};
 
 TEST_P(BadKernel, IsRejectedByItsGuard) {

@@ -13,7 +13,7 @@ namespace vb {
 double error_threshold(DType t) {
   switch (t) {
     case DType::F16:
-      return 2e-3;
+      return 1e-3;
     case DType::BF16:
       return 1.6e-2;
     case DType::F32:

@@ -4,7 +4,7 @@
 //  1. NaN/Inf pattern: every element's class (NaN, +Inf, -Inf, finite) equals the oracle's
 //     (the oracle rounded to the output dtype, so fp16 overflow to inf is expected and matched).
 //  2. Global relative Frobenius error over the finite elements, ‖out − ref‖ / ‖ref‖, at most
-//     the dtype's threshold (fp32 1e-5, fp16 2e-3, bf16 1.6e-2). When ‖ref‖ = 0 the RMS
+//     the dtype's threshold (fp32 1e-5, fp16 1e-3, bf16 1.6e-2). When ‖ref‖ = 0 the RMS
 //     absolute error is used instead.
 //  3. Localized check: each row r (the kernel type's compare_row_length) must satisfy
 //     ‖out_r − ref_r‖ / max(‖ref_r‖, rms_row) ≤ kRowFactor × threshold, where rms_row is the
@@ -12,9 +12,11 @@
 //     the global error is small, while a row whose reference is near zero is judged against a
 //     typical row's magnitude instead of blowing up.
 // Thresholds: a correct fp32 kernel is ~1e-7..1e-6 off; TF32 inputs (10-bit mantissa) give
-// ~3e-4 (fails 1e-5); fp16 accumulation over K = 4096 gives ~1e-2 (fails 2e-3). The fp16/bf16
-// thresholds are ~4x the unit roundoff (2^-11, 2^-8), leaving room for one rounding of
-// intermediates (e.g. attention probabilities) in the output dtype.
+// ~3e-4 (fails 1e-5); fp16 accumulation over K = 4096 gives ~1e-2 (fails 1e-3). The fp16
+// threshold (2x the unit roundoff 2^-11) leaves room for one rounding of intermediates (e.g.
+// attention probabilities) in fp16 but fails fp16 results computed at bf16 precision (~2e-3,
+// found by a red-team kernel); bf16's (4x 2^-8) leaves room for one bf16 rounding of
+// intermediates.
 #pragma once
 
 #include <cstdint>
@@ -26,7 +28,7 @@
 namespace vb {
 
 /// Multiplier of the global threshold allowed for a single row.
-inline constexpr double kRowFactor = 10.0;
+inline constexpr double kRowFactor = 5.0;
 
 /// Relative Frobenius threshold for outputs of dtype t (see file comment).
 double error_threshold(DType t);

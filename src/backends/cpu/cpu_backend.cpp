@@ -38,9 +38,16 @@ class CpuBackend final : public Backend {
     }
     const auto& tc = cpu_toolchain();
     r.compiler_version = tc.version;
-    const fs::path sdk = vladbud_home() / "kernels" / "include" / "vb_kernel.h";
-    std::string key_material =
-        src + "\n--sdk--\n" + read_file(sdk) + "\n--tc--\n" + tc.command_line() + "\n" + tc.version;
+    // The key covers everything the compiler sees: the preprocessed source (so an edited
+    // header the kernel includes is a new build, not a stale cache hit), the flags and the
+    // compiler version. A source that does not even preprocess is built uncached to show its
+    // diagnostics.
+    std::vector<std::string> pp{tc.cxx};
+    pp.insert(pp.end(), tc.flags.begin(), tc.flags.end());
+    pp.insert(pp.end(), {"-E", "-P", source.string()});
+    const auto pre = run_process(pp, std::chrono::minutes(2));
+    std::string key_material = (pre.ok() ? pre.out : src + "\n" + pre.err) + "\n--tc--\n" +
+                               tc.command_line() + "\n" + tc.version;
     r.cache_key = runner::hex64(runner::fnv1a64(key_material.data(), key_material.size()));
     const fs::path dir = cache_dir() / "build" / "cpu" / r.cache_key;
     r.library = dir / "kernel.so";

@@ -1,0 +1,66 @@
+// The CPU backend: content-hash build cache (including headers the kernel includes) and the
+// vectorization-report parser on recorded compiler output.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "backends/backend.h"
+#include "support.h"
+
+namespace vb {
+namespace {
+
+namespace fs = std::filesystem;
+
+TEST(CpuBackend, CacheHitsForTheSameSourceAndMissesWhenAnIncludedHeaderChanges) {
+  const fs::path dir = fs::temp_directory_path() / ("vb-backend-" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  std::ofstream(dir / "scale.h") << "#define VB_TEST_SCALE 1\n";
+  std::ofstream(dir / "k.cpp")
+      << "#include \"vb_kernel.h\"\n#include \"scale.h\"\n"
+         "extern \"C\" int vb_kernel_run(const DLTensor*, int, DLTensor*,"
+         " int, const double*, int, void*) { return VB_TEST_SCALE - 1; }\n";
+  const Backend& be = *find_backend("cpu");
+  const BuildResult a = be.build(dir / "k.cpp");
+  ASSERT_TRUE(a.ok) << a.diagnostics;
+  const BuildResult b = be.build(dir / "k.cpp");
+  EXPECT_TRUE(b.cached);
+  EXPECT_EQ(a.cache_key, b.cache_key);
+  std::ofstream(dir / "scale.h") << "#define VB_TEST_SCALE 2\n";
+  const BuildResult c = be.build(dir / "k.cpp");
+  ASSERT_TRUE(c.ok) << c.diagnostics;
+  EXPECT_FALSE(c.cached) << "an edited header must not reuse the stale library";
+  EXPECT_NE(c.cache_key, a.cache_key);
+  fs::remove_all(dir);
+}
+
+TEST(CpuBackend, UnknownBackendIsNull) {
+  EXPECT_EQ(find_backend("tpu"), nullptr);
+}
+
+TEST(VectorizationReport, ParsesGccAndClangRemarks) {
+  const std::string gcc =
+      "kernels/cpu/softmax.cpp:41:23: optimized: loop vectorized using 64 byte vectors\n"
+      "kernels/cpu/softmax.cpp:41:23: optimized:  loop versioned for vectorization because of "
+      "possible aliasing\n"
+      "kernels/include/vb_kernel.h:186:22: optimized: loop vectorized using 32 byte vectors\n"
+      "kernels/cpu/softmax.cpp:77:5: optimized: basic block part vectorized using 64 byte "
+      "vectors\n";
+  const auto loops = parse_vectorization_report(gcc);
+  ASSERT_EQ(loops.size(), 2u);
+  EXPECT_EQ(loops[0].file, "kernels/cpu/softmax.cpp");
+  EXPECT_EQ(loops[0].line, 41);
+  EXPECT_EQ(loops[0].vector_bytes, 64);
+  EXPECT_EQ(loops[1].vector_bytes, 32);
+  const std::string clang =
+      "k.cpp:12:3: remark: vectorized loop (vectorization width: 16, interleaved count: 2) "
+      "[-Rpass=loop-vectorize]\n";
+  const auto cl = parse_vectorization_report(clang);
+  ASSERT_EQ(cl.size(), 1u);
+  EXPECT_EQ(cl[0].line, 12);
+  EXPECT_TRUE(parse_vectorization_report("k.cpp:3:1: missed: couldn't vectorize loop\n").empty());
+}
+
+}  // namespace
+}  // namespace vb

@@ -1,15 +1,20 @@
 #!/usr/bin/env bash
 # Installs what VladBud needs (Debian packages, only when missing), then configures and builds
-# it into build/ (Release). Safe to re-run. Usage: scripts/setup.sh [--sanitize] [--build-dir DIR]
+# it into build/ (Release). Safe to re-run.
+# Usage: scripts/setup.sh [--tests] [--sanitize] [--build-dir DIR]
+#   --tests     also build the test executables (scripts/test.sh passes it)
+#   --sanitize  AddressSanitizer + UBSan build in build-asan/
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build_dir="$here/build"
 sanitize=OFF
+targets=(--target vladbud vladbud-runner)
 while [ $# -gt 0 ]; do
   case "$1" in
     --sanitize) sanitize=ON; build_dir="$here/build-asan" ;;
+    --tests) targets=() ;;
     --build-dir) build_dir="$2"; shift ;;
-    -h|--help) sed -n '2,3p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,6p' "$0"; exit 0 ;;
     *) echo "setup.sh: unknown option $1" >&2; exit 2 ;;
   esac
   shift
@@ -31,5 +36,5 @@ fi
 
 jobs="$(nproc 2>/dev/null || echo 2)"
 cmake -S "$here" -B "$build_dir" -DCMAKE_BUILD_TYPE=Release -DVB_SANITIZE="$sanitize" >/dev/null
-cmake --build "$build_dir" -j "$jobs" >&2
+cmake --build "$build_dir" -j "$jobs" "${targets[@]}" >&2
 echo "setup: built $build_dir/vladbud" >&2

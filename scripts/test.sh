@@ -2,6 +2,6 @@
 # Installs what is missing, builds, and runs the whole test suite (ctest) on the Release build.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-"$here/scripts/setup.sh"
+"$here/scripts/setup.sh" --tests
 cd "$here/build"
 ctest --output-on-failure -j 1 "$@"

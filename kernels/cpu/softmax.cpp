@@ -88,19 +88,10 @@ inline float row_max(const float* __restrict x, i64 n) {
 }
 
 /// y = exp(x - m); returns Σ y (64 fixed lanes). x and y may be the same buffer.
-/// While the exponentials are computed, the next row (`next`, `next_bytes` bytes; may be null)
-/// is prefetched alongside, so that its memory traffic overlaps this row's arithmetic.
-inline float exp_shift_sum(const float* x, float* y, i64 n, float m, const char* next,
-                           i64 next_bytes) {
+inline float exp_shift_sum(const float* x, float* y, i64 n, float m) {
   float acc[LANES] = {};
-  const i64 chunks = n / LANES;
-  // Lines of the next row to prefetch per chunk of LANES elements (rounded up).
-  const i64 per_chunk = chunks > 0 ? (next_bytes / 64 + chunks) / chunks : 0;
-  i64 i = 0, line = 0;
+  i64 i = 0;
   for (; i + LANES <= n; i += LANES) {
-    if (next)
-      for (i64 q = 0; q < per_chunk; ++q, ++line)
-        if (line * 64 < next_bytes) __builtin_prefetch(next + line * 64, 0, 3);
 #pragma omp simd
     for (int j = 0; j < LANES; ++j) {
       const float e = exp_f32(x[i + j] - m);
@@ -141,7 +132,6 @@ extern "C" int vb_kernel_run(const DLTensor* inputs, int n_inputs, DLTensor* out
   const void* x = vbk::data_ptr(tx);
   void* y = vbk::data_ptr(ty);
   const bool f32 = dt == Dt::F32;
-  const i64 esz = f32 ? 4 : 2;  // bytes per element
   const bool par = R > 1 && R * C >= (i64{1} << 15);
   bool oom = false;
 
@@ -165,8 +155,7 @@ extern "C" int vb_kernel_run(const DLTensor* inputs, int n_inputs, DLTensor* out
         xr = row;
       }
       const float m = row_max(xr, C);
-      const char* next = r + 1 < R ? static_cast<const char*>(x) + (r + 1) * C * esz : nullptr;
-      const float s = exp_shift_sum(xr, row, C, m, next, C * esz);
+      const float s = exp_shift_sum(xr, row, C, m);
       scale_row(row, C, 1.0f / s);
       vbk::stream_store_f32(row, dt, y, r * C, C, row + C);  // written once: non-temporal stores
     }

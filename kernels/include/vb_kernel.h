@@ -9,7 +9,7 @@
 //
 // returning 0 on success or vbk::fail("...") on error. The header defines
 // vb_kernel_last_error() for it. Inputs, outputs and attributes come in the order fixed by the
-// kernel type (src/kernels/<type>.cpp, `vladbud bench --kernel TYPE --help-abi`). Tensors are
+// kernel type (src/kernels/<type>.cpp, `vladbud bench --kernel TYPE --abi`). Tensors are
 // dense, row-major, on the CPU (device kDLCPU). The kernel must not allocate its outputs, keep
 // state between calls, write outside its outputs, or modify its inputs or the DLTensor
 // descriptors: the evaluator checks all of this.
@@ -262,6 +262,11 @@ inline void store_f32(const float* __restrict src, Dt dt, void* dst, std::int64_
 
 // ---- streaming (non-temporal) stores ---------------------------------------------------------
 
+#if defined(VBK_HAVE_F16C) && defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"  // GCC bug 105593, as above
+#endif
+
 /// Copies `bytes` from src to dst, with non-temporal stores on x86 (AVX-512 or AVX) for the
 /// 64-byte-aligned part of dst: for large outputs that are written once and not read back
 /// soon, this skips the read-for-ownership of every destination cache line (a plain store
@@ -301,17 +306,57 @@ inline void stream_fence() {
 #endif
 }
 
-/// store_f32 through stream_copy: converts n floats to dtype dt in `stage` (scratch of at least
-/// 2*n bytes; unused for F32) and streams them to element `offset` of dst.
+#if defined(__AVX512F__) && defined(VBK_HAVE_F16C)
+/// 16 floats -> 16 bf16 (RNE, NaN -> quiet NaN: exactly float_to_bf16) in one __m256i.
+inline __m256i bf16x16_from_f32(__m512 v) {
+  const __m512i u = _mm512_castps_si512(v);
+  const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+  const __m512i rnd = _mm512_srli_epi32(_mm512_add_epi32(_mm512_add_epi32(u, _mm512_set1_epi32(0x7fff)), lsb), 16);
+  const __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff)),
+                                                _mm512_set1_epi32(0x7f800000));
+  const __m512i qnan = _mm512_or_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(0x40));
+  return _mm512_cvtepi32_epi16(_mm512_mask_mov_epi32(rnd, nan, qnan));
+}
+#endif
+
+/// store_f32 with non-temporal stores (see stream_copy): same results as store_f32. `stage` is
+/// scratch of at least 2*n bytes (used by the fallback for fp16/bf16 without AVX-512).
 inline void stream_store_f32(const float* __restrict src, Dt dt, void* dst, std::int64_t offset,
                              std::int64_t n, void* stage) {
   if (dt == Dt::F32) {
     stream_copy(static_cast<float*>(dst) + offset, src, static_cast<std::size_t>(n) * 4);
-  } else {
-    store_f32(src, dt, stage, 0, n);
-    stream_copy(static_cast<std::uint16_t*>(dst) + offset, stage, static_cast<std::size_t>(n) * 2);
+    return;
   }
+#if defined(__AVX512F__) && defined(VBK_HAVE_F16C)
+  // Convert and stream 16 elements (32 bytes) at a time into the 32-byte-aligned part of dst.
+  std::uint16_t* d = static_cast<std::uint16_t*>(dst) + offset;
+  const std::uintptr_t addr = reinterpret_cast<std::uintptr_t>(d);
+  (void)stage;
+  if (n >= 512 && (addr & 1) == 0) {
+    const std::int64_t head = static_cast<std::int64_t>(((32 - (addr & 31)) & 31) / 2);  // < 16 <= n
+    store_f32(src, dt, dst, offset, head);
+    std::int64_t i = head;
+    if (dt == Dt::F16) {
+      for (; i + 16 <= n; i += 16)
+        _mm256_stream_si256(reinterpret_cast<__m256i*>(d + i),
+                            _mm512_cvtps_ph(_mm512_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+    } else {
+      for (; i + 16 <= n; i += 16)
+        _mm256_stream_si256(reinterpret_cast<__m256i*>(d + i), bf16x16_from_f32(_mm512_loadu_ps(src + i)));
+    }
+    store_f32(src + i, dt, dst, offset + i, n - i);
+    return;
+  }
+  store_f32(src, dt, dst, offset, n);
+#else
+  store_f32(src, dt, stage, 0, n);
+  stream_copy(static_cast<std::uint16_t*>(dst) + offset, stage, static_cast<std::size_t>(n) * 2);
+#endif
 }
+
+#if defined(VBK_HAVE_F16C) && defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
 
 /// Checks the common preconditions: argument counts, CPU device, float dtypes F16/BF16/F32
 /// for every tensor except those flagged in `int_inputs_mask` (bit i = input i is int64).

@@ -1,4 +1,6 @@
 // `vladbud bench`: evaluate one kernel source (default: the starter) and time it.
+#include <fmt/format.h>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -14,7 +16,8 @@ namespace {
 struct BenchArgs {
   std::string kernel, source, backend = "cpu", size, dtype = "fp32", results = "results.tsv",
                               tag = "bench";
-  bool quick = false, json = false, no_timing = false, list_sizes = false, progress = false;
+  bool quick = false, json = false, no_timing = false, list_sizes = false, progress = false,
+       abi = false;
   std::uint64_t seed = 42, fresh_seed = 0;
   double timeout = 30;
 };
@@ -30,6 +33,36 @@ void run_bench(const BenchArgs& a) {
     usage_error("unknown kernel type '" + a.kernel + "'; choose one of: " + kernel_type_names());
   const Backend* be = find_backend(a.backend);
   if (!be) usage_error("unknown backend '" + a.backend + "'; available: " + backend_names());
+  if (a.abi) {
+    // The ABI of the type, from its spec: argument order, names, dtypes, shapes, attributes.
+    const Problem p = kt->make_problem(kt->smoke_size(), DType::F32);
+    std::cout << kt->name() << ": " << kt->summary() << "\n";
+    std::cout << "vb_kernel_run(inputs, n_inputs, outputs, n_outputs, attrs, n_attrs, stream)\n";
+    auto dims = [](const TensorDesc& t) {
+      std::string s = "[";
+      for (std::size_t i = 0; i < t.shape.size(); ++i)
+        s += (i ? "," : "") + std::to_string(t.shape[i]);
+      return s + "]";
+    };
+    for (std::size_t i = 0; i < p.inputs.size(); ++i)
+      std::cout << "  inputs[" << i << "]  " << p.inputs[i].name << " " << dims(p.inputs[i])
+                << (p.inputs[i].dtype == DType::I64 ? " int64" : " problem dtype") << "\n";
+    for (std::size_t i = 0; i < p.outputs.size(); ++i)
+      std::cout << "  outputs[" << i << "] " << p.outputs[i].name << " " << dims(p.outputs[i])
+                << (p.outputs[i].dtype == DType::F32 && p.outputs[i].shape.empty()
+                        ? " fp32"
+                        : " problem dtype")
+                << "\n";
+    const auto specs = kt->attributes();
+    for (std::size_t i = 0; i < specs.size(); ++i)
+      std::cout << "  attrs[" << i << "]   " << specs[i].name << " (default "
+                << (std::isnan(specs[i].default_value) ? std::string("derived")
+                                                       : fmt::format("{}", specs[i].default_value))
+                << "): " << specs[i].doc << "\n";
+    std::cout << "shapes shown for the smoke size " << kt->smoke_size().label
+              << "; problem dtype is fp16, bf16 or fp32\n";
+    return;
+  }
   if (a.list_sizes) {
     for (const auto& s : kt->all_sizes(be->name())) std::cout << s.label << "\n";
     return;
@@ -123,6 +156,8 @@ void add_bench(CLI::App& app) {
   c->add_flag("--json", args->json, "print the report as JSON");
   c->add_flag("--no-timing", args->no_timing, "correctness stages only");
   c->add_flag("--list-sizes", args->list_sizes, "list the size labels of the kernel type and exit");
+  c->add_flag("--abi", args->abi,
+              "print the kernel type's ABI (input/output/attribute order, shapes) and exit");
   c->add_flag("--progress", args->progress,
               "print progress to stderr even when it is not a terminal");
   c->add_option("--results", args->results, "results.tsv to append to")->capture_default_str();

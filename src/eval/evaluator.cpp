@@ -622,7 +622,7 @@ EvalReport evaluate(const KernelType& type, const Backend& backend,
       }
     }
     if (fail) {
-      st.status = "FAIL";
+      st.status = fail->verdict;  // FAIL, TIMEOUT or CRASH
       st.detail = fail->reason;
       rep.verdict = fail->verdict;
       rep.guard = fail->guard;
@@ -643,6 +643,7 @@ EvalReport evaluate(const KernelType& type, const Backend& backend,
   const Size tsize = opts.timing_size ? *opts.timing_size : type.benchmark_size(backend.name());
   const Problem tp = type.make_problem(tsize, opts.timing_dtype);
   tr.size_label = tsize.label;
+  tr.load_average = system_load_average();
   tr.dtype = opts.timing_dtype;
   std::optional<Failure> tf;
   try {
@@ -671,14 +672,7 @@ EvalReport evaluate(const KernelType& type, const Backend& backend,
     // Keep the best of the old and new measurement per ceiling: a re-measurement on a busy
     // machine must not lower the roofs for every later run.
     Ceilings fresh = measure_cpu_ceilings(opts.progress);
-    fresh.mem_bw_gbs = std::max(fresh.mem_bw_gbs, c.mem_bw_gbs);
-    for (const auto& [k, v] : c.bw_probes_gbs)
-      fresh.bw_probes_gbs[k] = std::max(fresh.bw_probes_gbs[k], v);
-    for (const auto& [d, v] : c.peak_tflops)
-      if (v > fresh.peak_tflops[d]) {
-        fresh.peak_tflops[d] = v;
-        fresh.peak_method[d] = c.peak_method.count(d) ? c.peak_method.at(d) : "";
-      }
+    merge_best(fresh, c);
     c = fresh;
     write_file_atomic(ceilings_cache_path(c.machine_id), nlohmann::json(c).dump(2));
     tr.roofline = roofline_point(c, opts.timing_dtype, tr.flops, tr.bytes, tr.median_us * 1e-6);

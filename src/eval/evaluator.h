@@ -61,6 +61,9 @@ struct TimingResult {
   double timed_sum_s = 0;    ///< sum of the runner's per-call times
   RooflinePoint roofline;
   std::string ceiling_source;  ///< e.g. "measured 2026-11-30 (cpu ceilings probe)"
+  /// 1-minute load average when timing started; above the core count, other work competed
+  /// with the kernel and the latency is not trustworthy.
+  double load_average = 0;
 };
 
 /// Verdict of an evaluation.

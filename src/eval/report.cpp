@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 #include <sstream>
 #include <stdexcept>
+#include <thread>
 
 #include "core/paths.h"
 
@@ -60,7 +61,12 @@ std::string format_key_values(const EvalReport& r) {
   for (std::size_t i = 0; i < r.stages.size(); ++i) {
     const auto& s = r.stages[i];
     std::string v = s.status;
-    if (s.cases) v += fmt::format(" ({} cases, max rel err {:.2e})", s.cases, s.max_rel_error);
+    const bool failed = s.status == "FAIL" || s.status == "TIMEOUT" || s.status == "CRASH";
+    if (failed)
+      v += fmt::format(" at {} {} (guard {}, after {} case(s))", r.failed_size, r.failed_dtype,
+                       r.guard, s.cases - 1);
+    else if (s.cases)
+      v += fmt::format(" ({} cases, max rel err {:.2e})", s.cases, s.max_rel_error);
     if (!s.detail.empty() && s.status != "FAIL") v += " [" + s.detail + "]";
     kv(fmt::format("stage{}_{}", i + 1, s.name), v);
   }
@@ -93,6 +99,11 @@ std::string format_key_values(const EvalReport& r) {
                               t.roofline.bound == "memory" ? "GB/s" : "TFLOP/s"));
     kv("ceiling_source", t.ceiling_source);
     kv("pct_peak", fmt::format("{:.1f}", t.roofline.pct_peak));
+    kv("load_average", fmt::format("{:.2f}", t.load_average));
+    if (t.load_average > std::max(1u, std::thread::hardware_concurrency()))
+      kv("warning",
+         "the machine was busy while timing (load average above the core count): "
+         "latency and % of peak are not trustworthy; rerun when it is quiet");
   }
   kv("eval_seconds", fmt::format("{:.1f}", r.seconds));
   return o.str();
@@ -149,6 +160,7 @@ json report_to_json(const EvalReport& r) {
     j["ceiling"] = t.roofline.ceiling;
     j["ceiling_source"] = t.ceiling_source;
     j["pct_peak"] = t.roofline.pct_peak;
+    j["load_average"] = t.load_average;
   } else {
     j["latency_us"] = nullptr;
     j["pct_peak"] = nullptr;

@@ -59,9 +59,15 @@ void from_json(const nlohmann::json& j, Ceilings& c);
 /// output when building or running fails, or when the probe's output is not the expected JSON.
 Ceilings measure_cpu_ceilings(std::function<void(std::string)> progress = {});
 
+/// Raises every ceiling of `into` to the larger of the two measurements (bandwidth per probe,
+/// peak per dtype with its method); the best of repeated probes is the machine's capability.
+void merge_best(Ceilings& into, const Ceilings& other);
+
 /// The local machine's ceilings from cache_dir()/ceilings/<machine_id>.json; measured (and the
 /// cache rewritten atomically) when the file is missing, unreadable, invalid, of another
-/// machine id, a quick measurement while a full one is wanted, or when `recalibrate`.
+/// machine id, a quick measurement while a full one is wanted, or when `recalibrate`. A full
+/// measurement runs the probe twice and keeps the best of each ceiling, and warns through
+/// `progress` when the machine was busy.
 /// Serialized by a process-wide mutex, so concurrent callers never run two probes at once.
 Ceilings local_cpu_ceilings(bool recalibrate = false,
                             std::function<void(std::string)> progress = {});

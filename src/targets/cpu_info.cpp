@@ -297,4 +297,11 @@ std::string machine_id(const CpuInfo& cpu) {
   return fmt::format("{:016x}", h);
 }
 
+double system_load_average() {
+  std::ifstream in("/proc/loadavg");
+  double v = 0;
+  if (!(in >> v)) return 0;
+  return v;
+}
+
 }  // namespace vb

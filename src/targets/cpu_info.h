@@ -43,6 +43,10 @@ struct CpuInfo {
   bool has(std::string_view ext) const;
 };
 
+/// The 1-minute load average from /proc/loadavg (runnable + waiting tasks); 0 when unknown.
+/// A value above the core count means other work competes with measurements.
+double system_load_average();
+
 /// Detects the CPU this process runs on (parses /proc/cpuinfo, sysfs caches, uname).
 /// Never throws: missing sources leave fields at "unknown"/0.
 CpuInfo detect_cpu();

@@ -5,11 +5,14 @@
 
 #include <cmath>
 #include <iostream>
+#include <optional>
 
 #include "cli/commands.h"
 #include "eval/run_all.h"
 #include "targets/ceilings.h"
 #include "targets/cpu_info.h"
+#include "targets/gpu_ceilings.h"
+#include "targets/nvidia_detect.h"
 #include "targets/spec_db.h"
 
 namespace vb::cli {
@@ -118,18 +121,57 @@ void print_local_cpu(const CpuInfo& cpu, const Ceilings& c, const TargetSpec* en
   }
 }
 
+// A detected NVIDIA GPU: its spec (database entry or derived) and measured ceilings.
+struct LocalGpu {
+  GpuInfo info;
+  TargetSpec spec;
+  std::optional<Ceilings> ceilings;
+  std::string note;  ///< why ceilings are missing
+};
+
+std::vector<LocalGpu> local_gpus(const std::vector<TargetSpec>& db, bool calibrate,
+                                 std::string* why_none) {
+  std::vector<LocalGpu> out;
+  for (const GpuInfo& g : detect_nvidia_gpus(why_none)) {
+    LocalGpu l{g, resolve_nvidia_device(db, device_attributes(g)), std::nullopt, ""};
+    try {
+      l.ceilings = local_gpu_ceilings(g, calibrate, progress_printer(true));
+    } catch (const std::exception& e) {
+      l.note = e.what();
+    }
+    out.push_back(std::move(l));
+  }
+  return out;
+}
+
 void run_list(const TargetsArgs& a) {
   const std::vector<TargetSpec> db = load_spec_db();
   const CpuInfo cpu = detect_cpu();
   const Ceilings c = local_cpu_ceilings(a.calibrate, progress_printer(true));
   const TargetSpec* cpu_entry = match_cpu(db, cpu);
+  std::string why_no_gpu;
+  const std::vector<LocalGpu> gpus = local_gpus(db, a.calibrate, &why_no_gpu);
+  auto gpu_for = [&](const std::string& id) -> const LocalGpu* {
+    for (const auto& g : gpus)
+      if (g.spec.id == id) return &g;
+    return nullptr;
+  };
   if (a.json) {
     nlohmann::json list = nlohmann::json::array();
     list.push_back(local_cpu_json(cpu, c, cpu_entry));
+    for (const auto& g : gpus)
+      if (g.spec.derived) {
+        nlohmann::json j = spec_summary_json(g.spec, true);
+        if (g.ceilings) j["measured"] = ceilings_summary_json(*g.ceilings);
+        list.push_back(std::move(j));
+      }
     for (const auto& t : db) {
-      const bool local = cpu_entry && cpu_entry->id == t.id;
+      const LocalGpu* g = gpu_for(t.id);
+      const bool local = (cpu_entry && cpu_entry->id == t.id) || g;
       nlohmann::json j = spec_summary_json(t, local);
-      if (local) j["measured"] = ceilings_summary_json(c);
+      if (cpu_entry && cpu_entry->id == t.id) j["measured"] = ceilings_summary_json(c);
+      if (g && g->ceilings) j["measured"] = ceilings_summary_json(*g->ceilings);
+      if (g && !g->ceilings) j["measured_note"] = g->note;
       list.push_back(std::move(j));
     }
     std::cout << nlohmann::json{{"targets", list}}.dump(2) << "\n";
@@ -149,6 +191,24 @@ void run_list(const TargetsArgs& a) {
       "sources)\n\n",
       db.size());
   print_local_cpu(cpu, c, cpu_entry);
+  if (gpus.empty()) {
+    std::cout << "\nlocal GPU: " << why_no_gpu << "\n";
+  }
+  for (const auto& g : gpus) {
+    std::cout << fmt::format("\nlocal GPU {}: {} (sm_{}{}, {} SMs) -> {}{}\n", g.info.ordinal,
+                             g.info.name, g.info.cc_major, g.info.cc_minor, g.info.sm_count,
+                             g.spec.id, g.spec.derived ? " (derived)" : "");
+    if (!g.ceilings) {
+      std::cout << "  ceilings not measured: " << g.note << "\n";
+      continue;
+    }
+    const Ceilings& gc = *g.ceilings;
+    std::cout << fmt::format("  memory bandwidth: measured {:.0f} GB/s, datasheet {:.0f} GB/s\n",
+                             gc.mem_bw_gbs, g.spec.memory_bandwidth_gbs);
+    for (const auto& [d, v] : gc.peak_tflops)
+      std::cout << fmt::format("  peak {}: measured {:.1f} TFLOP/s, datasheet {}\n", dtype_name(d),
+                               v, num(g.spec.peak(std::string(dtype_name(d)))));
+  }
 }
 
 // One JSON value on one line for the text view: objects as "k v, k v", arrays joined.

@@ -91,26 +91,6 @@ json cpu_json(const CpuInfo& cpu) {
               {"machine_id", machine_id(cpu)}};
 }
 
-NvidiaDeviceAttributes to_attributes(const GpuInfo& g) {
-  NvidiaDeviceAttributes a;
-  a.name = g.name;
-  a.cc_major = g.cc_major;
-  a.cc_minor = g.cc_minor;
-  a.sm_count = g.sm_count;
-  a.max_clock_mhz = g.clock_khz / 1000.0;
-  a.memory_bytes = static_cast<double>(g.total_mem_bytes);
-  a.memory_clock_mhz = g.mem_clock_khz / 1000.0;
-  a.memory_bus_width_bits = g.mem_bus_width_bits;
-  a.l2_bytes = static_cast<double>(g.l2_bytes);
-  a.shared_memory_per_sm_bytes = g.smem_per_sm_bytes;
-  a.shared_memory_per_block_optin_bytes = g.smem_per_block_optin_bytes;
-  a.max_threads_per_sm = g.max_threads_per_sm;
-  a.max_blocks_per_sm = g.max_blocks_per_sm;
-  a.registers_per_sm = g.regs_per_sm;
-  a.warp_size = g.warp_size;
-  return a;
-}
-
 // Local CPU ceilings: cached ones always; measured when asked (calibrate) or allowed.
 json cpu_ceilings_json(const CpuInfo& cpu, const CardOptions& o) {
   const bool cached = fs::exists(ceilings_cache_path(machine_id(cpu)));
@@ -489,7 +469,7 @@ json research_card(const std::string& target_id, const CardOptions& o) {
     constraints["gpus"] = json::array();
     std::set<std::string> probed_arch;
     for (const auto& g : gpus) {
-      const TargetSpec spec = resolve_nvidia_device(db, to_attributes(g));
+      const TargetSpec spec = resolve_nvidia_device(db, device_attributes(g));
       json gj = {{"info", g},
                  {"spec", spec.id},
                  {"derived", spec.derived},

@@ -777,4 +777,24 @@ TargetSpec derive_cpu_spec(const CpuInfo& cpu, const Ceilings& c) {
   return t;
 }
 
+NvidiaDeviceAttributes device_attributes(const GpuInfo& g) {
+  NvidiaDeviceAttributes a;
+  a.name = g.name;
+  a.cc_major = g.cc_major;
+  a.cc_minor = g.cc_minor;
+  a.sm_count = g.sm_count;
+  a.max_clock_mhz = g.clock_khz / 1000.0;
+  a.memory_bytes = static_cast<double>(g.total_mem_bytes);
+  a.memory_clock_mhz = g.mem_clock_khz / 1000.0;
+  a.memory_bus_width_bits = g.mem_bus_width_bits;
+  a.l2_bytes = static_cast<double>(g.l2_bytes);
+  a.shared_memory_per_sm_bytes = g.smem_per_sm_bytes;
+  a.shared_memory_per_block_optin_bytes = g.smem_per_block_optin_bytes;
+  a.max_threads_per_sm = g.max_threads_per_sm;
+  a.max_blocks_per_sm = g.max_blocks_per_sm;
+  a.registers_per_sm = g.regs_per_sm;
+  a.warp_size = g.warp_size;
+  return a;
+}
+
 }  // namespace vb

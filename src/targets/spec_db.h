@@ -37,6 +37,7 @@
 #include "core/paths.h"
 #include "targets/ceilings.h"
 #include "targets/cpu_info.h"
+#include "targets/nvidia_detect.h"
 
 namespace vb {
 
@@ -165,6 +166,9 @@ struct NvidiaDeviceAttributes {
 /// compute capability (CUDA C++ Programming Guide, arithmetic instruction throughput table) x 2 x
 /// clock; Tensor Core peaks are not derivable and are left out (consumers fall back to fp32).
 TargetSpec derive_nvidia_spec(const NvidiaDeviceAttributes& dev);
+
+/// The attributes of a detected GPU in the spec database's units (kHz clocks to MHz).
+NvidiaDeviceAttributes device_attributes(const GpuInfo& g);
 
 /// match_nvidia_device() for dev.name and its compute capability, else derive_nvidia_spec(dev).
 TargetSpec resolve_nvidia_device(const std::vector<TargetSpec>& db,

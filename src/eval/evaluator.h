@@ -61,9 +61,11 @@ struct TimingResult {
   double timed_sum_s = 0;    ///< sum of the runner's per-call times
   RooflinePoint roofline;
   std::string ceiling_source;  ///< e.g. "measured 2026-11-30 (cpu ceilings probe)"
-  /// 1-minute load average when timing started; above the core count, other work competed
-  /// with the kernel and the latency is not trustworthy.
+  /// 1-minute load average when timing started (informational: it includes our own work).
   double load_average = 0;
+  /// Most other runnable tasks seen just before a timing batch (sampled while our own threads
+  /// were idle); >= 1 means other work competed for the cores and the latency is suspect.
+  int other_runnable = 0;
 };
 
 /// Verdict of an evaluation.

@@ -100,10 +100,12 @@ std::string format_key_values(const EvalReport& r) {
     kv("ceiling_source", t.ceiling_source);
     kv("pct_peak", fmt::format("{:.1f}", t.roofline.pct_peak));
     kv("load_average", fmt::format("{:.2f}", t.load_average));
-    if (t.load_average > std::max(1u, std::thread::hardware_concurrency()))
-      kv("warning",
-         "the machine was busy while timing (load average above the core count): "
-         "latency and % of peak are not trustworthy; rerun when it is quiet");
+    kv("other_runnable_tasks", std::to_string(t.other_runnable));
+    if (t.other_runnable >= 1)
+      kv("warning", fmt::format("{} other task(s) competed for the cores while timing: latency "
+                                "and % of peak are not trustworthy; rerun when the machine is "
+                                "quiet",
+                                t.other_runnable));
   }
   kv("eval_seconds", fmt::format("{:.1f}", r.seconds));
   return o.str();
@@ -161,6 +163,7 @@ json report_to_json(const EvalReport& r) {
     j["ceiling_source"] = t.ceiling_source;
     j["pct_peak"] = t.roofline.pct_peak;
     j["load_average"] = t.load_average;
+    j["other_runnable_tasks"] = t.other_runnable;
   } else {
     j["latency_us"] = nullptr;
     j["pct_peak"] = nullptr;

@@ -297,6 +297,20 @@ std::string machine_id(const CpuInfo& cpu) {
   return fmt::format("{:016x}", h);
 }
 
+int runnable_tasks() {
+  std::ifstream in("/proc/loadavg");
+  double a, b, c;
+  std::string rt;
+  if (!(in >> a >> b >> c >> rt)) return -1;
+  const auto slash = rt.find('/');
+  if (slash == std::string::npos) return -1;
+  try {
+    return std::stoi(rt.substr(0, slash));
+  } catch (const std::exception&) {
+    return -1;
+  }
+}
+
 double system_load_average() {
   std::ifstream in("/proc/loadavg");
   double v = 0;

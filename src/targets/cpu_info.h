@@ -47,6 +47,11 @@ struct CpuInfo {
 /// A value above the core count means other work competes with measurements.
 double system_load_average();
 
+/// Tasks currently runnable on the machine (the R of "R/T" in /proc/loadavg), this thread
+/// included; -1 when unknown. Sampled while our own workers are idle, R - 1 is the number of
+/// other tasks competing for the cores.
+int runnable_tasks();
+
 /// Detects the CPU this process runs on (parses /proc/cpuinfo, sysfs caches, uname).
 /// Never throws: missing sources leave fields at "unknown"/0.
 CpuInfo detect_cpu();

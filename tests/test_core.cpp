@@ -202,6 +202,19 @@ TEST(Compare, OverflowToInfMustMatch) {
   EXPECT_FALSE(compare_output(b.view(), r, 8).ok);
 }
 
+TEST(Compare, AnUnwrittenElementFailsEvenWhereTheOracleExpectsNaN) {
+  auto r = ref_of(2, 4, DType::F32, 8);
+  r.v[5] = NAN;
+  auto b = make(DType::F32, 2, 4);
+  write(b, r);
+  EXPECT_TRUE(compare_output(b.view(), r, 4).ok) << "a computed NaN where NaN is expected passes";
+  std::uint32_t poison = 0x7fbadbadu;
+  std::memcpy(b.bytes.data() + 4 * 5, &poison, 4);
+  auto c = compare_output(b.view(), r, 4);
+  EXPECT_FALSE(c.ok);
+  EXPECT_EQ(c.failure, "poisoned");
+}
+
 TEST(Compare, PoisonedElementsAreNamed) {
   auto r = ref_of(4, 8, DType::F32, 6);
   auto b = make(DType::F32, 4, 8);

@@ -36,48 +36,6 @@ constexpr int MR = 12;   // weight rows of the register tile
 constexpr int NR = 32;   // token lanes of the register tile (2 × 16 fp32 lanes)
 constexpr int KC = 256;  // depth of one slice (Aᵀ micro-panel 32 KiB stays in L1)
 
-/// exp(x) in fp32: Cody-Waite reduction, degree-7 polynomial (cephes expf, ~1 ulp), 2^n applied
-/// through the exponent bits. Branchless so that loops calling it vectorize. x < -86 (where
-/// exp < 5e-38) and -inf give 0; x > 88.7228 (overflow) and +inf give +inf; NaN gives NaN.
-inline float exp_f32(float x) {
-#if defined(__x86_64__) || defined(__i386__)
-  // Float compare + select: AVX-512/AVX2 compare and blend. NaN passes the clamp unchanged.
-  const float xc = x < -86.0f ? -86.0f : (x > 88.72283935546875f ? 88.72283935546875f : x);
-#else
-  // GCC will not if-convert float compares guarding float math on AArch64 (-ftrapping-math):
-  // compare the bit patterns as integers and select with bit masks instead.
-  const std::uint32_t ux = vbk::float_to_bits(x);
-  const std::uint32_t m_hi = 0u - static_cast<std::uint32_t>(static_cast<std::int32_t>(ux) > 0x42b17218);  // > 88.7228, +inf, +NaN
-  const std::uint32_t m_lo = 0u - static_cast<std::uint32_t>(ux > 0xc2ac0000u);  // < -86, -inf, -NaN
-  const float xc = vbk::bits_to_float((ux & ~(m_hi | m_lo)) | (0x42b17218u & m_hi) | (0xc2ac0000u & m_lo));
-#endif
-  const float magic = 12582912.0f;  // 1.5 * 2^23: adding it rounds to the nearest integer
-  const float t = xc * 1.44269504088896341f + magic;
-  const float n = t - magic;  // n in [-124, 128]
-  float r = xc - n * 0.693359375f;
-  r = r - n * -2.12194440e-4f;
-  float p = 1.9875691500e-4f;
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  p = p * (r * r) + r + 1.0f;
-  // p·2^n = (p·2^(n-1))·2: the low bits of t hold n (magic's low 9 bits are 0), so t << 23 is
-  // n << 23; with p in [0.7, 1.42], n - 1 in [-125, 127] keeps the exponent field normal, the final ·2 may overflow.
-  const float y = vbk::bits_to_float(vbk::float_to_bits(p) + (vbk::float_to_bits(t) << 23) - 0x00800000u) * 2.0f;
-#if defined(__x86_64__) || defined(__i386__)
-  float z = x < -86.0f ? 0.0f : y;
-  z = x > 88.72283935546875f ? __builtin_inff() : z;
-  return x != x ? x : z;
-#else
-  const std::uint32_t m_nan = 0u - static_cast<std::uint32_t>((ux & 0x7fffffffu) > 0x7f800000u);
-  std::uint32_t b = vbk::float_to_bits(y);
-  b = (b & ~(m_hi | m_lo)) | (0x7f800000u & m_hi);  // +inf above, 0 below the range
-  return vbk::bits_to_float((b & ~m_nan) | ((ux | 0x00400000u) & m_nan));
-#endif
-}
-
 /// c[i][j] += Σ_p a[i][p] · b[p][j] for an MR×NR tile. a: MR weight rows with row stride KC
 /// (broadcast), b: packed kc×NR strip of Aᵀ (row stride NR), c: row stride ldc.
 inline void micro_kernel(int kc, const float* __restrict a, const float* __restrict b,
@@ -174,7 +132,7 @@ void swiglu(float* g, const float* __restrict u, i64 n) {
 #pragma omp simd
   for (i64 i = 0; i < n; ++i) {
     const float z = g[i];
-    g[i] = z / (1.0f + exp_f32(-z)) * u[i];
+    g[i] = z / (1.0f + vbk::exp_f32(-z)) * u[i];
   }
 }
 

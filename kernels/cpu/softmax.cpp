@@ -23,48 +23,6 @@ using vbk::Dt;
 using i64 = std::int64_t;
 constexpr int LANES = 64;  // 4 × 16 fp32 accumulators
 
-/// exp(x) in fp32: Cody-Waite reduction, degree-7 polynomial (cephes expf, ~1 ulp), 2^n applied
-/// through the exponent bits. Branchless so that loops calling it vectorize. x < -86 (where
-/// exp < 5e-38) and -inf give 0; x > 88.7228 (overflow) and +inf give +inf; NaN gives NaN.
-inline float exp_f32(float x) {
-#if defined(__x86_64__) || defined(__i386__)
-  // Float compare + select: AVX-512/AVX2 compare and blend. NaN passes the clamp unchanged.
-  const float xc = x < -86.0f ? -86.0f : (x > 88.72283935546875f ? 88.72283935546875f : x);
-#else
-  // GCC will not if-convert float compares guarding float math on AArch64 (-ftrapping-math):
-  // compare the bit patterns as integers and select with bit masks instead.
-  const std::uint32_t ux = vbk::float_to_bits(x);
-  const std::uint32_t m_hi = 0u - static_cast<std::uint32_t>(static_cast<std::int32_t>(ux) > 0x42b17218);  // > 88.7228, +inf, +NaN
-  const std::uint32_t m_lo = 0u - static_cast<std::uint32_t>(ux > 0xc2ac0000u);  // < -86, -inf, -NaN
-  const float xc = vbk::bits_to_float((ux & ~(m_hi | m_lo)) | (0x42b17218u & m_hi) | (0xc2ac0000u & m_lo));
-#endif
-  const float magic = 12582912.0f;  // 1.5 * 2^23: adding it rounds to the nearest integer
-  const float t = xc * 1.44269504088896341f + magic;
-  const float n = t - magic;  // n in [-124, 128]
-  float r = xc - n * 0.693359375f;
-  r = r - n * -2.12194440e-4f;
-  float p = 1.9875691500e-4f;
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  p = p * (r * r) + r + 1.0f;
-  // p·2^n = (p·2^(n-1))·2: the low bits of t hold n (magic's low 9 bits are 0), so t << 23 is
-  // n << 23; with p in [0.7, 1.42], n - 1 in [-125, 127] keeps the exponent field normal, the final ·2 may overflow.
-  const float y = vbk::bits_to_float(vbk::float_to_bits(p) + (vbk::float_to_bits(t) << 23) - 0x00800000u) * 2.0f;
-#if defined(__x86_64__) || defined(__i386__)
-  float z = x < -86.0f ? 0.0f : y;
-  z = x > 88.72283935546875f ? __builtin_inff() : z;
-  return x != x ? x : z;
-#else
-  const std::uint32_t m_nan = 0u - static_cast<std::uint32_t>((ux & 0x7fffffffu) > 0x7f800000u);
-  std::uint32_t b = vbk::float_to_bits(y);
-  b = (b & ~(m_hi | m_lo)) | (0x7f800000u & m_hi);  // +inf above, 0 below the range
-  return vbk::bits_to_float((b & ~m_nan) | ((ux | 0x00400000u) & m_nan));
-#endif
-}
-
 /// Pairwise combine of the 64 lane accumulators (fixed order).
 inline float combine_sum(float* acc) {
   for (int w = LANES / 2; w > 0; w /= 2)
@@ -94,13 +52,13 @@ inline float exp_shift_sum(const float* x, float* y, i64 n, float m) {
   for (; i + LANES <= n; i += LANES) {
 #pragma omp simd
     for (int j = 0; j < LANES; ++j) {
-      const float e = exp_f32(x[i + j] - m);
+      const float e = vbk::exp_f32(x[i + j] - m);
       y[i + j] = e;
       acc[j] += e;
     }
   }
   for (int j = 0; i + j < n; ++j) {
-    const float e = exp_f32(x[i + j] - m);
+    const float e = vbk::exp_f32(x[i + j] - m);
     y[i + j] = e;
     acc[j] += e;
   }

@@ -2,6 +2,7 @@
 // vectorization-report parser on recorded compiler output.
 #include <gtest/gtest.h>
 
+#include <ctime>
 #include <filesystem>
 #include <fstream>
 
@@ -17,8 +18,12 @@ TEST(CpuBackend, CacheHitsForTheSameSourceAndMissesWhenAnIncludedHeaderChanges) 
   const fs::path dir = fs::temp_directory_path() / ("vb-backend-" + std::to_string(::getpid()));
   fs::create_directories(dir);
   std::ofstream(dir / "scale.h") << "#define VB_TEST_SCALE 1\n";
+  // A token unique to this run keeps earlier runs' cache entries from matching.
+  const std::string run_id = std::to_string(::getpid()) + "-" + std::to_string(std::time(nullptr));
   std::ofstream(dir / "k.cpp")
       << "#include \"vb_kernel.h\"\n#include \"scale.h\"\n"
+      << "static const char* vb_test_run_id = \"" << run_id
+      << "\";\n"
          "extern \"C\" int vb_kernel_run(const DLTensor*, int, DLTensor*,"
          " int, const double*, int, void*) { return VB_TEST_SCALE - 1; }\n";
   const Backend& be = *find_backend("cpu");

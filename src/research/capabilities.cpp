@@ -1,4 +1,5 @@
 #include "research/capabilities.h"
+#include "core/util.h"
 
 #include <sys/utsname.h>
 #include <unistd.h>
@@ -320,23 +321,6 @@ std::string find_ptxas() {
 }
 
 // ---- helpers -------------------------------------------------------------------------------
-
-std::uint64_t fnv1a(std::string_view s, std::uint64_t h = 14695981039346656037ull) {
-  for (unsigned char ch : s) {
-    h ^= ch;
-    h *= 1099511628211ull;
-  }
-  return h;
-}
-
-std::string utc_now_iso8601() {
-  const std::time_t t = std::time(nullptr);
-  std::tm tm{};
-  ::gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
 
 bool contains(const std::string& s, std::string_view needle) {
   return s.find(needle) != std::string::npos;

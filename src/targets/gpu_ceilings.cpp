@@ -1,4 +1,5 @@
 #include "targets/gpu_ceilings.h"
+#include "core/util.h"
 
 #include <unistd.h>
 
@@ -21,32 +22,6 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 
 namespace {
-
-std::uint64_t fnv1a(std::string_view s, std::uint64_t h = 14695981039346656037ull) {
-  for (unsigned char ch : s) {
-    h ^= ch;
-    h *= 1099511628211ull;
-  }
-  return h;
-}
-
-std::string utc_now_iso8601() {
-  const std::time_t t = std::time(nullptr);
-  std::tm tm{};
-  ::gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
-
-bool quick_requested() {
-  const char* q = std::getenv("VB_PROBE_QUICK");
-  return q && *q && std::string_view(q) != "0";
-}
-
-void say(const std::function<void(std::string)>& progress, std::string msg) {
-  if (progress) progress(std::move(msg));
-}
 
 std::string join(const std::vector<std::string>& v) {
   std::string s;

@@ -1,4 +1,5 @@
 #include "targets/nvidia_detect.h"
+#include "core/util.h"
 
 #include <dlfcn.h>
 
@@ -83,14 +84,6 @@ const char* fallback_error_name(CUresult r) {
     default:
       return "CUDA error";
   }
-}
-
-std::uint64_t fnv1a(std::string_view s, std::uint64_t h = 14695981039346656037ull) {
-  for (unsigned char ch : s) {
-    h ^= ch;
-    h *= 1099511628211ull;
-  }
-  return h;
 }
 
 void set_why(std::string* why, std::string msg) {

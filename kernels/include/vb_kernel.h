@@ -402,16 +402,19 @@ inline void stream_store_f32(const float* __restrict src, Dt dt, void* dst, std:
 #pragma GCC diagnostic pop
 #endif
 
-/// Checks the common preconditions: argument counts, CPU device, float dtypes F16/BF16/F32
-/// for every tensor except those flagged in `int_inputs_mask` (bit i = input i is int64).
+/// Checks the common preconditions: argument counts, every tensor on device type `dev`
+/// (kDLCPU for C++ kernels, kDLCUDA for CUDA kernels), float dtypes F16/BF16/F32 for every
+/// tensor except those flagged in `int_inputs_mask` (bit i = input i is int64).
 /// Returns 0 or a vbk::fail() code.
-inline int check_args(const DLTensor* in, int n_in, int want_in, DLTensor* out, int n_out,
-                      int want_out, int n_attrs, int want_attrs, unsigned int_inputs_mask = 0) {
+inline int check_args_on(DLDeviceType dev, const DLTensor* in, int n_in, int want_in,
+                         DLTensor* out, int n_out, int want_out, int n_attrs, int want_attrs,
+                         unsigned int_inputs_mask = 0) {
+  const char* where = dev == kDLCPU ? "the CPU" : "the expected device";
   if (n_in != want_in) return fail("expected %d inputs, got %d", want_in, n_in);
   if (n_out != want_out) return fail("expected %d outputs, got %d", want_out, n_out);
   if (n_attrs < want_attrs) return fail("expected %d attributes, got %d", want_attrs, n_attrs);
   for (int i = 0; i < n_in; ++i) {
-    if (in[i].device.device_type != kDLCPU) return fail("input %d is not on the CPU", i);
+    if (in[i].device.device_type != dev) return fail("input %d is not on %s", i, where);
     const Dt d = dtype_of(in[i]);
     const bool want_int = (int_inputs_mask >> i) & 1u;
     if (want_int ? d != Dt::I64 : (d == Dt::I64 || d == Dt::Other))
@@ -419,11 +422,18 @@ inline int check_args(const DLTensor* in, int n_in, int want_in, DLTensor* out, 
                   in[i].dtype.bits);
   }
   for (int i = 0; i < n_out; ++i) {
-    if (out[i].device.device_type != kDLCPU) return fail("output %d is not on the CPU", i);
+    if (out[i].device.device_type != dev) return fail("output %d is not on %s", i, where);
     const Dt d = dtype_of(out[i]);
     if (d == Dt::I64 || d == Dt::Other) return fail("output %d has an unsupported dtype", i);
   }
   return 0;
+}
+
+/// check_args_on(kDLCPU, ...): the preconditions of a CPU kernel.
+inline int check_args(const DLTensor* in, int n_in, int want_in, DLTensor* out, int n_out,
+                      int want_out, int n_attrs, int want_attrs, unsigned int_inputs_mask = 0) {
+  return check_args_on(kDLCPU, in, n_in, want_in, out, n_out, want_out, n_attrs, want_attrs,
+                       int_inputs_mask);
 }
 
 // ---- shape / layout checks and scratch memory -------------------------------------------------

@@ -1,0 +1,125 @@
+// The confidence ladder (DESIGN §6): for a (kernel variant, hardware target) pair, climb the
+// rungs the tools installed here allow, record each rung's evidence, and end with an estimated
+// time that carries its rung, its evidence and an uncertainty band. Ranking treats candidates
+// whose bands overlap as tied ("rank, don't promise").
+//
+//   rung 0 static reject   compile for the target fails; source screen (forbidden calls)
+//   rung 1 static signals  vectorization report, llvm-mca; ptxas/SASS; occupancy
+//   rung 2 correctness     native run, QEMU user-mode, interpreters: the evaluator's stages
+//   rung 3 analytical      roofline from the spec DB adjusted by rung-1 signals
+//   rung 4 simulation      a cycle simulator where one is installed
+//   rung 5 real hardware   measured here (ground truth; calibrates its siblings)
+//
+// One TargetClimber serves one kind of target (CPU ISAs, NVIDIA GPUs, ...); all_climbers()
+// lists them and climber_for() picks the one that handles a spec. Nothing above this interface
+// knows which tools a climber uses.
+#pragma once
+
+#include <filesystem>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/dtype.h"
+#include "kernels/kernel_type.h"
+#include "targets/spec_db.h"
+
+namespace vb::ladder {
+
+/// Rung numbers of DESIGN §6.
+enum Rung : int {
+  kStaticReject = 0,
+  kStaticSignals = 1,
+  kCorrectness = 2,
+  kAnalytical = 3,
+  kSimulation = 4,
+  kRealHardware = 5,
+};
+
+/// "static reject", "static signals", "correctness", "analytical", "simulation", "real hardware".
+std::string rung_name(int rung);
+
+/// What one rung found for one (variant, target) pair.
+struct RungEvidence {
+  int rung = 0;
+  /// "pass" (rung reached and the candidate survived it), "reject" (the candidate is refused
+  /// here: compile error, forbidden call, failed correctness), "unavailable" (no tool for this
+  /// rung here; `summary` says which tool is missing and why), "skipped" (not asked for).
+  std::string status;
+  std::string tool;          ///< "clang-19 -mcpu=neoverse-v2", "llvm-mca-19", "qemu-aarch64"...
+  std::string tool_version;  ///< recorded with every result (DESIGN §8: LLVM version)
+  std::string summary;       ///< one line a person reads in the rank table
+  nlohmann::json data;       ///< the rung's numbers (cycles/iter, registers, verdict, ...)
+};
+
+/// An estimated time for one call at the ranking size, with its band.
+struct Estimate {
+  double time_us = 0;  ///< point estimate, microseconds
+  double low_us = 0;   ///< lower edge of the uncertainty band
+  double high_us = 0;  ///< upper edge
+  int rung = kAnalytical;  ///< the highest rung whose evidence the estimate rests on
+  std::string basis;       ///< how it was computed ("roofline memory 1.2 us x mca 1.8", ...)
+  /// Set when a measured sibling corrected it: which measurement (target, kernel, file/date)
+  /// and the factor applied (measured / estimated).
+  std::string calibrated_by;
+  double calibration_factor = 1.0;
+};
+
+/// One candidate kernel source to climb with.
+struct Variant {
+  std::string name;              ///< "scalar", "omp-simd", "hwy", "unroll4", "blocked-64"...
+  std::filesystem::path source;  ///< the kernel source file
+  std::string backend = "cpu";   ///< author surface ("cpu" C++, "cuda")
+  std::string description;       ///< one line: what makes this variant different
+};
+
+/// Knobs of one climb.
+struct ClimbOptions {
+  DType dtype = DType::F32;          ///< dtype of the ranked problem
+  std::optional<Size> size;          ///< ranking size; default the type's benchmark size
+  bool quick = false;                ///< fewer evaluator sizes at rung 2
+  int max_rung = kRealHardware;      ///< stop after this rung
+  std::function<void(const std::string&)> progress;  ///< may be empty
+};
+
+/// The whole climb of one (variant, target) pair.
+struct ClimbResult {
+  std::string target_id;
+  std::string kernel;
+  std::string variant;
+  std::string backend;
+  int highest_rung = -1;     ///< highest rung reached with status "pass"; -1 none
+  bool rejected = false;     ///< a rung rejected the candidate (rank: last, not estimated)
+  std::string stop_reason;   ///< why it stopped climbing ("no cycle simulator installed", ...)
+  std::vector<RungEvidence> evidence;  ///< in rung order
+  std::optional<Estimate> estimate;    ///< absent when rejected or nothing to estimate from
+  /// "measured" (rung 5), "emulated+analytical" (rungs 2 and 3), "analytical" (3 without 2),
+  /// "static" (1 only), "rejected".
+  std::string confidence;
+
+  nlohmann::json to_json() const;
+};
+
+/// Climbs the rungs for one kind of target.
+class TargetClimber {
+ public:
+  virtual ~TargetClimber() = default;
+  /// "cpu", "nvidia", ...
+  virtual std::string name() const = 0;
+  /// True when this climber can serve `target` (by kind, vendor, ISA).
+  virtual bool handles(const TargetSpec& target) const = 0;
+  /// Climbs as far as the installed tools allow. Never throws for a bad candidate (that is a
+  /// reject with evidence); throws std::runtime_error for harness problems.
+  virtual ClimbResult climb(const KernelType& type, const Variant& variant,
+                            const TargetSpec& target, const ClimbOptions& opts) const = 0;
+};
+
+/// Every registered climber (ladder.cpp lists them).
+const std::vector<const TargetClimber*>& all_climbers();
+/// The climber that handles `target`, or nullptr.
+const TargetClimber* climber_for(const TargetSpec& target);
+
+}  // namespace vb::ladder

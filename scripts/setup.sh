@@ -34,6 +34,26 @@ if [ ${#missing[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq "${missing[@]}" >&2
 fi
 
+# Python virtual environment (.venv): the PyPI packages in scripts/requirements.txt (the CUDA
+# binary utilities cuobjdump + nvdisasm for SASS analysis, ...). Reinstalled only when the
+# requirements file changes (its hash is stamped into the venv).
+venv="$here/.venv"
+req="$here/scripts/requirements.txt"
+if [ -f "$req" ]; then
+  stamp="$venv/.vladbud-requirements.sha256"
+  want="$(sha256sum "$req" | cut -d' ' -f1)"
+  if [ ! -x "$venv/bin/python" ] || [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+    if ! python3 -m venv --help >/dev/null 2>&1; then
+      echo "setup: python3 with the venv module is required (apt-get install python3-venv)" >&2
+      exit 1
+    fi
+    [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
+    echo "setup: installing Python packages from scripts/requirements.txt into .venv" >&2
+    "$venv/bin/python" -m pip install -q --disable-pip-version-check -r "$req" >&2
+    echo "$want" >"$stamp"
+  fi
+fi
+
 jobs="$(nproc 2>/dev/null || echo 2)"
 cmake -S "$here" -B "$build_dir" -DCMAKE_BUILD_TYPE=Release -DVB_SANITIZE="$sanitize" >/dev/null
 cmake --build "$build_dir" -j "$jobs" "${targets[@]}" >&2

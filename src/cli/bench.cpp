@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <optional>
 
 #include "cli/commands.h"
 #include "eval/report.h"
@@ -33,6 +34,31 @@ void run_bench(const BenchArgs& a) {
     usage_error("unknown kernel type '" + a.kernel + "'; choose one of: " + kernel_type_names());
   const Backend* be = find_backend(a.backend);
   if (!be) usage_error("unknown backend '" + a.backend + "'; available: " + backend_names());
+  if (a.abi && a.json) {
+    // The resolved problem of --size (default: the backend's benchmark size) in --dtype, for
+    // tools that run the same problem elsewhere (bench/pytorch_baselines.py).
+    const auto dt = parse_dtype(a.dtype);
+    if (!dt || !is_floating(*dt) || *dt == DType::F64)
+      usage_error("--dtype must be fp16, bf16 or fp32 (got '" + a.dtype + "')");
+    std::optional<Size> size = kt->benchmark_size(be->name());
+    if (!a.size.empty()) size = kt->find_size(a.size, be->name());
+    if (!size) usage_error("unknown size '" + a.size + "' for " + kt->name() + " (--list-sizes)");
+    const Problem p = kt->make_problem(*size, *dt);
+    auto tensors = [](const std::vector<TensorDesc>& ts) {
+      nlohmann::json out = nlohmann::json::array();
+      for (const auto& t : ts)
+        out.push_back({{"name", t.name}, {"dtype", std::string(dtype_name(t.dtype))}, {"shape", t.shape}});
+      return out;
+    };
+    nlohmann::json attrs = nlohmann::json::object();
+    for (std::size_t i = 0; i < p.attrs.size(); ++i) attrs[p.attr_names[i]] = p.attrs[i];
+    nlohmann::json j = {{"kernel", kt->name()},        {"size", p.size.label},
+                        {"dtype", std::string(dtype_name(p.dtype))}, {"inputs", tensors(p.inputs)},
+                        {"outputs", tensors(p.outputs)}, {"attrs", attrs},
+                        {"flops", kt->flops(p)},        {"min_bytes", kt->min_bytes(p)}};
+    std::cout << j.dump(2) << "\n";
+    return;
+  }
   if (a.abi) {
     // The ABI of the type, from its spec: argument order, names, dtypes, shapes, attributes.
     const Problem p = kt->make_problem(kt->smoke_size(), DType::F32);
@@ -157,7 +183,8 @@ void add_bench(CLI::App& app) {
   c->add_flag("--no-timing", args->no_timing, "correctness stages only");
   c->add_flag("--list-sizes", args->list_sizes, "list the size labels of the kernel type and exit");
   c->add_flag("--abi", args->abi,
-              "print the kernel type's ABI (input/output/attribute order, shapes) and exit");
+              "print the kernel type's ABI (input/output/attribute order, shapes) and exit; with --json, "
+              "the resolved problem of --size (default: the benchmark size) in --dtype");
   c->add_flag("--progress", args->progress,
               "print progress to stderr even when it is not a terminal");
   c->add_option("--results", args->results, "results.tsv to append to")->capture_default_str();

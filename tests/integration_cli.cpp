@@ -69,6 +69,26 @@ TEST(Cli, BadArgumentsGetAClearErrorAndExitCode2) {
   EXPECT_FALSE(fs::exists(d / "results.tsv")) << "a refused command must not log a row";
 }
 
+TEST(Cli, AbiJsonGivesTheResolvedProblemOfASizeAndRefusesAnUnknownSize) {
+  const auto d = temp_dir("abi");
+  auto r = vladbud({"bench", "--kernel", "cross_entropy", "--abi", "--json", "--dtype", "bf16",
+                    "--size", "edge-3x127"},
+                   d);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["kernel"], "cross_entropy");
+  EXPECT_EQ(j["size"], "edge-3x127");
+  ASSERT_EQ(j["inputs"].size(), 2u);
+  EXPECT_EQ(j["inputs"][0]["dtype"], "bf16");
+  EXPECT_EQ(j["inputs"][0]["shape"], nlohmann::json::array({3, 127}));
+  EXPECT_EQ(j["inputs"][1]["dtype"], "int64");
+  EXPECT_EQ(j["attrs"]["ignore_index"], -100.0);
+  EXPECT_GT(j["min_bytes"].get<double>(), 0.0);
+  auto bad = vladbud({"bench", "--kernel", "cross_entropy", "--abi", "--json", "--size", "9x9"}, d);
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.err.find("unknown size '9x9'"), std::string::npos) << bad.err;
+}
+
 TEST(Cli, RunJsonHasTargetsWithKernels) {
   const auto d = temp_dir("run");
   auto r = vladbud({"run", "reduce", "--json", "--quick"}, d);

@@ -159,7 +159,7 @@ class Session {
       std::size_t total = 0;
       for (const auto& t : p.inputs) total += RunnerClient::footprint(t.nbytes());
       for (const auto& t : p.outputs) total += RunnerClient::footprint(t.nbytes());
-      runner_.reset_arena(total);
+      if (auto f = reset_arena(total)) return f;
       placed_ = place(p);
       private_ = private_inputs(p, seed, regime);
     }
@@ -218,7 +218,7 @@ class Session {
                          p.size.label, dtype_name(p.dtype), n_sets, tr.rotation_bytes / 1048576.0,
                          gpu ? "L2" : "LLC",
                          static_cast<double>(llc) / 1048576.0));
-    runner_.reset_arena((n_sets + 1) * foot);
+    if (auto f = reset_arena((n_sets + 1) * foot)) return f;
     std::vector<Placed> sets;  // sets[0] is the warm-up set; 1..n_sets are timed
     for (std::size_t s = 0; s <= n_sets; ++s) sets.push_back(place(p));
     std::vector<std::uint64_t> seeds(n_sets + 1);
@@ -366,6 +366,19 @@ class Session {
     tr.noise = tr.median_us > 0 ? percentile(dev, 0.5) / tr.median_us : 0;
     tr.parent_wall_s = wall_total;
     tr.timed_sum_s = timed_total;
+    return std::nullopt;
+  }
+
+  // Grows the arena (and on cuda its device twin); running out of memory is the candidate's
+  // failure (DESIGN §4: OOM is a failure, not a skip).
+  std::optional<Failure> reset_arena(std::size_t bytes) {
+    try {
+      runner_.reset_arena(bytes);
+    } catch (const std::runtime_error& e) {
+      return Failure{"FAIL", backend_.name() == "cuda" ? "gpu_memory" : "memory",
+                     fmt::format("cannot hold the {:.0f} MiB of buffers: {}",
+                                 static_cast<double>(bytes) / 1048576.0, e.what())};
+    }
     return std::nullopt;
   }
 

@@ -71,10 +71,13 @@ TEST_P(BadCudaKernel, IsRejectedByItsGuard) {
   EXPECT_EQ(r.failed_stage, c.stage) << r.reason;
   EXPECT_FALSE(r.reason.empty());
   EXPECT_FALSE(r.verdict == "PASS");
-  if (std::string(c.file) == "illegal_address")
+  if (std::string(c.file) == "illegal_address") {
     EXPECT_NE(r.reason.find("ILLEGAL_ADDRESS"), std::string::npos)
         << "the CUDA error must be named: " << r.reason;
-  if (c.timing) EXPECT_FALSE(r.timing.has_value()) << "no latency from escaped timing";
+  }
+  if (c.timing) {
+    EXPECT_FALSE(r.timing.has_value()) << "no latency from escaped timing";
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(

@@ -13,7 +13,9 @@
 #include <unistd.h>
 
 #include <fmt/format.h>
+#include <atomic>
 #include <cstring>
+#include <filesystem>
 #include <stdexcept>
 
 #include "core/paths.h"
@@ -35,6 +37,7 @@ RunnerClient::RunnerClient(std::string backend, std::size_t memory_limit_bytes)
 
 RunnerClient::~RunnerClient() {
   stop();
+  if (!sanitizer_runner_.empty()) ::unlink(sanitizer_runner_.c_str());
   if (base_) ::munmap(base_, capacity_);
   if (arena_fd_ >= 0) ::close(arena_fd_);
 }
@@ -42,6 +45,19 @@ RunnerClient::~RunnerClient() {
 void RunnerClient::set_sanitizer(std::string sanitizer_exe, std::string tool) {
   sanitizer_exe_ = std::move(sanitizer_exe);
   sanitizer_tool_ = std::move(tool);
+  if (sanitizer_exe_.empty() || !sanitizer_runner_.empty()) return;
+  // compute-sanitizer starts its target by path, as the sandbox uid: give it a copy of the
+  // runner that uid can execute even when the build tree is private (e.g. under /root).
+  namespace fs = std::filesystem;
+  static std::atomic<int> serial{0};
+  const fs::path copy = fs::temp_directory_path() /
+                        fmt::format("vladbud-runner-sanitize-{}-{}", ::getpid(), serial++);
+  std::error_code ec;
+  fs::copy_file(runner_path(), copy, fs::copy_options::overwrite_existing, ec);
+  if (ec) throw std::runtime_error("cannot copy the runner to " + copy.string() + ": " + ec.message());
+  fs::permissions(copy, fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec |
+                            fs::perms::others_read | fs::perms::others_exec, ec);
+  sanitizer_runner_ = copy.string();
 }
 
 void RunnerClient::keep_stderr(const char* data, std::size_t n) {
@@ -212,7 +228,7 @@ RunnerReply RunnerClient::start(const std::string& library, std::chrono::millise
     if (cuda) args.insert(args.end(), {"--gpu-memory-budget", std::to_string(memory_limit_)});
     if (!sanitizer_exe_.empty()) {
       // compute-sanitizer starts the runner by path; its injected agent may use inherited fds.
-      args[0] = runner;
+      args[0] = sanitizer_runner_;
       args.insert(args.begin(), {sanitizer_exe_, "--tool", sanitizer_tool_, "--error-exitcode",
                                  "86", "--print-limit", "20", "--report-api-errors", "no"});
       args.push_back("--keep-fds");

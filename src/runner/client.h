@@ -100,6 +100,7 @@ class RunnerClient {
   std::string reply_buf_;
   std::string stderr_tail_;
   std::string sanitizer_exe_, sanitizer_tool_, sanitizer_log_;
+  std::string sanitizer_runner_;  ///< world-executable copy of the runner (under a sanitizer)
   void keep_stderr(const char* data, std::size_t n);
   void drain_until_exit(std::chrono::milliseconds limit);
 };

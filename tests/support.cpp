@@ -4,10 +4,13 @@
 
 #include <cstdlib>
 
+#include "core/paths.h"
+
 namespace vb::test {
 
 std::filesystem::path repo_root() {
-  return VB_SOURCE_DIR;
+  // $VLADBUD_HOME when set (test binaries carried to another machine), else the source tree.
+  return vladbud_home();
 }
 
 std::filesystem::path bad_kernel(const std::string& name) {

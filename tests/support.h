@@ -8,7 +8,7 @@
 
 namespace vb::test {
 
-/// The source tree (VB_SOURCE_DIR).
+/// The source tree: $VLADBUD_HOME, else VB_SOURCE_DIR.
 std::filesystem::path repo_root();
 /// kernels/bad/cpu/<name>.cpp
 std::filesystem::path bad_kernel(const std::string& name);

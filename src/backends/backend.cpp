@@ -7,7 +7,8 @@
 
 namespace vb {
 
-const Backend& cpu_backend();  // backends/cpu/cpu_backend.cpp
+const Backend& cpu_backend();   // backends/cpu/cpu_backend.cpp
+const Backend& cuda_backend();  // backends/cuda/cuda_backend.cpp
 
 std::filesystem::path Backend::starter_source(std::string_view kernel) const {
   return vladbud_home() / "kernels" / name() / (std::string(kernel) + source_extension());
@@ -15,11 +16,12 @@ std::filesystem::path Backend::starter_source(std::string_view kernel) const {
 
 const Backend* find_backend(std::string_view name) {
   if (name == "cpu") return &cpu_backend();
+  if (name == "cuda") return &cuda_backend();
   return nullptr;
 }
 
 std::string backend_names() {
-  return "cpu";
+  return "cpu, cuda";
 }
 
 std::vector<VectorizedLoop> parse_vectorization_report(const std::string& text) {

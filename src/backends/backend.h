@@ -35,9 +35,9 @@ struct BuildResult {
 class Backend {
  public:
   virtual ~Backend() = default;
-  /// "cpu" (later "cuda", ...).
+  /// "cpu", "cuda".
   virtual std::string name() const = 0;
-  /// Source file extension of this surface (".cpp").
+  /// Source file extension of this surface (".cpp", ".cu").
   virtual std::string source_extension() const = 0;
   /// The starter kernel of a type: <home>/kernels/<backend>/<type><ext>.
   std::filesystem::path starter_source(std::string_view kernel) const;

@@ -9,14 +9,16 @@
 #include "cli/commands.h"
 #include "eval/report.h"
 #include "kernels/kernel_type.h"
+#include "backends/cuda/cuda_backend.h"
 #include "targets/cpu_info.h"
+#include "targets/nvidia_detect.h"
 
 namespace vb::cli {
 
 namespace {
 struct BenchArgs {
   std::string kernel, source, backend = "cpu", size, dtype = "fp32", results = "results.tsv",
-                              tag = "bench";
+                              tag = "bench", arch, sanitize;
   bool quick = false, json = false, no_timing = false, list_sizes = false, progress = false,
        abi = false;
   std::uint64_t seed = 42, fresh_seed = 0;
@@ -34,6 +36,26 @@ void run_bench(const BenchArgs& a) {
     usage_error("unknown kernel type '" + a.kernel + "'; choose one of: " + kernel_type_names());
   const Backend* be = find_backend(a.backend);
   if (!be) usage_error("unknown backend '" + a.backend + "'; available: " + backend_names());
+  const bool cuda = be->name() == "cuda";
+  if (!a.arch.empty()) {
+    if (!cuda) usage_error("--arch applies to --backend cuda only");
+    try {
+      set_cuda_arch(a.arch);
+    } catch (const std::invalid_argument& e) {
+      usage_error(e.what());
+    }
+  }
+  if (!a.sanitize.empty()) {
+    if (!cuda) usage_error("--sanitize applies to --backend cuda only");
+    if (a.sanitize != "memcheck" && a.sanitize != "racecheck" && a.sanitize != "initcheck" &&
+        a.sanitize != "synccheck")
+      usage_error("--sanitize must be memcheck, racecheck, initcheck or synccheck (got '" +
+                  a.sanitize + "')");
+    if (find_compute_sanitizer().empty())
+      usage_error(
+          "--sanitize: compute-sanitizer not found (set VB_COMPUTE_SANITIZER or add the CUDA "
+          "toolkit's bin/ to PATH)");
+  }
   if (a.abi && a.json) {
     // The resolved problem of --size (default: the backend's benchmark size) in --dtype, for
     // tools that run the same problem elsewhere (bench/pytorch_baselines.py).
@@ -100,6 +122,7 @@ void run_bench(const BenchArgs& a) {
   o.fresh_seed = a.fresh_seed;
   o.call_timeout_s = a.timeout;
   o.progress = progress_printer(a.progress);
+  o.sanitizer = a.sanitize;
   const auto dt = parse_dtype(a.dtype);
   if (!dt || !is_floating(*dt) || *dt == DType::F64)
     usage_error("--dtype must be fp16, bf16 or fp32 (got '" + a.dtype + "')");
@@ -135,7 +158,16 @@ void run_bench(const BenchArgs& a) {
   }
 
   const EvalReport r = evaluate(*kt, *be, src, o);
-  const std::string target = "local-cpu";
+  // The target: the local CPU, or on cuda the local GPU the runner used (device 0).
+  std::string target = "local-cpu", target_name;
+  if (cuda) {
+    target = "local-gpu0";
+    std::string why;
+    const auto gpus = detect_nvidia_gpus(&why);
+    target_name = gpus.empty() ? why : gpus.front().name;
+  } else {
+    target_name = detect_cpu().model;
+  }
   int experiment = 0;
   try {
     experiment = append_results_row(a.results, results_row(r, target, a.tag));
@@ -150,7 +182,7 @@ void run_bench(const BenchArgs& a) {
     std::cout << j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
   } else {
     std::cout << format_key_values(r);
-    std::cout << "target: " << target << " (" << detect_cpu().model << ")\n";
+    std::cout << "target: " << target << " (" << target_name << ")\n";
     if (experiment)
       std::cout << "results_tsv: " << a.results << " (experiment " << experiment << ")\n";
     if (!r.build.ok && !r.build.diagnostics.empty())
@@ -172,7 +204,13 @@ void add_bench(CLI::App& app) {
   c->add_option("--kernel,-k", args->kernel, "kernel type: " + kernel_type_names())->required();
   c->add_option("--source,-s", args->source,
                 "kernel source to evaluate (default: the starter kernels/<backend>/<type>)");
-  c->add_option("--backend,-b", args->backend, "backend: cpu")->capture_default_str();
+  c->add_option("--backend,-b", args->backend, "backend: " + backend_names())
+      ->capture_default_str();
+  c->add_option("--arch", args->arch,
+                "cuda: GPU architecture to compile for, e.g. sm_90a (default: the detected GPU)");
+  c->add_option("--sanitize", args->sanitize,
+                "cuda: run the correctness stages under compute-sanitizer (memcheck, racecheck, "
+                "initcheck, synccheck); findings fail with guard 'sanitizer'; no timing");
   c->add_option("--size", args->size,
                 "size label to time (default: the type's benchmark size; --list-sizes shows all)");
   c->add_option("--dtype", args->dtype,

@@ -13,7 +13,7 @@ namespace vb::cli {
 
 namespace {
 struct RunArgs {
-  bool all = false, json = false, quick = false, progress = false;
+  bool all = false, json = false, quick = false, progress = false, no_gpu = false;
   std::string kernel, report, results = "results.tsv";
 };
 
@@ -39,19 +39,33 @@ void run_run(const RunArgs& a) {
   o.quick = a.quick;
   o.progress = progress_printer(a.progress);
   std::cerr << "vladbud run: local target: cpu; measuring or loading this machine's ceilings...\n";
-  auto t = run_local_cpu(types, o, [&](std::size_t i, const EvalReport& r) {
+  std::string target_id = "local-cpu";
+  auto on_done = [&](std::size_t i, const EvalReport& r) {
     std::cerr << fmt::format(
         "[{}/{}] {:<17} {:<8} {:>6.1f} s{}\n", i + 1, types.size(), r.kernel, r.verdict, r.seconds,
         r.timing ? fmt::format("  {:.1f} us, {:.1f}% of {} ceiling", r.timing->median_us,
                                r.timing->roofline.pct_peak, r.timing->roofline.bound)
                  : "");
     try {
-      append_results_row(a.results, results_row(r, "local-cpu", "run"));
+      append_results_row(a.results, results_row(r, target_id, "run"));
     } catch (const std::exception& e) {
       std::cerr << "warning: result not logged: " << e.what() << "\n";
     }
-  });
-  const std::vector<TargetResults> targets{t};
+  };
+  std::vector<TargetResults> targets{run_local_cpu(types, o, on_done)};
+  // The local GPU, when there is one: the CUDA starters at rung 5.
+  std::string why_no_gpu;
+  target_id = "local-gpu0";
+  if (!a.no_gpu) {
+    std::cerr << "vladbud run: local target: cuda (GPU); detecting...\n";
+    if (auto g = run_local_gpu(types, o, on_done, &why_no_gpu))
+      targets.push_back(std::move(*g));
+    else {
+      std::string why = why_no_gpu;
+      if (why.rfind("no GPU: ", 0) == 0) why = why.substr(8);
+      std::cerr << "vladbud run: no GPU: cuda backend skipped (" << why << ")\n";
+    }
+  }
   if (!a.report.empty()) {
     write_file_atomic(a.report, "# vladbud run\n\n" + format_run_table(targets, true));
     std::cerr << "report written to " << a.report << "\n";
@@ -62,7 +76,8 @@ void run_run(const RunArgs& a) {
   else
     std::cout << format_run_table(targets, false);
   int worst = 0;
-  for (const auto& r : t.kernels) worst = std::max(worst, exit_code_for(r.verdict));
+  for (const auto& t : targets)
+    for (const auto& r : t.kernels) worst = std::max(worst, exit_code_for(r.verdict));
   if (worst) throw CLI::RuntimeError(worst);
 }
 }  // namespace
@@ -71,7 +86,8 @@ void add_run(CLI::App& app) {
   auto args = std::make_shared<RunArgs>();
   auto* c = app.add_subcommand(
       "run",
-      "Generate, build and evaluate the starter kernels on every local target (here: the CPU),\n"
+      "Generate, build and evaluate the starter kernels on every local target (the CPU, and\n"
+      "the first NVIDIA GPU with the CUDA starters when one is present),\n"
       "and print the table kernel x (correctness, accuracy, stability, determinism, latency,\n"
       "performance, % of the measured ceiling, bound). Exit code 0 only when all PASS.");
   c->add_flag("--all", args->all, "all nine kernel types");
@@ -80,6 +96,7 @@ void add_run(CLI::App& app) {
   c->add_option("--report", args->report, "also write the table as Markdown to this file");
   c->add_flag("--quick", args->quick, "fewer sizes per stage and short timing windows");
   c->add_flag("--progress", args->progress, "print per-case progress to stderr");
+  c->add_flag("--no-gpu", args->no_gpu, "evaluate the CPU only, even when a GPU is present");
   c->add_option("--results", args->results, "results.tsv to append to")->capture_default_str();
   c->callback([args] { run_run(*args); });
 }

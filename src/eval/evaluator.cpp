@@ -19,7 +19,10 @@
 #include "eval/compare.h"
 #include "runner/client.h"
 #include "runner/protocol.h"
+#include "backends/cuda/cuda_backend.h"
 #include "targets/cpu_info.h"
+#include "targets/gpu_ceilings.h"
+#include "targets/nvidia_detect.h"
 
 namespace vb {
 
@@ -115,12 +118,26 @@ const char* kStageNames[] = {"smoke", "shape_sweep", "stability", "determinism",
 class Session {
  public:
   Session(const KernelType& t, const Backend& b, const EvalOptions& o, EvalReport& r)
-      : type_(t), backend_(b), opt_(o), rep_(r), runner_(b.name()) {}
+      : type_(t), backend_(b), opt_(o), rep_(r), runner_(b.name()) {
+    if (!o.sanitizer.empty()) {
+      const std::string exe = find_compute_sanitizer();
+      if (exe.empty())
+        throw std::runtime_error(
+            "--sanitize: compute-sanitizer not found (set VB_COMPUTE_SANITIZER or add the CUDA "
+            "toolkit's bin/ to PATH)");
+      runner_.set_sanitizer(exe, o.sanitizer);
+    }
+  }
 
   bool start(const std::string& lib) {
     lib_ = lib;
     auto reply = runner_.start(lib, call_timeout());
-    if (reply.kind == RunnerReply::Kind::Ok) return true;
+    if (reply.kind == RunnerReply::Kind::Ok) {
+      // cuda: the device the runner opened (its L2 sizes the timing rotation).
+      if (reply.body.contains("device") && reply.body["device"].is_object())
+        device_l2_ = reply.body["device"].value("l2_bytes", std::size_t{0});
+      return true;
+    }
     rep_.verdict = reply.kind == RunnerReply::Kind::Crash     ? "CRASH"
                    : reply.kind == RunnerReply::Kind::Timeout ? "TIMEOUT"
                                                               : "FAIL";
@@ -142,7 +159,7 @@ class Session {
       std::size_t total = 0;
       for (const auto& t : p.inputs) total += RunnerClient::footprint(t.nbytes());
       for (const auto& t : p.outputs) total += RunnerClient::footprint(t.nbytes());
-      runner_.reset_arena(total);
+      if (auto f = reset_arena(total)) return f;
       placed_ = place(p);
       private_ = private_inputs(p, seed, regime);
     }
@@ -186,7 +203,10 @@ class Session {
       set_bytes += t.nbytes(), foot += RunnerClient::footprint(t.nbytes());
     for (const auto& t : p.outputs)
       set_bytes += t.nbytes(), foot += RunnerClient::footprint(t.nbytes());
-    std::size_t llc = opt_.llc_bytes ? opt_.llc_bytes : detect_cpu().llc_bytes;
+    // The last-level cache the inputs must not fit in: the CPU's LLC, or on "cuda" the GPU's
+    // L2 as the runner read it (CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE).
+    const bool gpu = backend_.name() == "cuda";
+    std::size_t llc = opt_.llc_bytes ? opt_.llc_bytes : gpu ? device_l2_ : detect_cpu().llc_bytes;
     if (llc == 0) llc = 64ull << 20;
     std::size_t n_sets =
         std::max<std::size_t>(2, (2 * llc + set_bytes - 1) / std::max<std::size_t>(set_bytes, 1));
@@ -194,10 +214,11 @@ class Session {
     while (n_sets > 2 && (n_sets + 1) * foot > opt_.max_rotation_bytes) --n_sets;
     tr.rotation_sets = static_cast<int>(n_sets);
     tr.rotation_bytes = static_cast<double>(n_sets * set_bytes);
-    progress(fmt::format("[timing] {} {}: {} rotating input sets ({:.0f} MiB; LLC {:.0f} MiB)",
+    progress(fmt::format("[timing] {} {}: {} rotating input sets ({:.0f} MiB; {} {:.0f} MiB)",
                          p.size.label, dtype_name(p.dtype), n_sets, tr.rotation_bytes / 1048576.0,
+                         gpu ? "L2" : "LLC",
                          static_cast<double>(llc) / 1048576.0));
-    runner_.reset_arena((n_sets + 1) * foot);
+    if (auto f = reset_arena((n_sets + 1) * foot)) return f;
     std::vector<Placed> sets;  // sets[0] is the warm-up set; 1..n_sets are timed
     for (std::size_t s = 0; s <= n_sets; ++s) sets.push_back(place(p));
     std::vector<std::uint64_t> seeds(n_sets + 1);
@@ -217,7 +238,9 @@ class Session {
     // Warm-up and a first estimate of one call's time.
     auto warm = runner_.command(call_command(p, ptrs, 3, 0, {}, false), call_timeout(4));
     if (auto f = reply_failure(warm)) return f;
-    const double est_s = std::max(1e-7, warm.parent_wall_s / 3.0);
+    // (cuda: less the runner's host<->device staging of all the sets, which is not a call.)
+    const double est_s = std::max(
+        1e-7, (warm.parent_wall_s - warm.body.value("staging_ns", 0.0) * 1e-9) / 3.0);
     std::vector<double> us;
     double timed_total = 0, wall_total = 0;
     std::random_device rd;
@@ -270,7 +293,9 @@ class Session {
       // The parent's clock: the runner cannot claim more time than passed, and the calls it
       // reports must account for the time that did pass (beyond the untimed verification call
       // and IPC). A reply that under-reports the work is not credible.
-      const double wall = reply.parent_wall_s;
+      // cuda: host<->device staging of the sets is the runner's work, not the kernel's.
+      const double staging_s = b.value("staging_ns", 0.0) * 1e-9;
+      const double wall = std::max(0.0, reply.parent_wall_s - std::max(0.0, staging_s));
       const double max_call = *std::max_element(us.end() - static_cast<long>(k), us.end()) * 1e-6;
       if (batch_sum > wall * 1.001 + 1e-4)
         return Failure{"INVALID", "timer_cross_check",
@@ -346,6 +371,19 @@ class Session {
     return std::nullopt;
   }
 
+  // Grows the arena (and on cuda its device twin); running out of memory is the candidate's
+  // failure (DESIGN §4: OOM is a failure, not a skip).
+  std::optional<Failure> reset_arena(std::size_t bytes) {
+    try {
+      runner_.reset_arena(bytes);
+    } catch (const std::runtime_error& e) {
+      return Failure{"FAIL", backend_.name() == "cuda" ? "gpu_memory" : "memory",
+                     fmt::format("cannot hold the {:.0f} MiB of buffers: {}",
+                                 static_cast<double>(bytes) / 1048576.0, e.what())};
+    }
+    return std::nullopt;
+  }
+
   void progress(const std::string& s) const {
     if (opt_.progress) opt_.progress(s);
   }
@@ -357,6 +395,8 @@ class Session {
   }
 
   std::chrono::milliseconds call_timeout(double factor = 1.0) const {
+    // compute-sanitizer slows kernels down 10-100x.
+    if (!opt_.sanitizer.empty()) factor *= 20;
     const double s = std::clamp(opt_.call_timeout_s * factor, 0.001, 86400.0);
     return std::chrono::milliseconds(static_cast<long long>(s * 1000));
   }
@@ -426,6 +466,9 @@ class Session {
       case RunnerReply::Kind::Crash:
         return Failure{"CRASH", "crash", r.message};
       case RunnerReply::Kind::Error:
+        // A CUDA fault reported by the runner is a crash; escaped event timing is INVALID.
+        if (r.guard == "crash") return Failure{"CRASH", "crash", r.message};
+        if (r.guard == "timer_cross_check") return Failure{"INVALID", r.guard, r.message};
         return Failure{"FAIL", r.guard.empty() ? "kernel_error" : r.guard, r.message};
     }
     return std::nullopt;
@@ -509,7 +552,29 @@ class Session {
   Placed placed_;
   std::vector<std::vector<char>> private_;
   std::string lib_;
+  std::size_t device_l2_ = 0;
+
+ public:
+  /// Ends the runner (under a sanitizer: lets it print its summary) and returns the
+  /// sanitizer's log ("" without a sanitizer).
+  std::string finish_sanitizer() {
+    runner_.stop();
+    return runner_.sanitizer_log();
+  }
 };
+
+// Ceilings of the backend's local device: the CPU's, or on "cuda" the first GPU's (measured by
+// the GPU probe and cached). `recalibrate` re-measures. Throws std::runtime_error without GPU.
+Ceilings local_ceilings_for(const Backend& b, bool recalibrate,
+                            const std::function<void(const std::string&)>& progress) {
+  if (b.name() != "cuda")
+    return recalibrate ? measure_cpu_ceilings(progress) : local_cpu_ceilings(false, progress);
+  std::string why;
+  const auto gpus = detect_nvidia_gpus(&why);
+  if (gpus.empty()) throw std::runtime_error("GPU ceilings: " + why);
+  return local_gpu_ceilings(gpus.front(), recalibrate,
+                            [&](std::string m) { if (progress) progress(m); });
+}
 
 struct CaseSpec {
   Size size;
@@ -539,7 +604,20 @@ EvalReport evaluate(const KernelType& type, const Backend& backend,
                              std::chrono::system_clock::now().time_since_epoch().count())) %
                              1000000007ULL;
   for (const char* n : kStageNames) rep.stages.push_back({n, "NOT RUN", 0, 0, ""});
+  std::optional<Session> session;
   auto finish = [&] {
+    if (session && !opts.sanitizer.empty()) {
+      // compute-sanitizer's findings fail the candidate whatever the stages said.
+      const SanitizerFindings f = parse_sanitizer_log(session->finish_sanitizer());
+      if (f.errors > 0 || (!f.saw_summary && !f.first.empty())) {
+        const std::string before = rep.verdict == "PASS" ? "" : " (evaluator: " + rep.reason + ")";
+        rep.verdict = "FAIL";
+        rep.guard = "sanitizer";
+        if (rep.failed_stage.empty()) rep.failed_stage = "sanitizer";
+        rep.reason = fmt::format("compute-sanitizer {}: {} error(s): {}{}", opts.sanitizer,
+                                 f.errors, f.first, before);
+      }
+    }
     rep.seconds = std::chrono::duration<double>(Clock::now() - t_start).count();
     return rep;
   };
@@ -559,7 +637,8 @@ EvalReport evaluate(const KernelType& type, const Backend& backend,
     return finish();
   }
 
-  Session s(type, backend, opts, rep);
+  session.emplace(type, backend, opts, rep);
+  Session& s = *session;
   if (!s.start(rep.build.library.string())) return finish();
 
   // Build the case list of each stage.
@@ -667,6 +746,10 @@ EvalReport evaluate(const KernelType& type, const Backend& backend,
   }
 
   if (!opts.timing) return finish();
+  if (!opts.sanitizer.empty()) {
+    s.progress("[timing] skipped: kernels under compute-sanitizer are not timed");
+    return finish();
+  }
   TimingResult tr;
   const Size tsize = opts.timing_size ? *opts.timing_size : type.benchmark_size(backend.name());
   const Problem tp = type.make_problem(tsize, opts.timing_dtype);
@@ -690,7 +773,16 @@ EvalReport evaluate(const KernelType& type, const Backend& backend,
   }
   tr.flops = type.flops(tp);
   tr.bytes = type.min_bytes(tp);
-  Ceilings c = opts.ceilings ? *opts.ceilings : local_cpu_ceilings(false, opts.progress);
+  Ceilings c;
+  try {
+    c = opts.ceilings ? *opts.ceilings : local_ceilings_for(backend, false, opts.progress);
+  } catch (const std::exception& e) {
+    rep.verdict = "FAIL";
+    rep.guard = "ceilings";
+    rep.failed_stage = "timing";
+    rep.reason = std::string("no ceilings to place the result on: ") + e.what();
+    return finish();
+  }
   tr.roofline = roofline_point(c, opts.timing_dtype, tr.flops, tr.bytes, tr.median_us * 1e-6);
   static std::atomic<bool> recalibrated{false};
   if (tr.roofline.pct_peak > 100.0 && !opts.ceilings && !recalibrated.exchange(true)) {
@@ -699,7 +791,12 @@ EvalReport evaluate(const KernelType& type, const Backend& backend,
     s.progress("[timing] above the cached ceiling: re-measuring this machine's ceilings once");
     // Keep the best of the old and new measurement per ceiling: a re-measurement on a busy
     // machine must not lower the roofs for every later run.
-    Ceilings fresh = measure_cpu_ceilings(opts.progress);
+    Ceilings fresh = c;
+    try {
+      fresh = local_ceilings_for(backend, true, opts.progress);
+    } catch (const std::exception& e) {
+      s.progress(std::string("[timing] re-measuring failed: ") + e.what());
+    }
     merge_best(fresh, c);
     c = fresh;
     write_file_atomic(ceilings_cache_path(c.machine_id), nlohmann::json(c).dump(2));

@@ -53,8 +53,9 @@ std::string format_key_values(const EvalReport& r) {
       if (l.file.find("vb_kernel.h") == std::string::npos) ++in_source;
       widest = std::max(widest, l.vector_bytes);
     }
-    kv("vectorized_loops", fmt::format("{} in the kernel source, {} in all (widest {} bytes)",
-                                       in_source, r.build.vectorized_loops.size(), widest));
+    if (r.backend == "cpu")  // the host compiler's vectorization report (no such thing on cuda)
+      kv("vectorized_loops", fmt::format("{} in the kernel source, {} in all (widest {} bytes)",
+                                         in_source, r.build.vectorized_loops.size(), widest));
   } else if (r.failed_stage == "build") {
     kv("build", "FAILED");
   }

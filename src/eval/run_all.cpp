@@ -6,6 +6,8 @@
 #include "eval/report.h"
 #include "research/corpus.h"
 #include "targets/cpu_info.h"
+#include "targets/gpu_ceilings.h"
+#include "targets/nvidia_detect.h"
 #include "targets/spec_db.h"
 
 namespace vb {
@@ -38,6 +40,63 @@ TargetResults run_local_cpu(const std::vector<const KernelType*>& types, const E
     if (r.timing && r.verdict == "PASS")
       r.timing->roofline = roofline_point(t.ceilings, r.timing->dtype, r.timing->flops,
                                           r.timing->bytes, r.timing->median_us * 1e-6);
+  return t;
+}
+
+std::optional<TargetResults> run_local_gpu(
+    const std::vector<const KernelType*>& types, const EvalOptions& opts,
+    const std::function<void(std::size_t, const EvalReport&)>& on_done, std::string* why_none) {
+  std::string why;
+  const auto gpus = detect_nvidia_gpus(&why);
+  if (gpus.empty()) {
+    if (why_none) *why_none = why.empty() ? "no GPU detected" : why;
+    return std::nullopt;
+  }
+  const GpuInfo& g = gpus.front();
+  TargetResults t;
+  t.id = "local-gpu" + std::to_string(g.ordinal);
+  t.name = g.name;
+  t.backend = "cuda";
+  t.local = true;
+  t.rung = 5;
+  try {
+    if (const TargetSpec* spec = match_nvidia_device(load_spec_db(), g.name, g.cc_major, g.cc_minor))
+      t.spec_id = spec->id;
+  } catch (const std::exception&) {
+    // A broken spec database must not stop the local run; the target is then "derived".
+  }
+  std::function<void(std::string)> say_progress = [&](std::string m) {
+    if (opts.progress) opts.progress(m);
+  };
+  bool have_ceilings = static_cast<bool>(opts.ceilings);
+  if (!have_ceilings) {
+    try {
+      t.ceilings = local_gpu_ceilings(g, false, say_progress);  // measure up front if needed
+      have_ceilings = true;
+    } catch (const std::exception& e) {
+      if (opts.progress) opts.progress(std::string("GPU ceilings not measured: ") + e.what());
+    }
+  }
+  const Backend& be = *find_backend("cuda");
+  for (std::size_t i = 0; i < types.size(); ++i) {
+    const KernelType& kt = *types[i];
+    t.kernels.push_back(evaluate(kt, be, be.starter_source(kt.name()), opts));
+    if (on_done) on_done(i, t.kernels.back());
+  }
+  if (opts.ceilings) {
+    t.ceilings = *opts.ceilings;
+  } else if (have_ceilings) {
+    // The evaluator may have re-measured stale ceilings; show the ones in force now.
+    try {
+      t.ceilings = local_gpu_ceilings(g, false, say_progress);
+    } catch (const std::exception&) {
+    }
+  }
+  if (have_ceilings)
+    for (auto& r : t.kernels)
+      if (r.timing && r.verdict == "PASS")
+        r.timing->roofline = roofline_point(t.ceilings, r.timing->dtype, r.timing->flops,
+                                            r.timing->bytes, r.timing->median_us * 1e-6);
   return t;
 }
 
@@ -79,7 +138,8 @@ std::string format_run_table(const std::vector<TargetResults>& targets, bool mar
   for (const auto& t : targets) {
     const auto& c = t.ceilings;
     o << (markdown ? "### " : "") << "target " << t.id << " (" << t.name << ", "
-      << (t.local ? "local" : "remote") << ", backend " << t.backend << ")\n";
+      << (t.local ? "local" : "remote") << ", backend " << t.backend << ", rung " << t.rung
+      << ")\n";
     o << fmt::format(
         "measured ceilings: memory {:.1f} GB/s; fp32 {:.3f} TFLOP/s, fp16 {:.3f}, bf16 {:.3f}, "
         "fp64 {:.3f}\n",
@@ -173,6 +233,7 @@ json run_to_json(const std::vector<TargetResults>& targets) {
                   {"name", t.name},
                   {"backend", t.backend},
                   {"local", t.local},
+                  {"rung", t.rung},
                   {"ceilings", ceilings_summary_json(t.ceilings)},
                   {"kernels", ks}});
   }

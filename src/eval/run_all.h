@@ -3,6 +3,7 @@
 #pragma once
 
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -17,6 +18,7 @@ struct TargetResults {
   std::string backend;  ///< "cpu"
   std::string spec_id;  ///< spec database id of the target ("" when derived / not in the DB)
   bool local = true;
+  int rung = 5;  ///< confidence-ladder rung of the results (5 = measured on this hardware)
   Ceilings ceilings;
   std::vector<EvalReport> kernels;
 };
@@ -26,11 +28,19 @@ struct TargetResults {
 TargetResults run_local_cpu(const std::vector<const KernelType*>& types, const EvalOptions& opts,
                             const std::function<void(std::size_t, const EvalReport&)>& on_done);
 
+/// Evaluates the CUDA starter (kernels/cuda/<type>.cu) of each kernel type on the first local
+/// NVIDIA GPU, as target "local-gpu0" at rung 5 with that GPU's measured ceilings. A missing
+/// starter is that kernel's build failure. Returns nullopt when there is no usable GPU and
+/// writes the reason ("no GPU: libcuda.so.1 not found ...") to `why_none`.
+std::optional<TargetResults> run_local_gpu(
+    const std::vector<const KernelType*>& types, const EvalOptions& opts,
+    const std::function<void(std::size_t, const EvalReport&)>& on_done, std::string* why_none);
+
 /// The kernel x (accuracy, stability, determinism, performance, % of ceiling, bound) table as
 /// aligned text (markdown = false) or a Markdown table (markdown = true).
 std::string format_run_table(const std::vector<TargetResults>& targets, bool markdown);
 
-/// {"targets": [{"id", "name", "backend", "local", "ceilings", "kernels": [{"kernel",
+/// {"targets": [{"id", "name", "backend", "local", "rung", "ceilings", "kernels": [{"kernel",
 /// "correctness", "stages", "latency_us", "pct_peak", ...}]}]}
 nlohmann::json run_to_json(const std::vector<TargetResults>& targets);
 

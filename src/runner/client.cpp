@@ -7,12 +7,15 @@
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <fmt/format.h>
+#include <atomic>
 #include <cstring>
+#include <filesystem>
 #include <stdexcept>
 
 #include "core/paths.h"
@@ -34,11 +37,64 @@ RunnerClient::RunnerClient(std::string backend, std::size_t memory_limit_bytes)
 
 RunnerClient::~RunnerClient() {
   stop();
+  if (!sanitizer_runner_.empty()) ::unlink(sanitizer_runner_.c_str());
   if (base_) ::munmap(base_, capacity_);
   if (arena_fd_ >= 0) ::close(arena_fd_);
 }
 
+void RunnerClient::set_sanitizer(std::string sanitizer_exe, std::string tool) {
+  sanitizer_exe_ = std::move(sanitizer_exe);
+  sanitizer_tool_ = std::move(tool);
+  if (sanitizer_exe_.empty() || !sanitizer_runner_.empty()) return;
+  // compute-sanitizer starts its target by path, as the sandbox uid: give it a copy of the
+  // runner that uid can execute even when the build tree is private (e.g. under /root).
+  namespace fs = std::filesystem;
+  static std::atomic<int> serial{0};
+  const fs::path copy = fs::temp_directory_path() /
+                        fmt::format("vladbud-runner-sanitize-{}-{}", ::getpid(), serial++);
+  std::error_code ec;
+  fs::copy_file(runner_path(), copy, fs::copy_options::overwrite_existing, ec);
+  if (ec) throw std::runtime_error("cannot copy the runner to " + copy.string() + ": " + ec.message());
+  fs::permissions(copy, fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec |
+                            fs::perms::others_read | fs::perms::others_exec, ec);
+  sanitizer_runner_ = copy.string();
+}
+
+void RunnerClient::keep_stderr(const char* data, std::size_t n) {
+  if (!sanitizer_exe_.empty() && sanitizer_log_.size() < (1u << 20)) sanitizer_log_.append(data, n);
+}
+
+// Under compute-sanitizer: the summary is printed when the runner exits, so let it finish.
+void RunnerClient::drain_until_exit(std::chrono::milliseconds limit) {
+  if (sanitizer_exe_.empty() || pid_ <= 0) return;
+  if (cmd_fd_ >= 0) {
+    const std::string bye = "{\"op\":\"exit\"}\n";
+    (void)!::write(cmd_fd_, bye.data(), bye.size());
+    ::close(cmd_fd_);
+    cmd_fd_ = -1;
+  }
+  const auto t0 = Clock::now();
+  char buf[4096];
+  while (err_fd_ >= 0 && Clock::now() - t0 < limit) {
+    pollfd fd{err_fd_, POLLIN, 0};
+    if (::poll(&fd, 1, 200) <= 0) {
+      int st = 0;
+      if (::waitpid(pid_, &st, WNOHANG) == pid_) {
+        pid_ = -1;
+        break;
+      }
+      continue;
+    }
+    const ssize_t n = ::read(err_fd_, buf, sizeof buf);
+    if (n <= 0) break;  // EOF: the sanitizer and the runner are gone
+    keep_stderr(buf, static_cast<std::size_t>(n));
+    stderr_tail_.append(buf, static_cast<std::size_t>(n));
+    if (stderr_tail_.size() > 8192) stderr_tail_.erase(0, stderr_tail_.size() - 4096);
+  }
+}
+
 void RunnerClient::stop() {
+  drain_until_exit(std::chrono::seconds(15));
   if (pid_ > 0) {
     ::kill(-pid_, SIGKILL);
     ::kill(pid_, SIGKILL);
@@ -128,10 +184,13 @@ RunnerReply RunnerClient::start(const std::string& library, std::chrono::millise
     ::dup2(e, 1);  // candidate output must never reach our stdout (it may be --json)
     ::syscall(SYS_close_range, runner::kLibraryFd + 2, ~0U, 0);
     if (::chdir("/") != 0) child_fail("chdir /");
+    const bool cuda = backend_ == "cuda";
 #ifndef VB_SANITIZE
-    rlimit lim{};
-    lim.rlim_cur = lim.rlim_max = memory_limit_;
-    ::setrlimit(RLIMIT_AS, &lim);
+    if (!cuda) {  // cuda: a context reserves a huge virtual range; the GPU budget applies
+      rlimit lim{};
+      lim.rlim_cur = lim.rlim_max = memory_limit_;
+      ::setrlimit(RLIMIT_AS, &lim);
+    }
 #endif
     rlimit core{};
     ::setrlimit(RLIMIT_CORE, &core);
@@ -141,7 +200,16 @@ RunnerReply RunnerClient::start(const std::string& library, std::chrono::millise
       rlimit nproc{};
       nproc.rlim_cur = nproc.rlim_max = 256;  // threads count: leave room for OpenMP
       ::setrlimit(RLIMIT_NPROC, &nproc);
-      if (::setgroups(0, nullptr) != 0 || ::setgid(kSandboxId) != 0 || ::setuid(kSandboxId) != 0)
+      // cuda: the device nodes must stay reachable; when /dev/nvidiactl is not world-usable,
+      // keep its (non-root) group as the only supplementary group.
+      gid_t groups[1];
+      int n_groups = 0;
+      struct stat dev {};
+      if (cuda && ::stat("/dev/nvidiactl", &dev) == 0 && (dev.st_mode & 0006) != 0006 &&
+          (dev.st_mode & 0060) == 0060 && dev.st_gid != 0)
+        groups[n_groups++] = dev.st_gid;
+      if (::setgroups(static_cast<std::size_t>(n_groups), groups) != 0 ||
+          ::setgid(kSandboxId) != 0 || ::setuid(kSandboxId) != 0)
         child_fail("cannot drop to uid/gid 65534");
     }
     ::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
@@ -150,13 +218,29 @@ RunnerReply RunnerClient::start(const std::string& library, std::chrono::millise
     for (const char* keep : {"OMP_NUM_THREADS", "OMP_PROC_BIND", "OMP_PLACES", "LD_LIBRARY_PATH",
                              "ASAN_OPTIONS", "UBSAN_OPTIONS", "LSAN_OPTIONS"})
       if (const char* v = std::getenv(keep)) env.push_back(std::string(keep) + "=" + v);
+    // cuda: which devices the driver shows, and where the driver library is.
+    for (const char* keep : {"CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "VB_LIBCUDA"})
+      if (const char* v = std::getenv(keep); cuda && v) env.push_back(std::string(keep) + "=" + v);
     std::vector<char*> envp;
     for (auto& v : env) envp.push_back(v.data());
     envp.push_back(nullptr);
-    const std::string backend = backend_;
-    char* argv[] = {const_cast<char*>("vladbud-runner"), const_cast<char*>("--backend"),
-                    const_cast<char*>(backend.c_str()), nullptr};
-    ::fexecve(runner::kLibraryFd + 1, argv, envp.data());
+    std::vector<std::string> args{"vladbud-runner", "--backend", backend_};
+    if (cuda) args.insert(args.end(), {"--gpu-memory-budget", std::to_string(memory_limit_)});
+    if (!sanitizer_exe_.empty()) {
+      // compute-sanitizer starts the runner by path; its injected agent may use inherited fds.
+      args[0] = sanitizer_runner_;
+      args.insert(args.begin(), {sanitizer_exe_, "--tool", sanitizer_tool_, "--error-exitcode",
+                                 "86", "--print-limit", "20", "--report-api-errors", "no"});
+      args.push_back("--keep-fds");
+    }
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    if (!sanitizer_exe_.empty()) {
+      ::execve(sanitizer_exe_.c_str(), argv.data(), envp.data());
+      child_fail("cannot execute " + sanitizer_exe_);
+    }
+    ::fexecve(runner::kLibraryFd + 1, argv.data(), envp.data());
     child_fail("cannot execute " + runner);
   }
   ::close(lib_fd);
@@ -251,11 +335,25 @@ RunnerReply RunnerClient::crashed(const std::string& context) {
   for (;;) {
     const ssize_t n = err_fd_ >= 0 ? ::read(err_fd_, buf, sizeof buf) : 0;
     if (n <= 0) break;
+    keep_stderr(buf, static_cast<std::size_t>(n));
     stderr_tail_.append(buf, static_cast<std::size_t>(n));
   }
   int st = 0;
   std::string how = "runner exited";
-  pid_t w = pid_ > 0 ? ::waitpid(pid_, &st, WNOHANG) : -1;
+  pid_t w = 0;
+  if (!sanitizer_exe_.empty() && pid_ > 0) {
+    // compute-sanitizer prints its findings as the runner dies: wait (up to 10 s) for them.
+    for (int i = 0; i < 100 && (w = ::waitpid(pid_, &st, WNOHANG)) == 0; ++i) {
+      char b2[4096];
+      ssize_t n2;
+      while ((n2 = ::read(err_fd_, b2, sizeof b2)) > 0) {
+        keep_stderr(b2, static_cast<std::size_t>(n2));
+        stderr_tail_.append(b2, static_cast<std::size_t>(n2));
+      }
+      ::usleep(100000);
+    }
+  }
+  if (w == 0) w = pid_ > 0 ? ::waitpid(pid_, &st, WNOHANG) : -1;
   if (w == 0) {  // still running (e.g. a protocol violation): end it
     ::kill(-pid_, SIGKILL);
     ::kill(pid_, SIGKILL);
@@ -344,6 +442,7 @@ RunnerReply RunnerClient::read_reply(std::chrono::milliseconds timeout, Clock::t
       r.parent_wall_s = std::chrono::duration<double>(Clock::now() - t0).count();
       r.message = fmt::format("no reply within {:.1f} s (hang or infinite loop); runner killed",
                               static_cast<double>(timeout.count()) / 1000.0);
+      if (pid_ > 0) ::kill(-pid_, SIGKILL);  // no grace period for a hung runner
       stop();
       return r;
     }
@@ -353,6 +452,7 @@ RunnerReply RunnerClient::read_reply(std::chrono::milliseconds timeout, Clock::t
     if (fds[1].revents & POLLIN) {
       const ssize_t n = ::read(err_fd_, buf, sizeof buf);
       if (n > 0) {
+        keep_stderr(buf, static_cast<std::size_t>(n));
         stderr_tail_.append(buf, static_cast<std::size_t>(n));
         if (stderr_tail_.size() > 8192) stderr_tail_.erase(0, stderr_tail_.size() - 4096);
       }

@@ -10,6 +10,8 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "runner/protocol.h"
+
 namespace vb {
 
 /// Outcome of one command sent to the runner.
@@ -30,15 +32,17 @@ struct RunnerReply {
 class RunnerClient {
  public:
   /// Guard band size on each side of every buffer (bytes).
-  static constexpr std::size_t kGuardBytes = 4096;
+  static constexpr std::size_t kGuardBytes = runner::kGuardBandBytes;
   /// uid and gid the runner drops to when VladBud runs as root ("nobody").
   static constexpr unsigned kSandboxId = 65534;
   /// Byte pattern in the guard bands.
-  static constexpr unsigned char kGuardByte = 0xA5;
+  static constexpr unsigned char kGuardByte = runner::kGuardBandByte;
 
-  /// `backend` is passed to the runner ("cpu"). Memory limit: the child's address space
-  /// (arena included) is capped at `memory_limit_bytes` (not under sanitizers, which reserve
-  /// terabytes of shadow memory); exceeding it makes allocations fail in the candidate.
+  /// `backend` is passed to the runner ("cpu", "cuda"). Memory limit: the child's address
+  /// space (arena included) is capped at `memory_limit_bytes` (not under sanitizers, which
+  /// reserve terabytes of shadow memory); exceeding it makes allocations fail in the candidate.
+  /// With "cuda" the address space is not capped (a CUDA context reserves a huge virtual
+  /// range); the limit is instead the device memory the candidate may hold beyond its buffers.
   explicit RunnerClient(std::string backend, std::size_t memory_limit_bytes = 16ull << 30);
   ~RunnerClient();
   RunnerClient(const RunnerClient&) = delete;
@@ -67,8 +71,16 @@ class RunnerClient {
   /// (Kind::Timeout); a dead runner gives Kind::Crash with the signal and its last stderr.
   RunnerReply command(const nlohmann::json& cmd, std::chrono::milliseconds timeout);
 
-  /// Kills the runner (if alive) and reaps it.
+  /// Kills the runner (if alive) and reaps it. Under a sanitizer the runner is first asked
+  /// to exit and given time to print the sanitizer's summary (collected in sanitizer_log()).
   void stop();
+
+  /// Runs every later start() of the runner under NVIDIA compute-sanitizer (`tool`:
+  /// "memcheck", "racecheck", "initcheck", "synccheck") found at `sanitizer_exe`. "" = off.
+  void set_sanitizer(std::string sanitizer_exe, std::string tool);
+  /// Everything the runner processes wrote to stderr while under the sanitizer (capped at
+  /// 1 MiB), including compute-sanitizer's findings and "ERROR SUMMARY" lines.
+  const std::string& sanitizer_log() const { return sanitizer_log_; }
 
  private:
   RunnerReply read_reply(std::chrono::milliseconds timeout,
@@ -87,6 +99,10 @@ class RunnerClient {
   std::size_t used_ = 0;
   std::string reply_buf_;
   std::string stderr_tail_;
+  std::string sanitizer_exe_, sanitizer_tool_, sanitizer_log_;
+  std::string sanitizer_runner_;  ///< world-executable copy of the runner (under a sanitizer)
+  void keep_stderr(const char* data, std::size_t n);
+  void drain_until_exit(std::chrono::milliseconds limit);
 };
 
 }  // namespace vb

@@ -17,8 +17,17 @@
 //      right after the call returned, is reported so the parent can prove no write happened
 //      after return.
 //   reply: {"ok":true, "times_ns":[one per order entry], "busy_ns":N, "timed_ns":N,
-//           "loop_ns":N, "verify_set":I, "verify_hash":"hex"}
+//           "loop_ns":N, "staging_ns":N, "verify_set":I, "verify_hash":"hex"}
 //          or {"ok":false, "error":MSG, "guard":NAME}
+//      staging_ns: time the runner spent outside the kernel calls copying buffers between the
+//      arena and the device (cuda; 0 on the CPU), which the parent's clock check leaves out.
+//
+// Runner flavours (argv "--backend cpu|cuda"): with cuda, times_ns come from device events
+// around each launch on the runner's stream, the "load" reply adds "device":{name, l2_bytes,
+// total_mem_bytes, cc_major, cc_minor}, a sticky CUDA fault is reported with guard "crash",
+// timed launches the events do not account for with guard "timer_cross_check", and a device
+// allocation failure or a kernel holding more device memory than "--gpu-memory-budget BYTES"
+// with guard "gpu_memory".
 //   {"op":"ping", "nonce":N}                        -> {"ok":true, "pong":N}
 //   {"op":"exit"}
 #pragma once
@@ -35,6 +44,10 @@ inline constexpr int kCommandFd = 4;
 inline constexpr int kReplyFd = 5;
 /// The candidate library, copied into a memfd by the parent (loaded as /proc/self/fd/6).
 inline constexpr int kLibraryFd = 6;
+
+/// Guard band size and byte pattern around every arena buffer (host arena and device twin).
+inline constexpr std::size_t kGuardBandBytes = 4096;
+inline constexpr unsigned char kGuardBandByte = 0xA5;
 
 /// Poison bit patterns written into outputs before each call (NaNs, recognisable).
 inline constexpr std::uint32_t kPoisonF32 = 0x7fbadbadu;

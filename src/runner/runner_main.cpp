@@ -4,6 +4,14 @@
 // fd 5 (see runner/protocol.h). It loads one candidate library, maps the arena, and runs
 // "call" commands. A crash, hang or abort here fails only the candidate; the parent notices
 // EOF or its timeout and reports CRASH or TIMEOUT.
+//
+// `--backend cuda`: every arena buffer gets a device twin (one device mirror of the whole
+// arena, so the parent's guard bands exist in device memory too). For each "call" the runner
+// copies the inputs host->device, fills the device guard bands and poisons the device outputs,
+// runs the parent's call sequence on its own stream with a device event pair around each
+// launch, synchronizes and checks for asynchronous faults after every launch, and finally
+// copies the whole span (inputs, outputs, bands) device->host into the arena, so the parent's
+// guard-band, input-mutation, poison, hash and oracle checks work unchanged.
 #include <dlfcn.h>
 #include <dlpack/dlpack.h>
 #include <sys/mman.h>
@@ -14,10 +22,13 @@
 #include <cstdio>
 #include <cstring>
 #include <iostream>
+#include <algorithm>
+#include <cstdlib>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
+#include "runner/cuda_device.h"
 #include "runner/protocol.h"
 
 namespace {
@@ -33,7 +44,26 @@ struct State {
   ErrorFn last_error = nullptr;
   char* arena = nullptr;
   std::size_t arena_size = 0;
+  // --backend cuda
+  bool cuda = false;
+  vb::runner::CudaDevice dev;
+  vb::runner::DevPtr mirror = 0;      ///< device twin of the arena (same offsets)
+  std::size_t mirror_size = 0;
+  std::size_t gpu_budget = 16ull << 30;  ///< device memory the candidate may use on its own
+  std::size_t free_after_map = 0;     ///< cuMemGetInfo free bytes right after the mirror
+  std::string dead;                   ///< a sticky CUDA fault: every later call reports it
 };
+
+/// Poison pattern and element size for a dtype (protocol.h): NaN payloads, 0xff otherwise.
+void poison_pattern(DLDataType d, unsigned* value, int* elem) {
+  if (d.bits == 32) {
+    *value = vb::runner::kPoisonF32, *elem = 4;
+  } else if (d.bits == 16) {
+    *value = d.code == kDLBfloat ? vb::runner::kPoisonBF16 : vb::runner::kPoisonF16, *elem = 2;
+  } else {
+    *value = 0xff, *elem = 1;
+  }
+}
 
 DLDataType parse_dtype(const std::string& s) {
   DLDataType d{};
@@ -75,20 +105,25 @@ struct TensorSet {
   std::vector<DLTensor> in, out;
   std::vector<DLTensor> in_copy, out_copy;
   std::vector<std::vector<std::int64_t>> in_shapes_copy, out_shapes_copy;
-  std::vector<std::size_t> out_bytes;
+  std::vector<std::size_t> out_bytes, in_bytes;
+  std::vector<std::size_t> in_off, out_off;  ///< arena offsets
 };
 
-void build_side(const json& descs, char* arena, std::size_t arena_size,
+// Descriptors of one side of a set. With `mirror` (cuda) the data pointers are the device
+// twin's (same offsets) and the device is {kDLCUDA, 0}; otherwise arena pointers on kDLCPU.
+void build_side(const json& descs, char* arena, std::size_t arena_size, vb::runner::DevPtr mirror,
                 std::vector<std::vector<std::int64_t>>& shapes, std::vector<DLTensor>& ts,
-                std::vector<std::size_t>* bytes) {
+                std::vector<std::size_t>& bytes, std::vector<std::size_t>& offs) {
   shapes.clear();
   for (const auto& d : descs) shapes.push_back(d.at("shape").get<std::vector<std::int64_t>>());
   ts.clear();
+  bytes.clear();
+  offs.clear();
   for (std::size_t i = 0; i < descs.size(); ++i) {
     const auto& d = descs[i];
     DLTensor t{};
     const auto off = d.at("off").get<std::size_t>();
-    t.device = {kDLCPU, 0};
+    t.device = mirror ? DLDevice{kDLCUDA, 0} : DLDevice{kDLCPU, 0};
     t.dtype = parse_dtype(d.at("dtype").get<std::string>());
     t.ndim = static_cast<int>(shapes[i].size());
     t.shape = shapes[i].empty() ? nullptr : shapes[i].data();
@@ -97,9 +132,10 @@ void build_side(const json& descs, char* arena, std::size_t arena_size,
     std::size_t n = elem_size(t.dtype);
     for (auto s : shapes[i]) n *= static_cast<std::size_t>(s);
     if (off + n > arena_size) throw std::runtime_error("tensor outside the arena");
-    t.data = arena + off;
+    t.data = mirror ? reinterpret_cast<void*>(mirror + off) : static_cast<void*>(arena + off);
     ts.push_back(t);
-    if (bytes) bytes->push_back(n);
+    bytes.push_back(n);
+    offs.push_back(off);
   }
 }
 
@@ -138,14 +174,33 @@ void poison(const DLTensor& t, std::size_t bytes) {
   }
 }
 
+// Device guard bands: the same size and byte pattern as the parent's host bands
+// (RunnerClient::kGuardBytes / kGuardByte, checked equal in client.cpp).
+constexpr std::size_t kBandBytes = vb::runner::kGuardBandBytes;
+constexpr unsigned kBandByte = vb::runner::kGuardBandByte;
+
+// A timed launch whose host wall time exceeds twice its event time plus this much escaped the
+// events (work on another stream). Launch + synchronization cost 5-50 us on current GPUs.
+constexpr double kCrossCheckSlackNs = 500e3;
+
+json cuda_fault(State& st, const std::string& what) {
+  st.dead = "CUDA fault in the candidate (" + what +
+            "); the context is lost, the next candidate starts in a fresh runner";
+  return {{"ok", false}, {"guard", "crash"}, {"error", st.dead}};
+}
+
 json do_call(State& st, const json& cmd) {
   if (!st.run) return {{"ok", false}, {"error", "no kernel loaded"}};
+  if (!st.dead.empty()) return {{"ok", false}, {"guard", "crash"}, {"error", st.dead}};
+  if (st.cuda && !st.mirror) return {{"ok", false}, {"error", "arena not mapped on the device"}};
   const auto& sets_j = cmd.at("sets");
   std::vector<TensorSet> sets(sets_j.size());
   for (std::size_t s = 0; s < sets.size(); ++s) {
     auto& ts = sets[s];
-    build_side(sets_j[s].at("in"), st.arena, st.arena_size, ts.in_shapes, ts.in, nullptr);
-    build_side(sets_j[s].at("out"), st.arena, st.arena_size, ts.out_shapes, ts.out, &ts.out_bytes);
+    build_side(sets_j[s].at("in"), st.arena, st.arena_size, st.mirror, ts.in_shapes, ts.in,
+               ts.in_bytes, ts.in_off);
+    build_side(sets_j[s].at("out"), st.arena, st.arena_size, st.mirror, ts.out_shapes, ts.out,
+               ts.out_bytes, ts.out_off);
     ts.in_copy = ts.in;
     ts.out_copy = ts.out;
     ts.in_shapes_copy = ts.in_shapes;
@@ -164,24 +219,80 @@ json do_call(State& st, const json& cmd) {
     if (s >= sets.size()) return {{"ok", false}, {"error", "set index out of range"}};
   if (warmup_set >= sets.size()) return {{"ok", false}, {"error", "warm-up set out of range"}};
 
+  // cuda: the span of the arena these sets occupy, bands included.
+  std::size_t lo = st.arena_size, hi = 0;
+  for (const auto& ts : sets) {
+    for (std::size_t i = 0; i < ts.in.size(); ++i)
+      lo = std::min(lo, ts.in_off[i]), hi = std::max(hi, ts.in_off[i] + ts.in_bytes[i]);
+    for (std::size_t i = 0; i < ts.out.size(); ++i)
+      lo = std::min(lo, ts.out_off[i]), hi = std::max(hi, ts.out_off[i] + ts.out_bytes[i]);
+  }
+  lo = lo >= kBandBytes ? lo - kBandBytes : 0;
+  hi = std::min(st.arena_size, hi + kBandBytes);
+  long long staging_ns = 0;
+  auto device_poison = [&](const TensorSet& ts) -> std::string {
+    for (std::size_t i = 0; i < ts.out.size(); ++i) {
+      unsigned v = 0;
+      int eb = 1;
+      poison_pattern(ts.out_copy[i].dtype, &v, &eb);
+      auto e = st.dev.fill(st.mirror + ts.out_off[i], v, eb, ts.out_bytes[i] / eb);
+      if (!e.empty()) return e;
+    }
+    return st.dev.synchronize();
+  };
+  if (st.cuda && lo < hi) {
+    // Stage in: bands (the whole span) filled, inputs copied, outputs poisoned, on the device.
+    const auto s0 = Clock::now();
+    std::string e = st.dev.fill(st.mirror + lo, kBandByte, 1, hi - lo);
+    if (e.empty()) e = st.dev.synchronize();
+    for (const auto& ts : sets)
+      for (std::size_t i = 0; i < ts.in.size() && e.empty(); ++i)
+        e = st.dev.to_device(st.mirror + ts.in_off[i], st.arena + ts.in_off[i], ts.in_bytes[i]);
+    for (const auto& ts : sets)
+      if (e.empty()) e = device_poison(ts);
+    if (!e.empty()) return cuda_fault(st, "staging the inputs: " + e);
+    staging_ns += std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - s0).count();
+  }
+
   std::vector<long long> times;
   times.reserve(order.size());
   long long busy = 0;
-  auto one_call = [&](std::size_t s, long long* ns) -> json {
+  int escaped = 0;  // cuda: timed launches whose host time the events do not account for
+  double worst_host_ns = 0, worst_event_ns = 0;
+  auto one_call = [&](std::size_t s, long long* ns, bool timed) -> json {
     auto& ts = sets[s];
     const auto t0 = Clock::now();
     int rc = 0;
+    if (st.cuda) {
+      if (auto e = st.dev.record_start(); !e.empty()) return cuda_fault(st, e);
+    }
     try {
       rc = st.run(ts.in.data(), static_cast<int>(ts.in.size()), ts.out.data(),
                   static_cast<int>(ts.out.size()), attrs.data(), static_cast<int>(attrs.size()),
-                  nullptr);
+                  st.cuda ? st.dev.stream() : nullptr);
     } catch (const std::exception& e) {
       return {{"ok", false}, {"error", std::string("kernel threw an exception: ") + e.what()}};
     } catch (...) {
       return {{"ok", false}, {"error", "kernel threw a C++ exception"}};
     }
-    const auto t1 = Clock::now();
-    *ns = std::chrono::duration_cast<std::chrono::nanoseconds>(t1 - t0).count();
+    if (st.cuda) {
+      // Check for asynchronous faults after every launch: a sticky error is the candidate's.
+      float ms = 0;
+      std::string e = st.dev.record_end();
+      if (e.empty()) e = st.dev.finish_timed(&ms);
+      const auto t1 = Clock::now();
+      if (!e.empty()) return cuda_fault(st, e);
+      const double host_ns = std::chrono::duration<double, std::nano>(t1 - t0).count();
+      *ns = std::max<long long>(1, static_cast<long long>(static_cast<double>(ms) * 1e6));
+      if (timed && host_ns > 2.0 * static_cast<double>(*ns) + kCrossCheckSlackNs) {
+        ++escaped;
+        if (host_ns - static_cast<double>(*ns) > worst_host_ns - worst_event_ns)
+          worst_host_ns = host_ns, worst_event_ns = static_cast<double>(*ns);
+      }
+    } else {
+      const auto t1 = Clock::now();
+      *ns = std::chrono::duration_cast<std::chrono::nanoseconds>(t1 - t0).count();
+    }
     if (rc != 0) {
       const char* msg = st.last_error ? st.last_error() : nullptr;
       std::string m = msg && *msg ? std::string(msg, ::strnlen(msg, 512)) : "(no message)";
@@ -198,32 +309,65 @@ json do_call(State& st, const json& cmd) {
   const auto loop0 = Clock::now();
   for (int w = 0; w < warmup; ++w) {
     long long ns = 0;
-    auto err = one_call(warmup_set, &ns);
+    auto err = one_call(warmup_set, &ns, false);
     if (!err.is_null()) return err;
   }
   const auto timed0 = Clock::now();
   for (std::size_t s : order) {
     long long ns = 0;
-    auto err = one_call(s, &ns);
+    // The runner's own cross-check applies to the timing protocol's calls (warmup > 0): the
+    // single call of a correctness case may pay one-time costs such as lazy module loading.
+    auto err = one_call(s, &ns, warmup > 0);
     if (!err.is_null()) return err;
     busy += ns;
     times.push_back(ns);
   }
   const long long timed_ns =
       std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - timed0).count();
+  if (st.cuda && !order.empty() && 2 * escaped > static_cast<int>(order.size()))
+    return {{"ok", false},
+            {"guard", "timer_cross_check"},
+            {"error", "the device events around the launch saw " +
+                          std::to_string(worst_event_ns / 1e3) +
+                          " us but the runner's host clock saw " +
+                          std::to_string(worst_host_ns / 1e3) + " us (in " +
+                          std::to_string(escaped) + " of " + std::to_string(order.size()) +
+                          " timed calls): work escaped the events (launched on another stream?)"}};
   const std::size_t last_set = order.empty() ? warmup_set : order.back();
   auto& ts = sets[last_set];
   if (verify) {
-    for (std::size_t i = 0; i < ts.out.size(); ++i) poison(ts.out[i], ts.out_bytes[i]);
+    if (st.cuda) {
+      if (auto e = device_poison(ts); !e.empty()) return cuda_fault(st, "poisoning outputs: " + e);
+    } else {
+      for (std::size_t i = 0; i < ts.out.size(); ++i) poison(ts.out[i], ts.out_bytes[i]);
+    }
     long long ns = 0;
-    auto err = one_call(last_set, &ns);
+    auto err = one_call(last_set, &ns, false);
     if (!err.is_null()) return err;
+  }
+  if (st.cuda && lo < hi) {
+    // Stage out: everything the kernel could touch (inputs, outputs, bands) back into the
+    // arena, where the parent checks it.
+    const auto s0 = Clock::now();
+    std::string e = st.dev.synchronize();
+    if (e.empty()) e = st.dev.to_host(st.arena + lo, st.mirror + lo, hi - lo);
+    if (!e.empty()) return cuda_fault(st, "reading the outputs back: " + e);
+    std::size_t free_now = 0, total = 0;
+    if (st.dev.mem_info(&free_now, &total).empty() && st.free_after_map > free_now &&
+        st.free_after_map - free_now > st.gpu_budget)
+      return {{"ok", false},
+              {"guard", "gpu_memory"},
+              {"error", "the kernel holds " + std::to_string((st.free_after_map - free_now) >> 20) +
+                            " MiB of device memory beyond the runner's buffers (budget " +
+                            std::to_string(st.gpu_budget >> 20) +
+                            " MiB): kernels must not allocate large workspaces"}};
+    staging_ns += std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - s0).count();
   }
   // Hash of the last call's outputs taken right after it returned: the parent recomputes it
   // later, so a write that lands after return (work escaping the call) is caught.
   std::uint64_t h = 0xcbf29ce484222325ULL;
   for (std::size_t i = 0; i < ts.out.size(); ++i)
-    h = vb::runner::fnv1a64(ts.out[i].data, ts.out_bytes[i], h);
+    h = vb::runner::fnv1a64(st.arena + ts.out_off[i], ts.out_bytes[i], h);
   const long long loop_ns =
       std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - loop0).count();
   return {{"ok", true},
@@ -231,20 +375,53 @@ json do_call(State& st, const json& cmd) {
           {"busy_ns", busy},
           {"timed_ns", timed_ns},
           {"loop_ns", loop_ns},
+          {"staging_ns", staging_ns},
           {"verify_set", last_set},
           {"verify_hash", vb::runner::hex64(h)}};
+}
+
+// cuda: opens the device (once) and replaces the device twin of the arena.
+json map_device(State& st, std::size_t size) {
+  if (auto e = st.dev.open(); !e.empty()) return {{"ok", false}, {"error", e}};
+  if (st.mirror) {
+    if (auto e = st.dev.release(st.mirror); !e.empty()) return cuda_fault(st, e);
+    st.mirror = 0;
+    st.mirror_size = 0;
+  }
+  if (auto e = st.dev.alloc(size, &st.mirror); !e.empty())
+    return {{"ok", false},
+            {"guard", "gpu_memory"},
+            {"error", "cannot allocate " + std::to_string(size >> 20) +
+                          " MiB of device memory for the buffers: " + e}};
+  st.mirror_size = size;
+  std::size_t total = 0;
+  st.dev.mem_info(&st.free_after_map, &total);
+  return {{"ok", true}};
 }
 
 json handle(State& st, const json& cmd) {
   const std::string op = cmd.at("op").get<std::string>();
   if (op == "load") {
     const std::string lib = cmd.at("lib").get<std::string>();
+    if (st.cuda) {
+      // The primary context is current before the library's static CUDA runtime initializes,
+      // so the runtime shares it.
+      if (auto e = st.dev.open(); !e.empty()) return {{"ok", false}, {"error", e}};
+    }
     st.lib = ::dlopen(lib.c_str(), RTLD_NOW | RTLD_LOCAL);
     if (!st.lib) return {{"ok", false}, {"error", std::string("dlopen failed: ") + ::dlerror()}};
     st.run = reinterpret_cast<KernelFn>(::dlsym(st.lib, "vb_kernel_run"));
     st.last_error = reinterpret_cast<ErrorFn>(::dlsym(st.lib, "vb_kernel_last_error"));
     if (!st.run)
       return {{"ok", false}, {"error", "the library does not export vb_kernel_run (extern \"C\")"}};
+    if (st.cuda)
+      return {{"ok", true},
+              {"device",
+               {{"name", st.dev.name()},
+                {"l2_bytes", st.dev.l2_bytes()},
+                {"total_mem_bytes", st.dev.total_mem_bytes()},
+                {"cc_major", st.dev.cc_major()},
+                {"cc_minor", st.dev.cc_minor()}}}};
     return {{"ok", true}};
   }
   if (op == "map") {
@@ -260,6 +437,7 @@ json handle(State& st, const json& cmd) {
     }
     st.arena = static_cast<char*>(p);
     st.arena_size = size;
+    if (st.cuda) return map_device(st, size);
     return {{"ok", true}};
   }
   if (op == "call") return do_call(st, cmd);
@@ -269,14 +447,30 @@ json handle(State& st, const json& cmd) {
 
 }  // namespace
 
-int main() {
-  ::syscall(SYS_close_range, vb::runner::kLibraryFd + 1, ~0U, 0);  // nothing else inherited
+int main(int argc, char** argv) {
+  State st;
+  bool keep_fds = false;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--backend" && i + 1 < argc) {
+      const std::string b = argv[++i];
+      if (b != "cpu" && b != "cuda") {
+        std::fprintf(stderr, "vladbud-runner: unknown backend '%s' (cpu, cuda)\n", b.c_str());
+        return 2;
+      }
+      st.cuda = b == "cuda";
+    } else if (a == "--gpu-memory-budget" && i + 1 < argc) {
+      st.gpu_budget = std::strtoull(argv[++i], nullptr, 10);
+    } else if (a == "--keep-fds") {
+      keep_fds = true;  // under compute-sanitizer, whose injected agent owns inherited fds
+    }
+  }
+  if (!keep_fds) ::syscall(SYS_close_range, vb::runner::kLibraryFd + 1, ~0U, 0);  // no others
   FILE* in = ::fdopen(vb::runner::kCommandFd, "r");
   if (!in) {
     std::fprintf(stderr, "vladbud-runner: must be started by the evaluator (no command pipe)\n");
     return 2;
   }
-  State st;
   char* buf = nullptr;
   std::size_t cap = 0;
   while (::getline(&buf, &cap, in) > 0) {

@@ -1,0 +1,248 @@
+// CUDA backend: nvcc builds a .cu kernel source into a shared library, cached by content hash.
+#include "backends/cuda/cuda_backend.h"
+
+#include <unistd.h>
+
+#include <fmt/format.h>
+#include <filesystem>
+#include <mutex>
+#include <regex>
+#include <sstream>
+#include <stdexcept>
+
+#include "backends/backend.h"
+#include "core/paths.h"
+#include "core/process.h"
+#include "runner/protocol.h"
+#include "targets/gpu_ceilings.h"
+#include "targets/nvidia_detect.h"
+
+namespace vb {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+std::mutex g_arch_mu;
+std::string g_arch;  // set_cuda_arch(); "" = default
+
+const std::regex& arch_pattern() {
+  static const std::regex re(R"(^sm_(\d+)([af]?)$)");
+  return re;
+}
+
+// First line of `nvcc --version` naming the release, cached per nvcc path.
+std::string nvcc_release(const std::string& nvcc) {
+  static std::mutex mu;
+  static std::string cached_for, cached;
+  std::lock_guard<std::mutex> l(mu);
+  if (cached_for == nvcc) return cached;
+  std::string v = "unknown nvcc version";
+  try {
+    const auto r = run_process({nvcc, "--version"}, std::chrono::seconds(30));
+    const auto pos = r.out.find("release");
+    if (pos != std::string::npos) {
+      const auto bol = r.out.rfind('\n', pos);
+      const auto eol = r.out.find('\n', pos);
+      v = r.out.substr(bol == std::string::npos ? 0 : bol + 1,
+                       eol == std::string::npos ? std::string::npos : eol - bol - 1);
+    }
+  } catch (const std::exception&) {
+  }
+  cached_for = nvcc;
+  cached = v;
+  return v;
+}
+
+std::string join(const std::vector<std::string>& v) {
+  std::string s;
+  for (const auto& a : v) s += (s.empty() ? "" : " ") + a;
+  return s;
+}
+
+// Flags every CUDA kernel is compiled with (DESIGN §3: one shared library per source).
+std::vector<std::string> common_flags() {
+  return {"-std=c++17",     "-O3",     "-Xcompiler", "-fPIC", "-shared", "-lineinfo",
+          "-I" + (vladbud_home() / "kernels" / "include").string()};
+}
+
+class CudaBackend final : public Backend {
+ public:
+  std::string name() const override { return "cuda"; }
+  std::string source_extension() const override { return ".cu"; }
+
+  std::string toolchain_description() const override {
+    const std::string nvcc = find_nvcc();
+    if (nvcc.empty()) return "nvcc not found (set VB_NVCC or add the CUDA toolkit's bin/ to PATH)";
+    std::string arch;
+    try {
+      arch = join(cuda_gencode_flags(cuda_arch()));
+    } catch (const std::exception& e) {
+      arch = std::string("(no target architecture: ") + e.what() + ")";
+    }
+    return nvcc_release(nvcc) + " | " + nvcc + " " + join(common_flags()) + " " + arch;
+  }
+
+  BuildResult build(const fs::path& source) const override {
+    BuildResult r;
+    if (!fs::is_regular_file(source)) {
+      r.diagnostics = "kernel source " + source.string() +
+                      " does not exist (check the --source path, or write kernels/cuda/<type>.cu)";
+      return r;
+    }
+    const std::string nvcc = find_nvcc();
+    if (nvcc.empty()) {
+      r.diagnostics =
+          "error: nvcc not found: set VB_NVCC or add the CUDA toolkit's bin/ to PATH "
+          "(/usr/local/cuda/bin is searched too)";
+      return r;
+    }
+    std::vector<std::string> arch;
+    try {
+      arch = cuda_gencode_flags(cuda_arch());
+    } catch (const std::exception& e) {
+      r.diagnostics = std::string("error: ") + e.what();
+      return r;
+    }
+    r.compiler_version = nvcc_release(nvcc);
+    std::vector<std::string> flags = common_flags();
+    flags.insert(flags.end(), arch.begin(), arch.end());
+    // Key: the preprocessed source (an edited header is a new build), flags, nvcc release. A
+    // source that does not preprocess is keyed by its text and built to show the diagnostics.
+    std::vector<std::string> pp{nvcc};
+    pp.insert(pp.end(), flags.begin(), flags.end());
+    pp.insert(pp.end(), {"-E", source.string()});
+    const auto pre = run_process(pp, std::chrono::minutes(2));
+    std::string text;
+    if (!pre.ok()) text = read_file(source) + "\n" + pre.err;
+    const std::string material = (pre.ok() ? pre.out : text) + "\n--tc--\n" + join(flags) + "\n" +
+                                 r.compiler_version;
+    r.cache_key = runner::hex64(runner::fnv1a64(material.data(), material.size()));
+    const fs::path dir = cache_dir() / "build" / "cuda" / r.cache_key;
+    r.library = dir / "kernel.so";
+    const fs::path tmp = dir / ("kernel.so.tmp." + std::to_string(::getpid()));
+    std::vector<std::string> argv{nvcc};
+    argv.insert(argv.end(), flags.begin(), flags.end());
+    argv.insert(argv.end(), {source.string(), "-o", tmp.string()});
+    r.command = join(argv);
+    if (fs::exists(r.library)) {
+      r.ok = true;
+      r.cached = true;
+      return r;
+    }
+    fs::create_directories(dir);
+    const auto pr = run_process(argv, std::chrono::minutes(5));
+    r.seconds = pr.seconds;
+    r.diagnostics = normalize_nvcc_diagnostics(pr.err + pr.out);
+    if (!pr.ok()) {
+      std::error_code ec;
+      fs::remove(tmp, ec);
+      if (pr.timed_out) r.diagnostics += "\n(nvcc timed out after 5 minutes)";
+      return r;
+    }
+    fs::rename(tmp, r.library);
+    r.ok = true;
+    return r;
+  }
+};
+
+}  // namespace
+
+void set_cuda_arch(const std::string& arch) {
+  if (!arch.empty() && !std::regex_match(arch, arch_pattern()))
+    throw std::invalid_argument("--arch '" + arch +
+                                "' is not a CUDA architecture name; use e.g. sm_90a, sm_90, sm_80");
+  std::lock_guard<std::mutex> l(g_arch_mu);
+  g_arch = arch;
+}
+
+std::string cuda_arch() {
+  {
+    std::lock_guard<std::mutex> l(g_arch_mu);
+    if (!g_arch.empty()) return g_arch;
+  }
+  if (const char* e = std::getenv("VB_CUDA_ARCH"); e && *e) {
+    if (!std::regex_match(std::string(e), arch_pattern()))
+      throw std::runtime_error(std::string("VB_CUDA_ARCH='") + e +
+                               "' is not a CUDA architecture name; use e.g. sm_90a");
+    return e;
+  }
+  std::string why;
+  const auto gpus = detect_nvidia_gpus(&why);
+  if (gpus.empty())
+    throw std::runtime_error(why +
+                             "; give the target architecture explicitly (--arch sm_90a, or "
+                             "VB_CUDA_ARCH=sm_90a)");
+  const auto& g = gpus.front();
+  return fmt::format("sm_{}{}{}", g.cc_major, g.cc_minor,
+                     (g.cc_major == 9 && g.cc_minor == 0) ? "a" : "");
+}
+
+std::vector<std::string> cuda_gencode_flags(const std::string& arch) {
+  std::smatch m;
+  if (!std::regex_match(arch, m, arch_pattern()))
+    throw std::invalid_argument("'" + arch + "' is not a CUDA architecture name (e.g. sm_90a)");
+  const std::string cc = m[1].str() + m[2].str();
+  return {"-gencode", fmt::format("arch=compute_{},code=sm_{}", cc, cc)};
+}
+
+std::string normalize_nvcc_diagnostics(const std::string& text) {
+  static const std::regex re(R"(^(.+?)\((\d+)\): (error|warning|remark|catastrophic error))");
+  std::istringstream in(text);
+  std::string line, out;
+  while (std::getline(in, line)) {
+    out += std::regex_replace(line, re, "$1:$2: $3", std::regex_constants::format_first_only);
+    out += '\n';
+  }
+  return out;
+}
+
+SanitizerFindings parse_sanitizer_log(const std::string& log) {
+  SanitizerFindings f;
+  static const std::regex summary(R"(^=+ ERROR SUMMARY: (\d+) error)");
+  std::istringstream in(log);
+  std::string line;
+  bool want_detail = false;
+  while (std::getline(in, line)) {
+    if (line.rfind("=========", 0) != 0) continue;
+    std::smatch m;
+    if (std::regex_search(line, m, summary)) {
+      f.saw_summary = true;
+      f.errors += std::stoi(m[1]);
+      continue;
+    }
+    std::string body = line.substr(line.find_first_not_of('='));
+    const auto b = body.find_first_not_of(' ');
+    body = b == std::string::npos ? "" : body.substr(b);
+    if (body.empty() || body.rfind("COMPUTE-SANITIZER", 0) == 0) continue;
+    if (f.first.empty()) {
+      f.first = body;
+      want_detail = true;
+    } else if (want_detail) {
+      f.first += " | " + body;  // "at kernel+0x90 in k.cu:12" / "by thread (0,0,0) in block"
+      want_detail = f.first.size() < 300;
+    }
+  }
+  return f;
+}
+
+std::string find_compute_sanitizer() {
+  if (const char* e = std::getenv("VB_COMPUTE_SANITIZER"); e && *e)
+    return have_program(e) ? e : "";
+  if (have_program("compute-sanitizer")) return "compute-sanitizer";
+  const std::string nvcc = find_nvcc();
+  if (nvcc.find('/') != std::string::npos) {
+    const fs::path p = fs::path(nvcc).parent_path() / "compute-sanitizer";
+    if (have_program(p.string())) return p.string();
+  }
+  if (have_program("/usr/local/cuda/bin/compute-sanitizer"))
+    return "/usr/local/cuda/bin/compute-sanitizer";
+  return "";
+}
+
+const Backend& cuda_backend() {
+  static const CudaBackend b;
+  return b;
+}
+
+}  // namespace vb

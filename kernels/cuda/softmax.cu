@@ -174,7 +174,7 @@ __device__ __forceinline__ void merge_ms(float& m, float& s, float m2, float s2)
 /// NP = 1 coalesced scalars. Requires C <= G*KP*NP and, for NP > 1, C % NP == 0 and aligned
 /// rows.
 template <typename T, int G, int BT, int NP, int KP>
-__global__ void __launch_bounds__(BT)
+__global__ void __launch_bounds__(BT, 1)
     softmax_cached(const T* __restrict__ x, T* __restrict__ y, i64 R, int C) {
   static_assert(BT % G == 0, "block must hold whole groups");
   constexpr int RPB = BT / G;
@@ -233,7 +233,7 @@ __global__ void __launch_bounds__(BT)
 /// One row per block of BT threads; packs of NP elements (vector when NP > 1), UU packs per
 /// thread per step. Pass 1: online max / sum-exp; pass 2: y = exp(x - m) / s.
 template <typename T, int BT, int NP, int UU>
-__global__ void __launch_bounds__(BT)
+__global__ void __launch_bounds__(BT, 1)
     softmax_stream(const T* __restrict__ x, T* __restrict__ y, i64 R, i64 C) {
   __shared__ float sm_m[32], sm_s[32];
   const int t = static_cast<int>(threadIdx.x);

@@ -1,0 +1,267 @@
+// reduce (CUDA starter): y[M] = Σ_j x[M,N] over the last dim, fp32 accumulation, output in the
+// input dtype (DESIGN §2).
+//
+// Inputs: x[M,N]. Outputs: y[M] (same dtype). No attributes. fp16 / bf16 / fp32.
+//
+// One pass over x. A row goes to one warp (N <= WARP_MAX_COLS, WARP_BLOCK_THREADS/32 rows per
+// block), to a block of BLOCK_THREADS (N <= BLOCK_MAX_COLS) or to a block of
+// LONG_BLOCK_THREADS (longer rows). Each thread streams its packs with UNROLL independent
+// 16-byte loads per step into UNROLL x (vector width) separate fp32 accumulators (short
+// dependency chains: accurate and latency tolerant), sums them as a fixed tree, and the group
+// reduces by warp shuffles plus shared memory in a fixed order: bitwise deterministic. Rows
+// whose length or pointer does not allow vectors use coalesced scalar loads. Rows are
+// grid-strided over a 1-D grid.
+
+#include "vb_cuda.cuh"
+
+#include <climits>
+#include <cstdint>
+
+// @vb-param VEC_BYTES 16 {2,4,8,16}  bytes per vector load/store (16 = LDG.128)
+#ifndef VEC_BYTES
+#define VEC_BYTES 16
+#endif
+// @vb-param WARP_MAX_COLS 1024 {0,256,512,1024,2048}  longest row handled by one warp
+#ifndef WARP_MAX_COLS
+#define WARP_MAX_COLS 1024
+#endif
+// @vb-param WARP_BLOCK_THREADS 256 {64,128,256,512}  threads per block in the warp-per-row path
+#ifndef WARP_BLOCK_THREADS
+#define WARP_BLOCK_THREADS 256
+#endif
+// @vb-param BLOCK_MAX_COLS 16384 {4096,16384,65536}  longest row for a BLOCK_THREADS block
+#ifndef BLOCK_MAX_COLS
+#define BLOCK_MAX_COLS 16384
+#endif
+// @vb-param BLOCK_THREADS 256 {64,128,256,512,1024}  threads per block for row-per-block rows
+#ifndef BLOCK_THREADS
+#define BLOCK_THREADS 256
+#endif
+// @vb-param LONG_BLOCK_THREADS 1024 {256,512,1024}  threads per block for rows over BLOCK_MAX_COLS
+#ifndef LONG_BLOCK_THREADS
+#define LONG_BLOCK_THREADS 1024
+#endif
+// @vb-param UNROLL 4 {1,2,4,8}  independent vector loads per thread per step
+#ifndef UNROLL
+#define UNROLL 4
+#endif
+// @vb-param MAX_BLOCKS_PER_SM 16 {2,4,8,16,32}  grid cap = SMs x this (rows are grid-strided)
+#ifndef MAX_BLOCKS_PER_SM
+#define MAX_BLOCKS_PER_SM 16
+#endif
+
+namespace {
+
+using i64 = long long;
+
+static_assert(VEC_BYTES == 2 || VEC_BYTES == 4 || VEC_BYTES == 8 || VEC_BYTES == 16,
+              "VEC_BYTES must be 2, 4, 8 or 16");
+static_assert(BLOCK_THREADS % 32 == 0 && BLOCK_THREADS >= 32 && BLOCK_THREADS <= 1024,
+              "BLOCK_THREADS must be a multiple of 32 in [32, 1024]");
+static_assert(WARP_BLOCK_THREADS % 32 == 0 && WARP_BLOCK_THREADS >= 32 &&
+                  WARP_BLOCK_THREADS <= 1024,
+              "WARP_BLOCK_THREADS must be a multiple of 32 in [32, 1024]");
+static_assert(LONG_BLOCK_THREADS % 32 == 0 && LONG_BLOCK_THREADS >= 32 &&
+                  LONG_BLOCK_THREADS <= 1024,
+              "LONG_BLOCK_THREADS must be a multiple of 32 in [32, 1024]");
+static_assert(UNROLL >= 1 && UNROLL <= 16, "UNROLL must be in [1, 16]");
+
+/// Elements of T per vector access (VEC_BYTES / sizeof(T), at least 1).
+template <typename T>
+constexpr int vec_elems() {
+  return VEC_BYTES / static_cast<int>(sizeof(T)) > 0 ? VEC_BYTES / static_cast<int>(sizeof(T)) : 1;
+}
+
+/// Register budget in floats per thread: 64, or 32 at 1024 threads per block (64 registers per
+/// thread at most there); a step keeps at most half of it in flight.
+constexpr int cache_limit(int block_threads) { return block_threads >= 1024 ? 32 : 64; }
+
+/// N consecutive elements, aligned to their size, so that one access is one vector load/store.
+template <typename T, int N>
+struct alignas(sizeof(T) * N) Pack {
+  T v[N];
+};
+
+/// Loads N elements at p (aligned to N*sizeof(T)) and widens them to float.
+template <typename T, int N>
+__device__ __forceinline__ void load_pack(const T* __restrict__ p, float (&f)[N]) {
+  const Pack<T, N> pk = *reinterpret_cast<const Pack<T, N>*>(p);
+#pragma unroll
+  for (int j = 0; j < N; ++j) f[j] = vbk::to_f32(pk.v[j]);
+}
+
+/// Rounds N floats to T (RNE) and stores them at p (aligned to N*sizeof(T)).
+template <typename T, int N>
+__device__ __forceinline__ void store_pack(T* __restrict__ p, const float (&f)[N]) {
+  Pack<T, N> pk;
+#pragma unroll
+  for (int j = 0; j < N; ++j) pk.v[j] = vbk::from_f32<T>(f[j]);
+  *reinterpret_cast<Pack<T, N>*>(p) = pk;
+}
+
+__device__ __forceinline__ float warp_sum(float v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
+/// Sum over a group of G threads (G = 32: the warp; G > 32: the whole block of G threads), in a
+/// fixed order; every thread of the group gets the same value. `red` is __shared__ float[64];
+/// `phase` alternates its halves so that one __syncthreads per reduction suffices (the next
+/// reduction on the same half comes after another barrier that every reader has passed).
+template <int G>
+__device__ __forceinline__ float group_sum(float v, float* red, int& phase) {
+  v = warp_sum(v);
+  if constexpr (G > 32) {
+    float* b = red + 32 * phase;
+    phase ^= 1;
+    if ((threadIdx.x & 31) == 0) b[threadIdx.x >> 5] = v;
+    __syncthreads();
+    v = b[0];
+#pragma unroll
+    for (int i = 1; i < G / 32; ++i) v += b[i];
+  }
+  return v;
+}
+
+/// Folds a[i + W] into a[i] for i < W, then W/2, ... (pairwise tree sum, fixed order; the
+/// total ends in a[0]). Recursion on W keeps every index a compile-time constant.
+template <int W, int n>
+__device__ __forceinline__ void tree_fold(float (&a)[n]) {
+  if constexpr (W > 0) {
+#pragma unroll
+    for (int i = 0; i < W; ++i) a[i] += a[i + W];
+    tree_fold<W / 2>(a);
+  }
+}
+
+/// One row per group of G threads (BT per block). Each thread sums the packs
+/// p = base + u*G + t (UU per step, NP elements each) into UU*NP accumulators.
+template <typename T, int G, int BT, int NP, int UU>
+__global__ void __launch_bounds__(BT, 1)
+    reduce_rows(const T* __restrict__ x, T* __restrict__ y, i64 R, i64 N) {
+  static_assert(BT % G == 0, "block must hold whole groups");
+  static_assert((UU & (UU - 1)) == 0 && (NP & (NP - 1)) == 0, "power-of-two step");
+  constexpr int RPB = BT / G;
+  constexpr i64 STEP = static_cast<i64>(UU) * G;
+  __shared__ float red[64];
+  int phase = 0;
+  const int t = static_cast<int>(threadIdx.x) % G;
+  const i64 n_packs = N / NP;
+  for (i64 row = static_cast<i64>(blockIdx.x) * RPB + threadIdx.x / G; row < R;
+       row += static_cast<i64>(gridDim.x) * RPB) {
+    const T* xr = x + row * N;
+    float acc[UU * NP];
+#pragma unroll
+    for (int i = 0; i < UU * NP; ++i) acc[i] = 0.0f;
+    for (i64 base = 0; base < n_packs; base += STEP) {
+      float v[UU][NP];
+#pragma unroll
+      for (int u = 0; u < UU; ++u) {  // UU independent loads before the first add
+        const i64 p = base + static_cast<i64>(u) * G + t;
+        if (p < n_packs) {
+          load_pack<T, NP>(xr + p * NP, v[u]);
+        } else {
+#pragma unroll
+          for (int j = 0; j < NP; ++j) v[u][j] = 0.0f;
+        }
+      }
+#pragma unroll
+      for (int u = 0; u < UU; ++u)
+#pragma unroll
+        for (int j = 0; j < NP; ++j) acc[u * NP + j] += v[u][j];
+    }
+    tree_fold<UU * NP / 2>(acc);
+    const float s = group_sum<G>(acc[0], red, phase);
+    if (t == 0) y[row] = vbk::from_f32<T>(s);
+  }
+}
+
+// ---- host side ---------------------------------------------------------------------------------
+
+bool aligned_to(const void* p, std::size_t a) {
+  return reinterpret_cast<std::uintptr_t>(p) % a == 0;
+}
+
+/// Blocks for `work` independent items of `per_block` each, capped at sms * MAX_BLOCKS_PER_SM.
+unsigned grid_for(i64 work, i64 per_block, int sms) {
+  const i64 need = (work + per_block - 1) / per_block;
+  const i64 cap = static_cast<i64>(sms) * MAX_BLOCKS_PER_SM;
+  const i64 g = need < cap ? need : cap;
+  return static_cast<unsigned>(g > 0 ? g : 1);
+}
+
+
+/// Number of SMs of the device holding `t` (cudaDeviceGetAttribute: a cheap, cached query).
+int sm_count(const DLTensor& t, int* sms) {
+  const cudaError_t e =
+      cudaDeviceGetAttribute(sms, cudaDevAttrMultiProcessorCount, t.device.device_id);
+  if (e != cudaSuccess)
+    return vbk::fail("cudaDeviceGetAttribute(SM count): %s", cudaGetErrorString(e));
+  if (*sms < 1) *sms = 1;
+  return 0;
+}
+
+/// Largest power of two <= v, at most 16 (v >= 1).
+constexpr int pow2_floor(int v) { return v >= 16 ? 16 : v >= 8 ? 8 : v >= 4 ? 4 : v >= 2 ? 2 : 1; }
+
+/// Launches reduce_rows for groups of G threads in blocks of BT: vector packs when `vec`,
+/// else scalars (as many loads per step as the vector path has elements, capped by registers).
+template <typename T, int G, int BT>
+int launch_rows(const T* x, T* y, i64 R, i64 N, bool vec, int sms, cudaStream_t st) {
+  constexpr int NV = vec_elems<T>();
+  constexpr int step_cap = cache_limit(BT) / 2;  // floats in flight per thread per step
+  const unsigned grid = grid_for(R, BT / G, sms);
+  if (vec) {
+    constexpr int UU = pow2_floor(UNROLL * NV <= step_cap ? UNROLL : (step_cap / NV > 0 ? step_cap / NV : 1));
+    reduce_rows<T, G, BT, NV, UU><<<grid, BT, 0, st>>>(x, y, R, N);
+  } else {
+    constexpr int UU = pow2_floor(UNROLL * NV <= step_cap / 2 ? UNROLL * NV : step_cap / 2);
+    reduce_rows<T, G, BT, 1, UU><<<grid, BT, 0, st>>>(x, y, R, N);
+  }
+  VBK_CUDA_CHECK_LAUNCH("reduce_rows");
+  return 0;
+}
+
+template <typename T>
+int run_reduce(const T* x, T* y, i64 R, i64 N, int sms, cudaStream_t st) {
+  constexpr int NV = vec_elems<T>();
+  const bool vec = NV > 1 && N % NV == 0 && aligned_to(x, sizeof(T) * NV);
+  if (N <= WARP_MAX_COLS) return launch_rows<T, 32, WARP_BLOCK_THREADS>(x, y, R, N, vec, sms, st);
+  if (N <= BLOCK_MAX_COLS)
+    return launch_rows<T, BLOCK_THREADS, BLOCK_THREADS>(x, y, R, N, vec, sms, st);
+  return launch_rows<T, LONG_BLOCK_THREADS, LONG_BLOCK_THREADS>(x, y, R, N, vec, sms, st);
+}
+
+}  // namespace
+
+/// reduce: inputs {x[M,N]}, outputs {y[M]} (same dtype), no attributes. N = 0 gives zeros.
+/// Launches on `stream` only and does not synchronize. Returns 0, or 1 with
+/// vb_kernel_last_error() naming the bad argument or the launch error.
+extern "C" int vb_kernel_run(const DLTensor* inputs, int n_inputs, DLTensor* outputs,
+                             int n_outputs, const double* attrs, int n_attrs, void* stream) {
+  (void)attrs;
+  if (int e = vbk::check_cuda_args(inputs, n_inputs, 1, outputs, n_outputs, 1, n_attrs, 0)) return e;
+  if (int e = vbk::check_same_dtype(inputs, n_inputs, outputs, n_outputs)) return e;
+  const DLTensor& tx = inputs[0];
+  DLTensor& ty = outputs[0];
+  if (tx.ndim != 2) return vbk::fail("x: expected 2 dimensions [M,N], got %d", tx.ndim);
+  const i64 M = tx.shape[0], N = tx.shape[1];
+  if (int e = vbk::check_shape(tx, "x", {M, N})) return e;
+  if (int e = vbk::check_shape(ty, "y", {M})) return e;
+  if (M == 0) return 0;
+  const cudaStream_t st = vbk::as_stream(stream);
+  if (N == 0) {  // empty sums: +0 in every dtype is all-zero bits
+    const cudaError_t e = cudaMemsetAsync(vbk::data_ptr(ty), 0,
+                                          static_cast<std::size_t>(M) * (ty.dtype.bits / 8), st);
+    if (e != cudaSuccess) return vbk::fail("cudaMemsetAsync: %s", cudaGetErrorString(e));
+    return 0;
+  }
+  int sms = 0;
+  if (int e = sm_count(tx, &sms)) return e;
+  return vbk::dispatch_float(vbk::dtype_of(tx), [&](auto tag) {
+    using T = decltype(tag);
+    return run_reduce<T>(static_cast<const T*>(vbk::data_ptr(tx)), static_cast<T*>(vbk::data_ptr(ty)),
+                         M, N, sms, st);
+  });
+}

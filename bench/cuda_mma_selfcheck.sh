@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# usage: bash bench/cuda_mma_selfcheck.sh     (on a machine with a CUDA GPU and nvcc)
+#
+# Builds kernels/cuda/{matmul,flash_attention,fused_mlp}.cu and every matmul variant in
+# bench/variants/cuda/matmul/ into .so files with the CUDA backend's kernel-build command, builds
+# bench/cuda_mma_selfcheck.cu (links cuBLAS), and runs it: one PASS/FAIL line per (kernel, shape,
+# dtype), TIME lines for the bf16 benchmark sizes (matmul 4096³ next to cuBLAS, every variant),
+# and a SUMMARY line. The log goes to $OUT/cuda_mma_selfcheck.log when OUT is set (else
+# bench/results/cuda_mma_selfcheck.log). Exit status: that of the check (1 if any case failed).
+#
+# Needs <dlpack/dlpack.h>: taken from the system include path, from $DLPACK_INCLUDE, or, failing
+# both, from an installed Python package (PyTorch ships it as torch/include/ATen/dlpack.h).
+# Target: sm_90a on compute capability 9.0, else sm_<major><minor> of GPU 0 ($VB_CUDA_ARCH wins).
+set -uo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+outdir="${OUT:-$here/bench/results}"
+mkdir -p "$outdir"
+log="$outdir/cuda_mma_selfcheck.log"
+bd="$(mktemp -d "${TMPDIR:-/tmp}/vb_selfcheck.XXXXXX")"
+mkdir -p "$bd/variants" "$bd/inc/dlpack"
+exec > >(tee "$log") 2>&1
+
+# dlpack header
+inc=()
+if [ -n "${DLPACK_INCLUDE:-}" ]; then
+  inc=(-I"$DLPACK_INCLUDE")
+elif ! echo '#include <dlpack/dlpack.h>' | g++ -x c++ -fsyntax-only - 2>/dev/null; then
+  found="$(python3 - <<'EOF' 2>/dev/null
+import glob, os, site, sys
+roots = site.getsitepackages() + [site.getusersitepackages()]
+for r in roots:
+    for pat in ("*/include/dlpack/dlpack.h", "*/*/include/dlpack/dlpack.h", "torch/include/ATen/dlpack.h"):
+        for f in glob.glob(os.path.join(r, pat)):
+            print(f); sys.exit(0)
+EOF
+)"
+  if [ -z "$found" ]; then
+    echo "no <dlpack/dlpack.h> found: set DLPACK_INCLUDE to a folder holding dlpack/dlpack.h"
+    exit 2
+  fi
+  cp "$found" "$bd/inc/dlpack/dlpack.h"
+  inc=(-I"$bd/inc")
+  echo "dlpack.h from $found"
+fi
+
+if [ -n "${VB_CUDA_ARCH:-}" ]; then
+  arch="$VB_CUDA_ARCH"
+else
+  cap="$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -1 | tr -d ' .')"
+  [ -z "$cap" ] && cap=90
+  arch="$cap"
+  [ "$cap" = 90 ] && arch=90a
+fi
+gen="-gencode=arch=compute_${arch},code=sm_${arch}"
+nvflags=(-std=c++17 -O3 -I"$here/kernels/include" "${inc[@]}" -Xcompiler -fPIC -shared "$gen")
+echo "build: nvcc ${nvflags[*]} (in $bd)"
+
+t0=$(date +%s)
+pids=()
+build() {  # src out
+  nvcc "${nvflags[@]}" -o "$2" "$1" >"$2.log" 2>&1 || { echo "BUILD FAIL $1"; cat "$2.log"; }
+}
+for k in matmul flash_attention fused_mlp; do
+  build "$here/kernels/cuda/$k.cu" "$bd/$k.so" & pids+=($!)
+done
+for f in "$here"/bench/variants/cuda/matmul/*.cu; do
+  build "$f" "$bd/variants/$(basename "${f%.cu}").so" & pids+=($!)
+done
+nvcc -std=c++17 -O2 "${inc[@]}" "$gen" -o "$bd/selfcheck" "$here/bench/cuda_mma_selfcheck.cu" \
+  -lcublas -ldl -lpthread >"$bd/selfcheck.log" 2>&1 & pids+=($!)
+for p in "${pids[@]}"; do wait "$p"; done
+if [ ! -x "$bd/selfcheck" ]; then
+  echo "BUILD FAIL bench/cuda_mma_selfcheck.cu"; cat "$bd/selfcheck.log"; exit 2
+fi
+echo "built in $(( $(date +%s) - t0 )) s"
+
+"$bd/selfcheck" "$bd"
+rc=$?
+echo "total $(( $(date +%s) - t0 )) s, log: $log"
+exit "$rc"

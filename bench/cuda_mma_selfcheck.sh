@@ -12,6 +12,7 @@
 # both, from an installed Python package (PyTorch ships it as torch/include/ATen/dlpack.h).
 # Target: sm_90a on compute capability 9.0, else sm_<major><minor> of GPU 0 ($VB_CUDA_ARCH wins).
 set -uo pipefail
+command -v nvcc >/dev/null || export PATH="/usr/local/cuda/bin:$PATH"
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 outdir="${OUT:-$here/bench/results}"
 mkdir -p "$outdir"
@@ -66,8 +67,9 @@ done
 for f in "$here"/bench/variants/cuda/matmul/*.cu; do
   build "$f" "$bd/variants/$(basename "${f%.cu}").so" & pids+=($!)
 done
+cudalib="$(cd "$(dirname "$(command -v nvcc)")/.." && pwd)/lib64"
 nvcc -std=c++17 -O2 "${inc[@]}" "$gen" -o "$bd/selfcheck" "$here/bench/cuda_mma_selfcheck.cu" \
-  -lcublas -ldl -lpthread >"$bd/selfcheck.log" 2>&1 & pids+=($!)
+  -Xlinker -rpath -Xlinker "$cudalib" -lcublas -ldl -lpthread >"$bd/selfcheck.log" 2>&1 & pids+=($!)
 for p in "${pids[@]}"; do wait "$p"; done
 if [ ! -x "$bd/selfcheck" ]; then
   echo "BUILD FAIL bench/cuda_mma_selfcheck.cu"; cat "$bd/selfcheck.log"; exit 2

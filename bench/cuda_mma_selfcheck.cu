@@ -15,7 +15,9 @@
 //
 //   cuda_mma_selfcheck BUILD_DIR     (BUILD_DIR holds matmul.so, flash_attention.so, fused_mlp.so
 //                                     and optionally variants/*.so)
+#ifndef VB_NO_CUBLAS
 #include <cublas_v2.h>
+#endif
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -481,6 +483,9 @@ void time_matmul(const Lib& lib, int n, bool with_cublas) {
   std::printf("TIME %-52s bf16 %8.3f ms %7.1f TFLOP/s\n", (lib.name + " " + std::to_string(n) + "^3").c_str(), ms,
               flop / ms * 1e-9);
   if (!with_cublas) return;
+#ifdef VB_NO_CUBLAS
+  std::printf("TIME cublas: not built (cuBLAS was not found at build time)\n");
+#else
   cublasHandle_t hdl;
   if (cublasCreate(&hdl) != CUBLAS_STATUS_SUCCESS) {
     std::printf("TIME cublas: cublasCreate failed\n");
@@ -500,6 +505,7 @@ void time_matmul(const Lib& lib, int n, bool with_cublas) {
                 ("cublasGemmEx " + std::to_string(n) + "^3").c_str(), cms, flop / cms * 1e-9,
                 100.0 * cms / ms);
   cublasDestroy(hdl);
+#endif
 }
 
 void time_fa(const Lib& lib) {

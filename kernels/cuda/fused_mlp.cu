@@ -33,7 +33,7 @@
 #ifndef BLOCK_M
 #define BLOCK_M 128
 #endif
-// @vb-param BLOCK_N 128 {64,128,256}  columns of h (phase 1, per gate/up tile) or y per CTA
+// @vb-param BLOCK_N 128 {64,128}  columns of h (phase 1, per gate/up tile) or y per CTA
 #ifndef BLOCK_N
 #define BLOCK_N 128
 #endif

@@ -40,7 +40,7 @@
 #ifndef BLOCK_K
 #define BLOCK_K 32
 #endif
-// @vb-param WARPS_M 2 {1,2,4}  warps along M (warp tile = BLOCK_M/WARPS_M rows)
+// @vb-param WARPS_M 2 {1,2,4}  warps along M (warp tile = BLOCK_M/WARPS_M rows; keep warp tiles <= 64x64 or registers spill)
 #ifndef WARPS_M
 #define WARPS_M 2
 #endif

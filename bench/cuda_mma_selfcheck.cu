@@ -13,8 +13,10 @@
 // every matmul variant .so found, and bf16 TFLOP/s of the flash_attention and fused_mlp
 // benchmark sizes. One line per case; exit status 1 if any case failed.
 //
-//   cuda_mma_selfcheck BUILD_DIR     (BUILD_DIR holds matmul.so, flash_attention.so, fused_mlp.so
-//                                     and optionally variants/*.so)
+//   cuda_mma_selfcheck BUILD_DIR     (BUILD_DIR holds matmul.so, flash_attention.so, fused_mlp.so,
+//                                     optionally variants/*.so (matmul variants) and
+//                                     extra/{flash_attention,fused_mlp}__TAG.so (other -D parameter
+//                                     sets, checked on a subset of shapes))
 #ifndef VB_NO_CUBLAS
 #include <cublas_v2.h>
 #endif
@@ -623,6 +625,36 @@ int main(int argc, char** argv) {
       check_matmul(v, 300, 264, 200, dt, "normal", seed++);
     }
     time_matmul(v, 4096, false);
+  }
+  // Other parameter sets of flash_attention / fused_mlp (extra/<kernel>__<tag>.so): a subset.
+  std::vector<std::string> extras;
+  if (DIR* d = opendir((dir + "/extra").c_str())) {
+    while (dirent* e = readdir(d)) {
+      const std::string f = e->d_name;
+      if (f.size() > 3 && f.substr(f.size() - 3) == ".so") extras.push_back(f);
+    }
+    closedir(d);
+  }
+  std::sort(extras.begin(), extras.end());
+  for (const auto& f : extras) {
+    Lib x;
+    const std::string name = f.substr(0, f.size() - 3);
+    if (!load_lib(dir + "/extra/" + f, name, x)) {
+      ++g_fail;
+      continue;
+    }
+    std::uint64_t seed = 400;
+    for (DT dt : dts) {
+      if (name.rfind("flash_attention__", 0) == 0) {
+        check_fa(x, 1, 2, 251, 128, 1, NAN, dt, "normal", seed++);
+        check_fa(x, 1, 2, 130, 128, 0, NAN, dt, "normal", seed++);
+        check_fa(x, 1, 1, 77, 80, 1, NAN, dt, "normal", seed++);
+        check_fa(x, 1, 1, 100, 256, 1, NAN, dt, "normal", seed++);
+      } else if (name.rfind("fused_mlp__", 0) == 0) {
+        check_mlp(x, 13, 251, 1023, dt, "normal", seed++);
+        check_mlp(x, 200, 136, 264, dt, "normal", seed++);
+      }
+    }
   }
   std::printf("SUMMARY pass=%d fail=%d\n", g_pass, g_fail);
   return g_fail == 0 ? 0 : 1;

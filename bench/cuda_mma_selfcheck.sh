@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # usage: bash bench/cuda_mma_selfcheck.sh     (on a machine with a CUDA GPU and nvcc)
 #
-# Builds kernels/cuda/{matmul,flash_attention,fused_mlp}.cu and every matmul variant in
-# bench/variants/cuda/matmul/ into .so files with the CUDA backend's kernel-build command, builds
+# Builds kernels/cuda/{matmul,flash_attention,fused_mlp}.cu, every matmul variant in
+# bench/variants/cuda/matmul/ and a few other -D parameter sets of the other two into .so files with the CUDA backend's kernel-build command, builds
 # bench/cuda_mma_selfcheck.cu (links cuBLAS), and runs it: one PASS/FAIL line per (kernel, shape,
 # dtype), TIME lines for the bf16 benchmark sizes (matmul 4096³ next to cuBLAS, every variant),
 # and a SUMMARY line. The log goes to $OUT/cuda_mma_selfcheck.log when OUT is set (else
@@ -18,7 +18,7 @@ outdir="${OUT:-$here/bench/results}"
 mkdir -p "$outdir"
 log="$outdir/cuda_mma_selfcheck.log"
 bd="$(mktemp -d "${TMPDIR:-/tmp}/vb_selfcheck.XXXXXX")"
-mkdir -p "$bd/variants" "$bd/inc/dlpack"
+mkdir -p "$bd/variants" "$bd/extra" "$bd/inc/dlpack"
 exec > >(tee "$log") 2>&1
 
 # dlpack header
@@ -64,6 +64,16 @@ build() {  # src out
 for k in matmul flash_attention fused_mlp; do
   build "$here/kernels/cuda/$k.cu" "$bd/$k.so" & pids+=($!)
 done
+# other parameter sets of flash_attention and fused_mlp (tag: -D flags)
+build_d() {  # src out flags...
+  local src=$1 out=$2; shift 2
+  nvcc "${nvflags[@]}" "$@" -o "$out" "$src" >"$out.log" 2>&1 || { echo "BUILD FAIL $src $*"; cat "$out.log"; }
+}
+build_d "$here/kernels/cuda/flash_attention.cu" "$bd/extra/flash_attention__w8.so" -DFA_WARPS=8 & pids+=($!)
+build_d "$here/kernels/cuda/flash_attention.cu" "$bd/extra/flash_attention__kv128.so" -DFA_BLOCK_KV=128 & pids+=($!)
+build_d "$here/kernels/cuda/flash_attention.cu" "$bd/extra/flash_attention__kv32_wide16.so" -DFA_BLOCK_KV=32 -DFA_BLOCK_KV_WIDE=16 & pids+=($!)
+build_d "$here/kernels/cuda/fused_mlp.cu" "$bd/extra/fused_mlp__k64_s3.so" -DSTAGES=3 -DBLOCK_K=64 & pids+=($!)
+build_d "$here/kernels/cuda/fused_mlp.cu" "$bd/extra/fused_mlp__64x64_s2.so" -DBLOCK_M=64 -DBLOCK_N=64 -DWARPS_M=2 -DWARPS_N=2 -DSTAGES=2 & pids+=($!)
 for f in "$here"/bench/variants/cuda/matmul/*.cu; do
   build "$f" "$bd/variants/$(basename "${f%.cu}").so" & pids+=($!)
 done

@@ -1,0 +1,8 @@
+// variant: 128x256x64, 8 warps (2x4), 3 stages (fewer barriers per K)
+#define BLOCK_M 128
+#define BLOCK_N 256
+#define BLOCK_K 64
+#define WARPS_M 2
+#define WARPS_N 4
+#define STAGES 3
+#include "../../../../kernels/cuda/matmul.cu"

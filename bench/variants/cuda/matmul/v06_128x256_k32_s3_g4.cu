@@ -1,0 +1,9 @@
+// variant: 128x256x32, 8 warps (2x4), 3 stages, GROUP_M 4
+#define BLOCK_M 128
+#define BLOCK_N 256
+#define BLOCK_K 32
+#define WARPS_M 2
+#define WARPS_N 4
+#define STAGES 3
+#define GROUP_M 4
+#include "../../../../kernels/cuda/matmul.cu"

@@ -1,0 +1,8 @@
+// variant: 128x256x32, 8 warps (2x4), 5 stages
+#define BLOCK_M 128
+#define BLOCK_N 256
+#define BLOCK_K 32
+#define WARPS_M 2
+#define WARPS_N 4
+#define STAGES 5
+#include "../../../../kernels/cuda/matmul.cu"

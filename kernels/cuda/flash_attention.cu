@@ -1,0 +1,503 @@
+// flash_attention (CUDA starter): O = softmax(Q·Kᵀ·sm_scale + mask)·V per (batch, head) over
+// [B,H,S,D] row-major tensors (DESIGN §2); causal mask top-left aligned (key j visible to query i
+// iff j <= i), as in PyTorch SDPA.
+//
+// fp16 / bf16 with D % 8 == 0, D <= 256 and 16-byte aligned tensors: FlashAttention-2 forward
+// (Dao 2023) on tensor cores. A CTA owns BLOCK_Q = 16·FA_WARPS query rows of one head, each warp
+// 16 rows; K/V tiles of BLOCK_KV keys stream through a double-buffered cp.async ring. Per tile a
+// warp computes S = Q·Kᵀ with mma.sync m16n8k16 (Q by ldmatrix, K by ldmatrix non-transposed:
+// K[S,D] row-major is the "col" operand of Q·Kᵀ), applies scale·log2(e) and the mask, updates
+// the running row max m and row sum l in fp32 (online softmax, exp2f), rescales its fp32 O
+// accumulators and adds P·V, with P rounded to the input dtype and re-used from the S
+// accumulators as the A fragment (no shared-memory round trip; V by ldmatrix .trans). Head dims
+// are padded to DP ∈ {64, 80, 96, 128, 256} with zero-filled columns (they add 0 to Q·Kᵀ and
+// are not stored). Under causal masking the K/V loop stops at the diagonal and warps skip the
+// tiles that lie entirely above their rows. Rows (query or key) past S are zero-filled; keys past
+// S are masked.
+//
+// fp32 (true fp32, never TF32) and any other shape (D not a multiple of 8, misaligned bases):
+// the same algorithm on the SIMT cores in fp32 FFMA, 64 query rows × 32 keys per tile, 256
+// threads, every thread 4 rows × 2 keys of S and 4 rows × D/16 columns of O.
+//
+// Determinism: fixed reduction orders (butterfly shuffles give every lane identical bits).
+// No fast-math: exp2f keeps subnormal results; RNE conversions.
+#include "vb_cuda.cuh"
+
+#include <climits>
+#include <cmath>
+#include <cstdint>
+#include <type_traits>
+
+// @vb-param FA_WARPS 4 {4,8}  warps per CTA on the tensor-core path (16 query rows each)
+#ifndef FA_WARPS
+#define FA_WARPS 4
+#endif
+// @vb-param FA_BLOCK_KV 64 {32,64,128}  keys per K/V tile on the tensor-core path, head dim <= 128
+#ifndef FA_BLOCK_KV
+#define FA_BLOCK_KV 64
+#endif
+// @vb-param FA_BLOCK_KV_WIDE 32 {16,32}  keys per K/V tile for head dims 129..256 (register budget)
+#ifndef FA_BLOCK_KV_WIDE
+#define FA_BLOCK_KV_WIDE 32
+#endif
+
+namespace {
+
+using u32 = std::uint32_t;
+
+static_assert(FA_BLOCK_KV % 16 == 0 && FA_BLOCK_KV_WIDE % 16 == 0, "K/V tiles: multiples of 16");
+
+__device__ __forceinline__ u32 smem_addr(const void* p) {
+  return static_cast<u32>(__cvta_generic_to_shared(p));
+}
+/// 16-byte global->shared async copy; `valid` false zero-fills the 16 bytes (src-size 0).
+__device__ __forceinline__ void cp_async16(u32 dst, const void* src, bool valid) {
+  const int n = valid ? 16 : 0;
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(n)
+               : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() {
+  asm volatile("cp.async.commit_group;\n" ::: "memory");
+}
+__device__ __forceinline__ void cp_async_wait_all() {
+  asm volatile("cp.async.wait_group 0;\n" ::: "memory");
+}
+/// ldmatrix .x4 (lanes 8i..8i+7 address the rows of 8×8 matrix i; r[i] = row lane/4, columns
+/// 2·(lane%4), +1 of matrix i).
+__device__ __forceinline__ void ldsm_x4(u32 (&r)[4], u32 addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr));
+}
+/// ldmatrix .x4.trans (r[i] = rows 2·(lane%4), +1, column lane/4 of matrix i).
+__device__ __forceinline__ void ldsm_x4_t(u32 (&r)[4], u32 addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr));
+}
+/// d += a·b, m16n8k16, fp32 accumulators (fragment layout: PTX ISA, mma.m16n8k16).
+template <typename T>
+__device__ __forceinline__ void mma16816(float (&d)[4], const u32 (&a)[4], u32 b0, u32 b1) {
+  if constexpr (std::is_same<T, __half>::value) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+        "{%8,%9}, {%0,%1,%2,%3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  } else {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+        "{%8,%9}, {%0,%1,%2,%3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  }
+}
+/// (a, b) rounded (RNE) to T and packed, a in the low half.
+template <typename T>
+__device__ __forceinline__ u32 pack2(float a, float b) {
+  if constexpr (std::is_same<T, __half>::value) {
+    const __half2 h = __floats2half2_rn(a, b);
+    return *reinterpret_cast<const u32*>(&h);
+  } else {
+    const __nv_bfloat162 h = __floats2bfloat162_rn(a, b);
+    return *reinterpret_cast<const u32*>(&h);
+  }
+}
+
+// ---- tensor-core kernel ------------------------------------------------------------------------
+
+template <int DP, int BKV>
+constexpr std::size_t mma_smem_bytes() {
+  return static_cast<std::size_t>(16 * FA_WARPS + 4 * BKV) * (DP + 8) * 2;
+}
+
+/// One CTA = BLOCK_Q query rows of one (batch, head); grid = q_tiles · BH, the last query tiles
+/// (the most K/V tiles under causal masking) first. DP: padded head dim (multiple of 16, >= D).
+template <typename T, int DP, int BKV>
+__global__ void __launch_bounds__(FA_WARPS * 32)
+    fa_mma_kernel(const T* __restrict__ Q, const T* __restrict__ K, const T* __restrict__ V,
+                  T* __restrict__ O, int S, int D, int BH, int q_tiles, float scale_log2,
+                  int causal) {
+  constexpr int BQ = 16 * FA_WARPS, P = DP + 8, NTH = FA_WARPS * 32, CH = DP / 8;
+  static_assert(DP % 16 == 0, "padded head dim must be a multiple of 16");
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  T* const Qs = reinterpret_cast<T*>(smem_raw);
+  T* const Ks = Qs + BQ * P;       // [2][BKV][P]
+  T* const Vs = Ks + 2 * BKV * P;  // [2][BKV][P]
+
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int qt = q_tiles - 1 - static_cast<int>(blockIdx.x / BH);
+  const int bh = static_cast<int>(blockIdx.x % BH);
+  const std::size_t base = static_cast<std::size_t>(bh) * S * D;
+  const T* const q = Q + base;
+  const T* const k = K + base;
+  const T* const v = V + base;
+  const int q0 = qt * BQ;
+
+  // rows [r0, r0+nrows) of a [S, D] matrix -> dst[nrows][P]; rows >= S and columns >= D zero.
+  auto load_rows = [&](T* dst, const T* src, int r0, int nrows) {
+    for (int c = tid; c < nrows * CH; c += NTH) {
+      const int r = c / CH, cc = (c % CH) * 8;
+      const bool ok = r0 + r < S && cc < D;
+      cp_async16(smem_addr(dst + r * P + cc), ok ? src + static_cast<std::size_t>(r0 + r) * D + cc : src,
+                 ok);
+    }
+  };
+  const int kv_end = causal ? min(S, q0 + BQ) : S;
+  const int n_kv = (kv_end + BKV - 1) / BKV;
+  load_rows(Qs, q, q0, BQ);
+  load_rows(Ks, k, 0, BKV);
+  load_rows(Vs, v, 0, BKV);
+  cp_async_commit();
+
+  const int g = lane >> 2, t4 = lane & 3;
+  const int wq0 = q0 + warp * 16;
+  const int row0 = wq0 + g, row1 = row0 + 8;
+  float o[DP / 8][4];
+#pragma unroll
+  for (int i = 0; i < DP / 8; ++i) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.0f;
+  float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f;
+
+  for (int j = 0; j < n_kv; ++j) {
+    cp_async_wait_all();  // tile j (the only group in flight) has landed
+    __syncthreads();      // ... for every thread; all warps are done with tile j-1's buffer
+    if (j + 1 < n_kv) {
+      const int nb = (j + 1) & 1;
+      load_rows(Ks + nb * BKV * P, k, (j + 1) * BKV, BKV);
+      load_rows(Vs + nb * BKV * P, v, (j + 1) * BKV, BKV);
+    }
+    cp_async_commit();
+    const int kv0 = j * BKV;
+    if (causal && kv0 > wq0 + 15) continue;  // tile entirely above this warp's rows
+    const T* const ks = Ks + (j & 1) * BKV * P;
+    const T* const vs = Vs + (j & 1) * BKV * P;
+
+    // S = Q·Kᵀ (16 × BKV per warp).
+    float s[BKV / 8][4];
+#pragma unroll
+    for (int i = 0; i < BKV / 8; ++i) s[i][0] = s[i][1] = s[i][2] = s[i][3] = 0.0f;
+#pragma unroll
+    for (int kk = 0; kk < DP; kk += 16) {
+      u32 a[4];
+      ldsm_x4(a, smem_addr(Qs + (warp * 16 + (lane & 15)) * P + kk + (lane >> 4) * 8));
+#pragma unroll
+      for (int np = 0; np < BKV / 16; ++np) {
+        // Matrices: (keys 0-7, d 0-7), (keys 0-7, d 8-15), (keys 8-15, d 0-7), (keys 8-15, d 8-15).
+        u32 r[4];
+        ldsm_x4(r, smem_addr(ks + (np * 16 + (lane & 7) + (lane >> 4) * 8) * P + kk +
+                             ((lane >> 3) & 1) * 8));
+        mma16816<T>(s[2 * np], a, r[0], r[1]);
+        mma16816<T>(s[2 * np + 1], a, r[2], r[3]);
+      }
+    }
+
+    // Scale into the log2 domain, mask, row max over the quad (lanes 4g..4g+3).
+    const bool need_mask = kv0 + BKV > S || (causal && kv0 + BKV - 1 > wq0);
+    float mx0 = -INFINITY, mx1 = -INFINITY;
+#pragma unroll
+    for (int nt = 0; nt < BKV / 8; ++nt) {
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        float x = s[nt][i] * scale_log2;
+        if (need_mask) {
+          const int key = kv0 + nt * 8 + 2 * t4 + (i & 1);
+          const int row = i < 2 ? row0 : row1;
+          if (key >= S || (causal && key > row)) x = -INFINITY;
+        }
+        s[nt][i] = x;
+      }
+      mx0 = fmaxf(mx0, fmaxf(s[nt][0], s[nt][1]));
+      mx1 = fmaxf(mx1, fmaxf(s[nt][2], s[nt][3]));
+    }
+    mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1));
+    mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
+    mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
+    mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));
+    const float mn0 = fmaxf(m0, mx0), mn1 = fmaxf(m1, mx1);
+    const float ms0 = mn0 == -INFINITY ? 0.0f : mn0;  // a row with nothing visible yet
+    const float ms1 = mn1 == -INFINITY ? 0.0f : mn1;
+    const float al0 = exp2f(m0 - ms0), al1 = exp2f(m1 - ms1);
+    m0 = mn0;
+    m1 = mn1;
+    float ps0 = 0.0f, ps1 = 0.0f;
+#pragma unroll
+    for (int nt = 0; nt < BKV / 8; ++nt) {
+      s[nt][0] = exp2f(s[nt][0] - ms0);
+      s[nt][1] = exp2f(s[nt][1] - ms0);
+      s[nt][2] = exp2f(s[nt][2] - ms1);
+      s[nt][3] = exp2f(s[nt][3] - ms1);
+      ps0 += s[nt][0] + s[nt][1];
+      ps1 += s[nt][2] + s[nt][3];
+    }
+    l0 = l0 * al0 + ps0;  // this lane's partial sum; the quad is reduced at the end
+    l1 = l1 * al1 + ps1;
+#pragma unroll
+    for (int dt = 0; dt < DP / 8; ++dt) {
+      o[dt][0] *= al0;
+      o[dt][1] *= al0;
+      o[dt][2] *= al1;
+      o[dt][3] *= al1;
+    }
+
+    // O += P·V: the accumulators of key tiles 2jj, 2jj+1 are the A fragment of keys 16jj..+15.
+#pragma unroll
+    for (int jj = 0; jj < BKV / 16; ++jj) {
+      u32 a[4];
+      a[0] = pack2<T>(s[2 * jj][0], s[2 * jj][1]);
+      a[1] = pack2<T>(s[2 * jj][2], s[2 * jj][3]);
+      a[2] = pack2<T>(s[2 * jj + 1][0], s[2 * jj + 1][1]);
+      a[3] = pack2<T>(s[2 * jj + 1][2], s[2 * jj + 1][3]);
+#pragma unroll
+      for (int dp = 0; dp < DP / 16; ++dp) {
+        // Matrices: (keys 0-7, d 0-7), (keys 8-15, d 0-7), (keys 0-7, d 8-15), (keys 8-15, d 8-15).
+        u32 r[4];
+        ldsm_x4_t(r, smem_addr(vs + (jj * 16 + (lane & 15)) * P + dp * 16 + (lane >> 4) * 8));
+        mma16816<T>(o[2 * dp], a, r[0], r[1]);
+        mma16816<T>(o[2 * dp + 1], a, r[2], r[3]);
+      }
+    }
+  }
+  cp_async_wait_all();
+
+  l0 += __shfl_xor_sync(0xffffffffu, l0, 1);
+  l0 += __shfl_xor_sync(0xffffffffu, l0, 2);
+  l1 += __shfl_xor_sync(0xffffffffu, l1, 1);
+  l1 += __shfl_xor_sync(0xffffffffu, l1, 2);
+  const float inv0 = 1.0f / l0, inv1 = 1.0f / l1;
+  T* const out = O + base;
+#pragma unroll
+  for (int dt = 0; dt < DP / 8; ++dt) {
+    const int col = dt * 8 + 2 * t4;  // D % 8 == 0: col < D implies col + 1 < D
+    if (col >= D) continue;
+    if (row0 < S)
+      *reinterpret_cast<u32*>(out + static_cast<std::size_t>(row0) * D + col) =
+          pack2<T>(o[dt][0] * inv0, o[dt][1] * inv0);
+    if (row1 < S)
+      *reinterpret_cast<u32*>(out + static_cast<std::size_t>(row1) * D + col) =
+          pack2<T>(o[dt][2] * inv1, o[dt][3] * inv1);
+  }
+}
+
+// ---- SIMT fp32 kernel (fp32, and every shape the tensor-core path does not take) --------------
+
+constexpr int kSimtBQ = 64, kSimtBKV = 32, kSimtThreads = 256;
+
+template <int DMAX>
+constexpr std::size_t simt_smem_bytes() {
+  return static_cast<std::size_t>(kSimtBQ * (DMAX + 1) + kSimtBKV * (DMAX + 1) + kSimtBKV * DMAX +
+                                  kSimtBQ * (kSimtBKV + 1)) *
+         4;
+}
+
+/// One CTA = 64 query rows of one (batch, head), 256 threads; thread (tr, tc) = (tid/16, tid%16)
+/// owns rows 4tr..4tr+3, keys tc and tc+16 of each tile, O columns tc + 16t. D <= DMAX.
+template <typename T, int DMAX>
+__global__ void __launch_bounds__(kSimtThreads)
+    fa_simt_kernel(const T* __restrict__ Q, const T* __restrict__ K, const T* __restrict__ V,
+                   T* __restrict__ O, int S, int D, int BH, int q_tiles, float scale_log2,
+                   int causal) {
+  constexpr int QP = DMAX + 1, KP = DMAX + 1, VP = DMAX, PP = kSimtBKV + 1, OT = DMAX / 16;
+  extern __shared__ float fsm[];
+  float* const Qs = fsm;                    // [64][QP]
+  float* const Ks = Qs + kSimtBQ * QP;      // [32][KP]
+  float* const Vs = Ks + kSimtBKV * KP;     // [32][VP]
+  float* const Ps = Vs + kSimtBKV * VP;     // [64][PP]
+
+  const int tid = threadIdx.x, tr = tid >> 4, tc = tid & 15;
+  const int qt = q_tiles - 1 - static_cast<int>(blockIdx.x / BH);
+  const int bh = static_cast<int>(blockIdx.x % BH);
+  const std::size_t base = static_cast<std::size_t>(bh) * S * D;
+  const T* const q = Q + base;
+  const T* const k = K + base;
+  const T* const v = V + base;
+  const int q0 = qt * kSimtBQ;
+
+  for (int e = tid; e < kSimtBQ * D; e += kSimtThreads) {
+    const int r = e / D, c = e % D;
+    Qs[r * QP + c] = q0 + r < S ? vbk::to_f32(q[static_cast<std::size_t>(q0 + r) * D + c]) : 0.0f;
+  }
+  const int kv_end = causal ? min(S, q0 + kSimtBQ) : S;
+  const int n_kv = (kv_end + kSimtBKV - 1) / kSimtBKV;
+
+  float o[4][OT];
+  float m[4], l[4];
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    m[i] = -INFINITY;
+    l[i] = 0.0f;
+#pragma unroll
+    for (int t = 0; t < OT; ++t) o[i][t] = 0.0f;
+  }
+
+  for (int j = 0; j < n_kv; ++j) {
+    const int kv0 = j * kSimtBKV;
+    __syncthreads();  // the previous tile's K, V, P are no longer read
+    for (int e = tid; e < kSimtBKV * D; e += kSimtThreads) {
+      const int r = e / D, c = e % D;
+      const bool ok = kv0 + r < S;
+      const std::size_t gi = static_cast<std::size_t>(kv0 + r) * D + c;
+      Ks[r * KP + c] = ok ? vbk::to_f32(k[gi]) : 0.0f;
+      Vs[r * VP + c] = ok ? vbk::to_f32(v[gi]) : 0.0f;
+    }
+    __syncthreads();
+
+    float s[4][2] = {};
+    for (int d = 0; d < D; ++d) {
+      const float k0v = Ks[tc * KP + d], k1v = Ks[(tc + 16) * KP + d];
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const float qv = Qs[(tr * 4 + i) * QP + d];
+        s[i][0] = fmaf(qv, k0v, s[i][0]);
+        s[i][1] = fmaf(qv, k1v, s[i][1]);
+      }
+    }
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int row = q0 + tr * 4 + i;
+      float mx = -INFINITY;
+#pragma unroll
+      for (int c = 0; c < 2; ++c) {
+        const int key = kv0 + tc + 16 * c;
+        float x = s[i][c] * scale_log2;
+        if (key >= S || (causal && key > row)) x = -INFINITY;
+        s[i][c] = x;
+        mx = fmaxf(mx, x);
+      }
+#pragma unroll
+      for (int off = 1; off < 16; off <<= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, off));
+      const float mn = fmaxf(m[i], mx);
+      const float ms = mn == -INFINITY ? 0.0f : mn;
+      const float al = exp2f(m[i] - ms);
+      m[i] = mn;
+      const float p0 = exp2f(s[i][0] - ms), p1 = exp2f(s[i][1] - ms);
+      l[i] = l[i] * al + (p0 + p1);
+      Ps[(tr * 4 + i) * PP + tc] = p0;
+      Ps[(tr * 4 + i) * PP + tc + 16] = p1;
+#pragma unroll
+      for (int t = 0; t < OT; ++t) o[i][t] *= al;
+    }
+    __syncthreads();  // P visible
+    for (int c = 0; c < kSimtBKV; ++c) {
+      float p[4];
+#pragma unroll
+      for (int i = 0; i < 4; ++i) p[i] = Ps[(tr * 4 + i) * PP + c];
+#pragma unroll
+      for (int t = 0; t < OT; ++t) {
+        if (tc + 16 * t < D) {
+          const float vv = Vs[c * VP + tc + 16 * t];
+#pragma unroll
+          for (int i = 0; i < 4; ++i) o[i][t] = fmaf(p[i], vv, o[i][t]);
+        }
+      }
+    }
+  }
+
+  T* const out = O + base;
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    float li = l[i];
+#pragma unroll
+    for (int off = 1; off < 16; off <<= 1) li += __shfl_xor_sync(0xffffffffu, li, off);
+    const int row = q0 + tr * 4 + i;
+    if (row >= S) continue;
+    const float inv = 1.0f / li;
+#pragma unroll
+    for (int t = 0; t < OT; ++t) {
+      const int col = tc + 16 * t;
+      if (col < D) out[static_cast<std::size_t>(row) * D + col] = vbk::from_f32<T>(o[i][t] * inv);
+    }
+  }
+}
+
+// ---- host side ---------------------------------------------------------------------------------
+
+bool aligned16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
+
+struct Args {
+  int S, D, BH;
+  float scale_log2;
+  int causal;
+};
+
+/// Sets the dynamic shared-memory limit of `kern` and launches it over q_tiles · BH CTAs.
+template <typename T>
+int launch_kernel(void (*kern)(const T*, const T*, const T*, T*, int, int, int, int, float, int),
+                  int block_q, int threads, std::size_t smem, const Args& a, const T* q,
+                  const T* k, const T* v, T* o, cudaStream_t s, const char* what) {
+  const int q_tiles = (a.S + block_q - 1) / block_q;
+  const long long ctas = static_cast<long long>(q_tiles) * a.BH;
+  if (ctas > INT_MAX) return vbk::fail("flash_attention: %lld CTAs exceed the grid limit", ctas);
+  const cudaError_t e =
+      cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
+  if (e != cudaSuccess)
+    return vbk::fail("flash_attention: cannot reserve %zu bytes of shared memory per CTA for %s (%s)",
+                     smem, what, cudaGetErrorString(e));
+  kern<<<static_cast<unsigned>(ctas), threads, smem, s>>>(q, k, v, o, a.S, a.D, a.BH, q_tiles,
+                                                          a.scale_log2, a.causal);
+  VBK_CUDA_CHECK_LAUNCH(what);
+  return 0;
+}
+
+template <typename T, int DP>
+int launch_mma(const Args& a, const T* q, const T* k, const T* v, T* o, cudaStream_t s) {
+  constexpr int BKV = DP > 128 ? FA_BLOCK_KV_WIDE : FA_BLOCK_KV;
+  return launch_kernel<T>(fa_mma_kernel<T, DP, BKV>, 16 * FA_WARPS, FA_WARPS * 32,
+                          mma_smem_bytes<DP, BKV>(), a, q, k, v, o, s, "fa_mma_kernel");
+}
+
+template <typename T, int DMAX>
+int launch_simt(const Args& a, const T* q, const T* k, const T* v, T* o, cudaStream_t s) {
+  return launch_kernel<T>(fa_simt_kernel<T, DMAX>, kSimtBQ, kSimtThreads, simt_smem_bytes<DMAX>(),
+                          a, q, k, v, o, s, "fa_simt_kernel");
+}
+
+template <typename T>
+int run_attention(const Args& a, const T* q, const T* k, const T* v, T* o, cudaStream_t s) {
+  if constexpr (!std::is_same<T, float>::value) {
+    if (a.D % 8 == 0 && a.D <= 256 && aligned16(q) && aligned16(k) && aligned16(v) && aligned16(o)) {
+      if (a.D <= 64) return launch_mma<T, 64>(a, q, k, v, o, s);
+      if (a.D <= 80) return launch_mma<T, 80>(a, q, k, v, o, s);
+      if (a.D <= 96) return launch_mma<T, 96>(a, q, k, v, o, s);
+      if (a.D <= 128) return launch_mma<T, 128>(a, q, k, v, o, s);
+      return launch_mma<T, 256>(a, q, k, v, o, s);
+    }
+  }
+  if (a.D <= 64) return launch_simt<T, 64>(a, q, k, v, o, s);
+  if (a.D <= 128) return launch_simt<T, 128>(a, q, k, v, o, s);
+  return launch_simt<T, 256>(a, q, k, v, o, s);
+}
+
+}  // namespace
+
+/// Kernel ABI (DESIGN §3): inputs q, k, v [B,H,S,D]; output o [B,H,S,D]; same float dtype;
+/// attributes causal (0 or 1), sm_scale (finite; NaN resolves to 1/sqrt(D)). D <= 256.
+extern "C" int vb_kernel_run(const DLTensor* inputs, int n_inputs, DLTensor* outputs,
+                             int n_outputs, const double* attrs, int n_attrs, void* stream) {
+  if (int e = vbk::check_cuda_args(inputs, n_inputs, 3, outputs, n_outputs, 1, n_attrs, 2)) return e;
+  if (int e = vbk::check_same_dtype(inputs, n_inputs, outputs, n_outputs)) return e;
+  const DLTensor& tq = inputs[0];
+  if (tq.ndim != 4) return vbk::fail("q: expected 4 dimensions [B,H,S,D], got %d", tq.ndim);
+  const std::int64_t B = tq.shape[0], H = tq.shape[1], S = tq.shape[2], D = tq.shape[3];
+  if (int e = vbk::check_shape(tq, "q", {B, H, S, D})) return e;
+  if (int e = vbk::check_shape(inputs[1], "k", {B, H, S, D})) return e;
+  if (int e = vbk::check_shape(inputs[2], "v", {B, H, S, D})) return e;
+  if (int e = vbk::check_shape(outputs[0], "o", {B, H, S, D})) return e;
+  if (attrs[0] != 0.0 && attrs[0] != 1.0) return vbk::fail("causal must be 0 or 1 (got %g)", attrs[0]);
+  double scale = attrs[1];
+  if (std::isnan(scale)) scale = 1.0 / std::sqrt(static_cast<double>(D > 0 ? D : 1));
+  if (!std::isfinite(scale)) return vbk::fail("sm_scale must be finite (got %g)", attrs[1]);
+  if (D > 256) return vbk::fail("flash_attention: head dim D=%lld > 256 is not supported", (long long)D);
+  if (B * H > INT_MAX || S > INT_MAX / 2)
+    return vbk::fail("flash_attention: B*H=%lld or S=%lld too large", (long long)(B * H), (long long)S);
+  if (vbk::numel(outputs[0]) == 0) return 0;  // nothing to write
+  const Args a{static_cast<int>(S), static_cast<int>(D), static_cast<int>(B * H),
+               static_cast<float>(scale * 1.4426950408889634), attrs[0] != 0.0 ? 1 : 0};
+  const cudaStream_t s = vbk::as_stream(stream);
+  return vbk::dispatch_float(vbk::dtype_of(tq), [&](auto tag) {
+    using T = decltype(tag);
+    return run_attention<T>(a, static_cast<const T*>(vbk::data_ptr(inputs[0])),
+                            static_cast<const T*>(vbk::data_ptr(inputs[1])),
+                            static_cast<const T*>(vbk::data_ptr(inputs[2])),
+                            static_cast<T*>(vbk::data_ptr(outputs[0])), s);
+  });
+}

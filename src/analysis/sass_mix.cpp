@@ -60,7 +60,9 @@ void count(SassMix& m, const std::string& op) {
   else if (base == "FFMA" || base == "FFMA2") m.ffma += base == "FFMA2" ? 2 : 1;
   else if (base == "FADD" || base == "FMUL") ++m.fadd_fmul;
   else if (base == "FADD2" || base == "FMUL2") m.fadd_fmul += 2;
-  else if (base == "HFMA2" || base == "HADD2" || base == "HMUL2") ++m.hfma2;
+  else if ((base == "HFMA2" || base == "HADD2" || base == "HMUL2") && !has_modifier(op, "MMA") &&
+           !has_modifier(op, "F32"))
+    ++m.hfma2;  // HFMA2.MMA (a move idiom on the MMA pipe) and HADD2.F32 (a conversion) excluded
   else if (base == "LDG" || base == "STG") {
     const bool load = base == "LDG";
     (load ? m.ldg : m.stg)++;

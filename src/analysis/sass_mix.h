@@ -43,7 +43,8 @@ struct SassMix {
   long other_mma = 0;    ///< QMMA, OMMA, DMMA, UTC*MMA (tcgen05): other tensor-core MMAs
   long ffma = 0;         ///< fp32 FMAs per lane: FFMA counts 1, the paired FFMA2 (sm_100+) 2
   long fadd_fmul = 0;    ///< fp32 FADD / FMUL per lane (FADD2 / FMUL2 count 2)
-  long hfma2 = 0;        ///< HFMA2 / HADD2 / HMUL2 (packed 16-bit arithmetic)
+  long hfma2 = 0;        ///< HFMA2 / HADD2 / HMUL2 (packed 16-bit math; not the HFMA2.MMA
+                         ///< move idiom or the HADD2.F32 conversion)
   long ldg = 0;          ///< all LDG (global loads)
   long stg = 0;          ///< all STG (global stores)
   long ldg_64 = 0, ldg_128 = 0, ldg_256 = 0;  ///< LDG by width (.64, .128, .ENL2.256)

@@ -129,11 +129,21 @@ GpuEstimate estimate_gpu_time(const GpuEstimateInput& in, const TargetSpec& t) {
     comp_eff *= factor("latency", std::min(1.0, warps / 4.0),
                        "one active warp per SM sub-partition feeds its tensor core "
                        "(architecture whitepapers)");
+  } else if (sixteen && tc_sass) {
+    // Tensor-core SASS but the spec records no peak for the dtype (GB10): the fp32 peak is the
+    // pessimistic roof (the spec's own note); the FFMA issue model does not apply to MMAs.
+    e.peak_tflops = *fp32;
+    e.peak_key = "fp32 (no " + std::string(dtype_name(in.dtype)) + " peak in the spec)";
+    comp_eff *= factor("path", 1.0,
+                       "heuristic: tensor cores reach at least the fp32 rate; the spec has no "
+                       "16-bit peak to do better");
+    comp_eff *= factor("latency", std::min(1.0, warps / 4.0),
+                       "one active warp per SM sub-partition feeds its tensor core "
+                       "(architecture whitepapers)");
+    widen("no " + std::string(dtype_name(in.dtype)) + " peak in the spec: fp32 roof for MMAs");
   } else {
     e.peak_tflops = *fp32;
     e.peak_key = "fp32";
-    if (sixteen && tc_sass && !tc_peak)
-      e.peak_key += " (no " + std::string(dtype_name(in.dtype)) + " peak in the spec)";
     comp_eff *= factor("path", kFfmaPath, "measured H200 FFMA probe 65.3 of 67 TFLOP/s");
     if (in.mix) {
       const SassMix& m = *in.mix;

@@ -23,7 +23,9 @@
 //               local access costs about one global access (heuristic; local memory is cached
 //               in L1/L2 but spills sit in the hot loop).
 //   peak        tensor-core peak of the dtype (spec peak_tflops.fp16/bf16) only when the SASS
-//               has HMMA/HGMMA/tcgen05 MMAs and the problem is 16-bit; else the fp32 peak.
+//               has HMMA/HGMMA/tcgen05 MMAs and the problem is 16-bit; else the fp32 peak
+//               (also for MMAs when the spec records no peak for the dtype, e.g. GB10: then
+//               path = 1, no issue model, band widened).
 //   path        tensor path: wgmma (HGMMA) on sm_90 0.90 and mma.sync (HMMA) on sm_90 0.66
 //               (measured on the H200, bench/results/targets-h200.md: 890/989 and 653/989);
 //               mma.sync where it is the architecture's tensor-core path (sm_80/86/89/120/121)

@@ -6,6 +6,7 @@
 #include <mutex>
 #include <regex>
 #include <stdexcept>
+#include <tuple>
 
 #include <fmt/format.h>
 
@@ -113,12 +114,14 @@ std::optional<GpuInfo> local_gpu_for(const TargetSpec& t) {
 }
 
 // Storage type spelled in a demangled template argument list for `dt`.
-bool template_args_match(const std::string& demangled, DType dt) {
-  const auto lt = demangled.find('<');
-  const auto paren = demangled.find('(');
+bool template_args_match(std::string name, DType dt) {
+  for (std::size_t p; (p = name.find("(anonymous namespace)")) != std::string::npos;)
+    name.erase(p, 21);
+  const auto lt = name.find('<');
+  const auto paren = name.find('(');
   if (lt == std::string::npos || (paren != std::string::npos && lt > paren)) return false;
-  const auto gt = demangled.rfind('>', paren == std::string::npos ? std::string::npos : paren);
-  const std::string args = demangled.substr(lt, gt == std::string::npos ? std::string::npos : gt - lt);
+  const auto gt = name.rfind('>', paren == std::string::npos ? std::string::npos : paren);
+  const std::string args = name.substr(lt, gt == std::string::npos ? std::string::npos : gt - lt);
   const bool h = args.find("__half") != std::string::npos;
   const bool b = args.find("__nv_bfloat16") != std::string::npos;
   switch (dt) {
@@ -388,9 +391,10 @@ ClimbResult NvidiaClimber::climb(const KernelType& type, const Variant& variant,
   r1.rung = kStaticSignals;
   r1.tool = "ptxas -v + " + (b.have_sass ? std::string("cuobjdump --dump-sass/-elf") : std::string("(no cuobjdump)"));
   r1.tool_version = b.nvcc_version + (b.have_sass ? "; " + b.cuobjdump : "");
-  // The kernel the estimate rests on: among the entries instantiated for the ranked dtype (all
-  // entries when none is a dtype template), the one with the most SASS instructions (else the
-  // most registers). Heuristic: the largest kernel is taken as the one that does the work.
+  // The kernel the estimate rests on (heuristic): among the entries instantiated for the ranked
+  // dtype (all entries when none is a dtype template), the one with the most tensor-core MMAs,
+  // then the most asynchronous or >= 128-bit memory instructions (the fast path of a guarded
+  // pair), then the most SASS instructions, then the most registers.
   std::vector<const KernelView*> cands;
   for (const auto& k : kernels)
     if (template_args_match(k.ptxas->demangled, opts.dtype)) cands.push_back(&k);
@@ -399,9 +403,13 @@ ClimbResult NvidiaClimber::climb(const KernelType& type, const Variant& variant,
     for (const auto& k : kernels) cands.push_back(&k);
   const KernelView* main = *std::max_element(
       cands.begin(), cands.end(), [](const KernelView* a, const KernelView* c) {
-        const long sa = a->mix ? a->mix->total : 0, sc = c->mix ? c->mix->total : 0;
-        if (sa != sc) return sa < sc;
-        return a->ptxas->registers < c->ptxas->registers;
+        auto key = [](const KernelView* k) {
+          const SassMix* m = k->mix;
+          return std::make_tuple(m ? m->tensor_core() : 0L,
+                                 m ? m->ldgsts + m->tma + m->wide_global() : 0L,
+                                 m ? m->total : 0L, k->ptxas->registers);
+        };
+        return key(a) < key(c);
       });
   // Block size.
   const std::string src_text = read_file(variant.source);

@@ -142,7 +142,8 @@ std::vector<KernelAttributes> parse_kernel_attributes(std::string_view elf_text)
     return out.back();
   };
   static const std::regex regcount(R"(function:\s*(\S+?)\(0x[0-9a-fA-F]+\)\s*register count:\s*(\d+))");
-  std::string section;    // ".nv.info.<fn>" -> fn; ".nv.info" -> "" (module); other -> "-"
+  enum class Section { kOther, kModule, kKernel } kind = Section::kOther;
+  std::string section;    // the kernel of a ".nv.info.<fn>" section
   std::string attribute;  // last "Attribute:" seen
   std::size_t pos = 0;
   while (pos < elf_text.size()) {
@@ -153,22 +154,21 @@ std::vector<KernelAttributes> parse_kernel_attributes(std::string_view elf_text)
     const std::string_view line = trim(raw);
     if (!raw.empty() && raw[0] == '.') {  // a section header starts in column 0
       if (starts_with(line, ".nv.info.")) {
+        kind = Section::kKernel;
         section = std::string(line.substr(9));
         entry(section);
-      } else if (line == ".nv.info") {
-        section = "";
       } else {
-        section = "-";
+        kind = line == ".nv.info" ? Section::kModule : Section::kOther;
       }
       attribute.clear();
       continue;
     }
-    if (section == "-") continue;
+    if (kind == Section::kOther) continue;
     if (starts_with(line, "Attribute:")) {
       attribute = std::string(trim(line.substr(10)));
     } else if (starts_with(line, "Value:")) {
       const std::string_view value = trim(line.substr(6));
-      if (section.empty()) {
+      if (kind == Section::kModule) {
         std::smatch m;
         const std::string v(value);
         if (attribute == "EIATTR_REGCOUNT" && std::regex_search(v, m, regcount))

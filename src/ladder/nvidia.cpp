@@ -6,7 +6,10 @@
 #include <mutex>
 #include <regex>
 #include <stdexcept>
+#include <thread>
 #include <tuple>
+
+#include <unistd.h>
 
 #include <fmt/format.h>
 
@@ -225,7 +228,10 @@ CudaStaticBuild compile_cuda_static(const fs::path& source, const std::string& i
   }
   fs::create_directories(dir);
   const auto t0 = std::chrono::steady_clock::now();
-  const fs::path cubin = dir / "kernel.cubin";
+  // A private name: two processes (ctest -j) may build the same key at once.
+  const fs::path cubin =
+      dir / fmt::format("kernel.{}.{:x}.cubin", ::getpid(),
+                        std::hash<std::thread::id>{}(std::this_thread::get_id()));
   std::vector<std::string> argv{nvcc};
   argv.insert(argv.end(), flags.begin(), flags.end());
   argv.insert(argv.end(), {fs::absolute(source).string(), "-o", cubin.string()});

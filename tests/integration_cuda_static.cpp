@@ -144,6 +144,20 @@ TEST(CudaStatic, FixtureKernelClimbsEveryArchitecture) {
   EXPECT_DOUBLE_EQ(again.estimate->time_us, b200);
 }
 
+TEST(CudaStatic, MaxRungStopsTheClimb) {
+  REQUIRE_NVCC();
+  const KernelType& type = *find_kernel_type("rmsnorm");
+  ClimbOptions o;
+  o.max_rung = 1;
+  const ClimbResult r =
+      ladder::nvidia_climb_source(fixture("rmsnorm_abi.cu"), type, spec("rtx-5090"), o);
+  ASSERT_EQ(r.evidence.size(), 2u);
+  EXPECT_EQ(r.highest_rung, 1);
+  EXPECT_FALSE(r.estimate.has_value());
+  EXPECT_EQ(r.confidence, "static");
+  EXPECT_EQ(r.stop_reason, "max rung reached");
+}
+
 TEST(CudaStatic, WgmmaIsRejectedForSm80WithPtxasReasonAndAcceptedForSm90a) {
   REQUIRE_NVCC();
   const KernelType& type = *find_kernel_type("matmul");

@@ -158,6 +158,21 @@ TEST(CudaStatic, MaxRungStopsTheClimb) {
   EXPECT_EQ(r.stop_reason, "max rung reached");
 }
 
+TEST(CudaStatic, ArchitectureTheToolkitDoesNotKnowIsUnavailableNotAReject) {
+  REQUIRE_NVCC();
+  TargetSpec future = spec("b200");
+  future.id = "future-gpu";
+  future.isa = "sm_999a";
+  const ClimbResult r = ladder::nvidia_climb_source(fixture("vec_scale.cu"),
+                                                    *find_kernel_type("softmax"), future);
+  EXPECT_FALSE(r.rejected);
+  ASSERT_EQ(r.evidence.size(), 1u);
+  EXPECT_EQ(r.evidence[0].status, "unavailable");
+  EXPECT_NE(r.evidence[0].summary.find("Unsupported gpu architecture"), std::string::npos)
+      << r.evidence[0].summary;
+  EXPECT_FALSE(r.estimate.has_value());
+}
+
 TEST(CudaStatic, WgmmaIsRejectedForSm80WithPtxasReasonAndAcceptedForSm90a) {
   REQUIRE_NVCC();
   const KernelType& type = *find_kernel_type("matmul");

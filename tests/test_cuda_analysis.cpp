@@ -124,6 +124,19 @@ TEST(PtxasReport, FrontEndErrors) {
   EXPECT_EQ(r.errors[0].message, "identifier \"undeclared_value\" is undefined");
 }
 
+TEST(PtxasReport, UnknownArchitectureIsAToolchainLimit) {
+  const PtxasReport r = parse_ptxas_report(fixture("nvcc_unknown_arch.txt"));
+  ASSERT_EQ(r.errors.size(), 1u);
+  EXPECT_EQ(r.errors[0].tool, "nvcc");
+  EXPECT_EQ(r.errors[0].severity, "fatal");
+  EXPECT_EQ(r.errors[0].message, "Unsupported gpu architecture 'compute_999a'");
+  EXPECT_TRUE(r.toolchain_lacks_arch());
+  EXPECT_TRUE(parse_ptxas_report("ptxas fatal   : Value 'sm_999' is not defined for option "
+                                 "'gpu-name'\n")
+                  .toolchain_lacks_arch());
+  EXPECT_FALSE(parse_ptxas_report(fixture("ptxas_wgmma_sm80.txt")).toolchain_lacks_arch());
+}
+
 TEST(PtxasReport, EmptyAndUnrelatedText) {
   EXPECT_TRUE(parse_ptxas_report("").functions.empty());
   const PtxasReport r = parse_ptxas_report("hello\nptxas info    : Compile time = 1 ms\n");

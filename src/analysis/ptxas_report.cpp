@@ -88,6 +88,14 @@ const PtxasFunction* PtxasReport::find(std::string_view mangled) const {
   return nullptr;
 }
 
+bool PtxasReport::toolchain_lacks_arch() const {
+  for (const auto& e : errors)
+    if (e.message.find("Unsupported gpu architecture") != std::string::npos ||
+        e.message.find("is not defined for option 'gpu-name'") != std::string::npos)
+      return true;
+  return false;
+}
+
 std::string PtxasReport::first_error() const {
   for (const auto& e : errors)
     if (e.severity == "error") return e.tool + " " + e.severity + ": " + e.message;
@@ -102,6 +110,8 @@ PtxasReport parse_ptxas_report(std::string_view text) {
       R"(^ptxas\s+(?:(\S.*?), line (\d+);\s*)?(error|fatal|warning)\s*:\s*(.*)$)");
   // nvcc front end (EDG): "file.cu(12): error: msg", "file.cu(3): warning #177-D: msg".
   static const std::regex front_diag(R"(^(.+?)\((\d+)\): (error|warning)[^:]*:\s*(.*)$)");
+  // nvcc driver: "nvcc fatal   : Unsupported gpu architecture 'compute_999a'".
+  static const std::regex driver_diag(R"(^nvcc\s+(error|fatal|warning)\s*:\s*(.*)$)");
   static const std::regex compiling(R"(^Compiling entry function '([^']+)' for '([^']+)')");
   PtxasFunction* current = nullptr;  // the function the next numbers belong to
   std::size_t pos = 0;
@@ -146,6 +156,9 @@ PtxasReport parse_ptxas_report(std::string_view text) {
     } else if (std::regex_match(line, m, ptxas_diag)) {
       CompileDiagnostic d{"ptxas", m[3].str(), m[1].str(),
                           m[2].matched ? std::atoi(m[2].str().c_str()) : 0, m[4].str()};
+      (d.severity == "warning" ? r.warnings : r.errors).push_back(std::move(d));
+    } else if (std::regex_match(line, m, driver_diag)) {
+      CompileDiagnostic d{"nvcc", m[1].str(), "", 0, m[2].str()};
       (d.severity == "warning" ? r.warnings : r.errors).push_back(std::move(d));
     } else if (std::regex_match(line, m, front_diag)) {
       CompileDiagnostic d{"nvcc", m[3].str(), m[1].str(), std::atoi(m[2].str().c_str()),

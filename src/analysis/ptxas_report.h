@@ -12,6 +12,7 @@
 //   ptxas /tmp/x.ptx, line 31; error   : Instruction 'wgmma.fence' not supported on .target 'sm_80'
 //   ptxas fatal   : Ptx assembly aborted due to errors
 //   kernel.cu(2): error: identifier "undeclared_value" is undefined      (nvcc front end)
+//   nvcc fatal   : Unsupported gpu architecture 'compute_999a'           (nvcc driver)
 #pragma once
 
 #include <map>
@@ -46,7 +47,7 @@ struct PtxasFunction {
 
 /// A compile diagnostic from ptxas or the nvcc front end.
 struct CompileDiagnostic {
-  std::string tool;      ///< "ptxas" or "nvcc"
+  std::string tool;      ///< "ptxas" or "nvcc" (front end or driver)
   std::string severity;  ///< "error", "fatal" or "warning"
   std::string file;      ///< file named by the line ("" when none)
   int line = 0;          ///< line in that file (0 when none)
@@ -65,6 +66,10 @@ struct PtxasReport {
   std::vector<const PtxasFunction*> entries() const;
   /// The function called `mangled`, or nullptr.
   const PtxasFunction* find(std::string_view mangled) const;
+  /// True when the compiler does not know the target architecture ("nvcc fatal : Unsupported
+  /// gpu architecture", "ptxas fatal : Value 'sm_X' is not defined for option 'gpu-name'"): a
+  /// toolchain limit, not a fault of the source.
+  bool toolchain_lacks_arch() const;
   /// The first error line as "<tool> <severity>: <message>" (errors before fatals), "" if none.
   std::string first_error() const;
 };

@@ -330,6 +330,15 @@ ClimbResult NvidiaClimber::climb(const KernelType& type, const Variant& variant,
   r0.data["cached"] = b.cached;
   r0.data["seconds"] = b.seconds;
   const PtxasReport rep = analysis::parse_ptxas_report(b.compiler_output);
+  if (rep.toolchain_lacks_arch()) {
+    RungEvidence u = unavailable(kStaticReject, r0.tool,
+                                 "unavailable: " + b.nvcc_version + " does not know " +
+                                     target.isa + " (" + rep.first_error() + ")");
+    u.tool_version = b.nvcc_version;
+    res.evidence.push_back(std::move(u));
+    res.stop_reason = "the installed CUDA toolkit cannot compile for " + target.isa;
+    return finish();
+  }
   if (b.exit_code != 0 || !rep.errors.empty()) {
     nlohmann::json errs = nlohmann::json::array();
     for (const auto& e : rep.errors) errs.push_back(analysis::to_json(e));

@@ -186,6 +186,7 @@ TEST(CudaStatic, WgmmaIsRejectedForSm80WithPtxasReasonAndAcceptedForSm90a) {
             std::string::npos)
       << a.evidence[0].summary;
   EXPECT_GE(a.evidence[0].data["errors"].size(), 4u);
+  EXPECT_NE(a.stop_reason.find("wgmma.fence"), std::string::npos) << a.stop_reason;
   const ClimbResult h = ladder::nvidia_climb_source(fixture("wgmma.cu"), type, spec("h100-sxm"));
   EXPECT_FALSE(h.rejected) << h.stop_reason;
   EXPECT_EQ(rung(h, 0).status, "pass");

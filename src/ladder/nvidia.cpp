@@ -297,11 +297,12 @@ ClimbResult NvidiaClimber::climb(const KernelType& type, const Variant& variant,
       res.confidence = res.highest_rung >= kStaticSignals ? "static" : "none";
     return res;
   };
-  auto reject = [&](RungEvidence e, std::string why) {
+  // Takes the evidence by reference: `why` may alias e.summary, so it is copied first.
+  auto reject = [&](RungEvidence& e, const std::string& why) {
+    res.stop_reason = why;
     e.status = "reject";
     res.evidence.push_back(std::move(e));
     res.rejected = true;
-    res.stop_reason = std::move(why);
     return finish();
   };
 
@@ -312,7 +313,7 @@ ClimbResult NvidiaClimber::climb(const KernelType& type, const Variant& variant,
   if (variant.backend != "cuda") {
     r0.tool = "source screen";
     r0.summary = "backend \"" + variant.backend + "\" is not a CUDA source (want backend cuda, a .cu file)";
-    return reject(std::move(r0), r0.summary);
+    return reject(r0, r0.summary);
   }
   if (!fs::exists(variant.source))
     throw std::runtime_error("CUDA source not found: " + variant.source.string());
@@ -349,7 +350,7 @@ ClimbResult NvidiaClimber::climb(const KernelType& type, const Variant& variant,
                                first_line_with(b.compiler_output, "error");
     r0.summary = "does not compile for " + target.isa + ": " + first;
     if (rep.errors.size() > 1) r0.summary += fmt::format(" (+{} more)", rep.errors.size() - 1);
-    return reject(std::move(r0), r0.summary);
+    return reject(r0, r0.summary);
   }
   const analysis::SmLimits limits = analysis::SmLimits::from_spec(target);
   const std::vector<SassMix> mixes = b.have_sass ? analysis::parse_sass_mix(b.sass) : std::vector<SassMix>{};
@@ -365,7 +366,7 @@ ClimbResult NvidiaClimber::climb(const KernelType& type, const Variant& variant,
   }
   if (kernels.empty()) {
     r0.summary = "no __global__ kernel in the source for " + target.isa;
-    return reject(std::move(r0), r0.summary);
+    return reject(r0, r0.summary);
   }
   // Resource checks per kernel.
   for (const auto& k : kernels) {
@@ -389,7 +390,7 @@ ClimbResult NvidiaClimber::climb(const KernelType& type, const Variant& variant,
     if (!why.empty()) {
       r0.data["kernel"] = f.mangled;
       r0.summary = "rejected for " + target.isa + ": " + why;
-      return reject(std::move(r0), r0.summary);
+      return reject(r0, r0.summary);
     }
   }
   r0.status = "pass";
@@ -477,7 +478,7 @@ ClimbResult NvidiaClimber::climb(const KernelType& type, const Variant& variant,
   if (!occ.cannot_launch.empty() && !assumed) {
     r1.summary = fmt::format("{} cannot launch with {} threads on {}: {}", main->ptxas->demangled,
                              block, target.id, occ.cannot_launch);
-    return reject(std::move(r1), r1.summary);
+    return reject(r1, r1.summary);
   }
   const PtxasFunction& mf = *main->ptxas;
   std::string sass_part = "no SASS mix (" + b.cuobjdump + ")";
@@ -494,7 +495,7 @@ ClimbResult NvidiaClimber::climb(const KernelType& type, const Variant& variant,
       occ.occupancy * 100, occ.limiter(), sass_part);
   r1.status = occ.blocks_per_sm > 0 ? "pass" : "reject";
   if (occ.blocks_per_sm == 0) {
-    return reject(std::move(r1), "cannot launch: " + occ.cannot_launch);
+    return reject(r1, "cannot launch: " + occ.cannot_launch);
   }
   res.evidence.push_back(r1);
   if (opts.max_rung < kCorrectness) {
@@ -525,7 +526,7 @@ ClimbResult NvidiaClimber::climb(const KernelType& type, const Variant& variant,
     if (!eval->correct()) {
       r2.summary = "fails on the local GPU: " + eval->verdict + " at " + eval->failed_stage +
                    " (" + eval->reason + ")";
-      return reject(std::move(r2), r2.summary);
+      return reject(r2, r2.summary);
     }
     r2.status = "pass";
     r2.summary = "correct on the local GPU (" + eval->verdict + ")";

@@ -1,0 +1,210 @@
+#include "analysis/gpu_estimate.h"
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+namespace vb::analysis {
+namespace {
+
+constexpr double kStream = 0.89;
+constexpr double kDramLatencyNs = 600;
+constexpr double kLaunchUs = 2.0;
+constexpr double kFfmaPath = 0.97;
+constexpr double kBandLow = 0.7, kBandHigh = 1.6;
+constexpr double kWidenLow = 0.9, kWidenHigh = 1.25;
+
+bool is_unverified(const TargetSpec& t, const std::string& field) {
+  for (const auto& u : t.unverified)
+    if (u == field || field.rfind(u + ".", 0) == 0 || u.rfind(field + ".", 0) == 0) return true;
+  return false;
+}
+
+// "sm_90a" -> 90; "sm_121a" -> 121; 0 when unparsable.
+int sm_number(const std::string& arch) {
+  if (arch.rfind("sm_", 0) != 0) return 0;
+  return std::atoi(arch.c_str() + 3);
+}
+
+}  // namespace
+
+GpuEstimate estimate_gpu_time(const GpuEstimateInput& in, const TargetSpec& t) {
+  if (!std::isfinite(in.flops) || !std::isfinite(in.bytes) || in.flops < 0 || in.bytes < 0 ||
+      (in.flops == 0 && in.bytes == 0))
+    throw std::invalid_argument(fmt::format(
+        "estimate: flops and bytes must be finite, >= 0 and not both 0 (got {} and {})",
+        in.flops, in.bytes));
+  const auto fp32 = t.peak_for(DType::F32);
+  if (t.memory_bandwidth_gbs <= 0 || !fp32 || *fp32 <= 0 || t.compute_units <= 0)
+    throw std::invalid_argument("estimate: target " + t.id +
+                                " needs memory_bandwidth_gbs, peak_tflops.fp32 and compute_units");
+  if (in.occupancy.active_warps <= 0)
+    throw std::invalid_argument("estimate: the kernel has no active warps (it cannot launch)");
+
+  GpuEstimate e;
+  const int sm = sm_number(in.arch);
+  const int warps = in.occupancy.active_warps;
+  double low = kBandLow, high = kBandHigh;
+  auto widen = [&](std::string why) {
+    low *= kWidenLow;
+    high *= kWidenHigh;
+    e.widened_by.push_back(std::move(why));
+  };
+  auto factor = [&](std::string name, double v, std::string src) {
+    e.factors.push_back({std::move(name), v, std::move(src)});
+    return v;
+  };
+
+  // ---- memory -------------------------------------------------------------------------------
+  const double bw = t.memory_bandwidth_gbs;  // GB/s == bytes/ns
+  e.ideal_memory_us = in.bytes / (bw * 1e3);
+  double mem_eff = factor("stream", kStream,
+                          "measured H200 read 95 % / copy 82 % / write 90 % of datasheet "
+                          "(bench/results/targets-h200.md), mean; transferred to all NVIDIA targets");
+  if (in.mix) {
+    const SassMix& m = *in.mix;
+    double in_flight = 1;
+    std::string src;
+    if (m.ldgsts > 0 || m.tma > 0) {
+      src = "heuristic: cp.async/TMA staging is asynchronous, not limited by registers";
+    } else if (m.ldg > 0) {
+      const double needed = bw / t.compute_units * kDramLatencyNs;  // bytes per SM
+      const double per_thread = m.mean_load_bytes() * std::clamp<double>(m.ldg, 1, 4);
+      const double supplied = warps * 32.0 * per_thread;
+      in_flight = std::clamp(supplied / needed, 0.05, 1.0);
+      src = fmt::format(
+          "Little's law: {:.0f} B in flight per SM supplied ({} warps x 32 x {:.1f} B/load x "
+          "{} loads) vs {:.0f} B needed ({:.1f} GB/s per SM x {:.0f} ns, latency heuristic)",
+          supplied, warps, m.mean_load_bytes(), std::clamp<long>(m.ldg, 1, 4), needed,
+          bw / t.compute_units, kDramLatencyNs);
+    } else {
+      src = "no global loads in the SASS";
+    }
+    mem_eff *= factor("in_flight", in_flight, src);
+    if (in_flight < 0.5) widen("few bytes in flight (latency-bound region of Little's law)");
+    const long local = m.ldl + m.stl;
+    if (local > 0) {
+      const double ratio = static_cast<double>(local) / std::max<long>(1, m.ldg + m.stg);
+      mem_eff *= factor("local", 1 / (1 + ratio),
+                        fmt::format("heuristic: {} LDL/STL vs {} LDG/STG, each local access "
+                                    "costed as one global access",
+                                    local, m.ldg + m.stg));
+      widen("local-memory traffic (spills or runtime-indexed arrays)");
+    }
+  }
+  e.memory_us = e.ideal_memory_us / mem_eff;
+
+  // ---- compute ------------------------------------------------------------------------------
+  const bool sixteen = in.dtype == DType::F16 || in.dtype == DType::BF16;
+  const bool tc_sass = in.mix && (in.mix->hmma > 0 || in.mix->hgmma > 0 || in.mix->other_mma > 0);
+  const auto tc_peak = t.peak(dtype_name(in.dtype));
+  double comp_eff = 1;
+  if (sixteen && tc_sass && tc_peak) {
+    const SassMix& m = *in.mix;
+    e.peak_tflops = *tc_peak;
+    e.peak_key = std::string(dtype_name(in.dtype)) + " (tensor cores)";
+    double path = 0.85;
+    std::string src = "heuristic: mma.sync is this architecture's tensor-core path";
+    bool heuristic = true;
+    const bool tcgen05 = m.other_mma > 0 && m.hmma == 0 && m.hgmma == 0;
+    if (sm >= 90 && sm < 100) {
+      if (m.hgmma > 0) {
+        path = 0.90;
+        src = "measured H200: wgmma 890 of 989 TFLOP/s (bench/results/targets-h200.md)";
+      } else {
+        path = 0.66;
+        src = "measured H200: mma.sync 653 of 989 TFLOP/s (bench/results/targets-h200.md)";
+      }
+      heuristic = false;
+    } else if (sm >= 100 && sm < 120) {
+      path = tcgen05 ? 0.85 : 0.35;
+      src = tcgen05 ? "heuristic: tcgen05 reaches most of the datasheet peak"
+                    : "heuristic: the sm_100 datasheet peak assumes tcgen05; mma.sync reaches a "
+                      "fraction of it";
+    }
+    comp_eff *= factor("path", path, src);
+    if (heuristic) widen("tensor-core path efficiency is a heuristic for " + in.arch);
+    comp_eff *= factor("latency", std::min(1.0, warps / 4.0),
+                       "one active warp per SM sub-partition feeds its tensor core "
+                       "(architecture whitepapers)");
+  } else if (sixteen && tc_sass) {
+    // Tensor-core SASS but the spec records no peak for the dtype (GB10): the fp32 peak is the
+    // pessimistic roof (the spec's own note); the FFMA issue model does not apply to MMAs.
+    e.peak_tflops = *fp32;
+    e.peak_key = "fp32 (no " + std::string(dtype_name(in.dtype)) + " peak in the spec)";
+    comp_eff *= factor("path", 1.0,
+                       "heuristic: tensor cores reach at least the fp32 rate; the spec has no "
+                       "16-bit peak to do better");
+    comp_eff *= factor("latency", std::min(1.0, warps / 4.0),
+                       "one active warp per SM sub-partition feeds its tensor core "
+                       "(architecture whitepapers)");
+    widen("no " + std::string(dtype_name(in.dtype)) + " peak in the spec: fp32 roof for MMAs");
+  } else {
+    e.peak_tflops = *fp32;
+    e.peak_key = "fp32";
+    comp_eff *= factor("path", kFfmaPath, "measured H200 FFMA probe 65.3 of 67 TFLOP/s");
+    if (in.mix) {
+      const SassMix& m = *in.mix;
+      const double clock = t.clock_ghz > 0 ? t.clock_ghz : 1.5;
+      const double lanes_per_smsp = *fp32 * 1e3 / (2 * clock * t.compute_units * 4);
+      const double cpi = std::max(1.0, 32.0 / std::max(1.0, lanes_per_smsp));
+      const double fp_instr = static_cast<double>(m.ffma + m.fadd_fmul);
+      double mix = 1;
+      if (m.total > 0 && fp_instr > 0) {
+        const double useful = (2.0 * m.ffma + m.fadd_fmul) / 2.0 * cpi;
+        mix = std::clamp(useful / std::max(fp_instr * cpi, static_cast<double>(m.total)), 0.05, 1.0);
+      } else {
+        mix = 0.05;
+      }
+      comp_eff *= factor(
+          "mix", mix,
+          fmt::format("issue model: {} FFMA + {} FADD/FMUL of {} instructions, {:.1f} cycles per "
+                      "fp32 warp instruction ({:.0f} FP32 lanes per SMSP from the spec)",
+                      m.ffma, m.fadd_fmul, m.total, cpi, lanes_per_smsp));
+    }
+    comp_eff *= factor("latency", std::min(1.0, warps / 8.0),
+                       "heuristic: 2 warps per SM sub-partition cover the FFMA latency with ILP");
+  }
+  e.ideal_compute_us = in.flops / (e.peak_tflops * 1e6);
+  e.compute_us = e.ideal_compute_us / comp_eff;
+
+  if (!in.mix) widen("no SASS instruction mix (cuobjdump not available)");
+  if (in.block_size_assumed) widen("block size assumed (256 threads)");
+  if (is_unverified(t, "memory_bandwidth_gbs") ||
+      is_unverified(t, "peak_tflops." + e.peak_key.substr(0, e.peak_key.find(' '))))
+    widen("the spec's peak or bandwidth is unverified");
+
+  e.launch_us = kLaunchUs;
+  factor("launch_us", kLaunchUs, "heuristic: launch-to-completion floor of one kernel call");
+  const bool mem_bound = e.memory_us >= e.compute_us;
+  e.bound = mem_bound ? "memory" : "compute";
+  e.time_us = std::max(e.memory_us, e.compute_us) + e.launch_us;
+  e.low_us = e.time_us * low;
+  e.high_us = e.time_us * high;
+  e.basis = mem_bound
+                ? fmt::format("memory {:.3g} us (roofline {:.3g} us at {:.0f} GB/s / efficiency "
+                              "{:.2f}) + launch {:.0f} us",
+                              e.memory_us, e.ideal_memory_us, bw, mem_eff, e.launch_us)
+                : fmt::format("compute {:.3g} us (roofline {:.3g} us at {:.4g} TFLOP/s {} / "
+                              "efficiency {:.2f}) + launch {:.0f} us",
+                              e.compute_us, e.ideal_compute_us, e.peak_tflops, e.peak_key,
+                              comp_eff, e.launch_us);
+  return e;
+}
+
+nlohmann::json to_json(const GpuEstimate& e) {
+  nlohmann::json f = nlohmann::json::array();
+  for (const auto& x : e.factors) f.push_back({{"name", x.name}, {"value", x.value}, {"source", x.source}});
+  return {{"estimate_us", e.time_us},     {"low_us", e.low_us},
+          {"high_us", e.high_us},         {"memory_us", e.memory_us},
+          {"compute_us", e.compute_us},   {"launch_us", e.launch_us},
+          {"roofline_memory_us", e.ideal_memory_us},
+          {"roofline_compute_us", e.ideal_compute_us},
+          {"peak_tflops", e.peak_tflops}, {"peak", e.peak_key},
+          {"bound", e.bound},             {"factors", f},
+          {"band_widened_by", e.widened_by}, {"basis", e.basis}};
+}
+
+}  // namespace vb::analysis

@@ -1,0 +1,281 @@
+// Integration tests of the NVIDIA climber (src/ladder/nvidia.cpp) with the real nvcc/ptxas and
+// cuobjdump of this machine: compile-only rungs for every NVIDIA architecture in the spec DB
+// (sm_80, sm_89, sm_90a, sm_100a, sm_120a, sm_121a), no GPU needed. Also climbs every CUDA
+// starter kernels/cuda/<type>.cu that exists (skipping, by name, those that do not yet).
+// Builds are cached under the VladBud cache dir keyed by content hash; a cold run compiles each
+// (source, arch) once (about 2-5 s each on 2 cores).
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <future>
+#include <string>
+#include <vector>
+
+#include "core/paths.h"
+#include "kernels/kernel_type.h"
+#include "ladder/nvidia.h"
+#include "support.h"
+#include "targets/gpu_ceilings.h"
+#include "targets/spec_db.h"
+
+namespace vb {
+namespace {
+
+namespace fs = std::filesystem;
+using ladder::ClimbOptions;
+using ladder::ClimbResult;
+using ladder::RungEvidence;
+
+// One target per architecture of the spec DB.
+const std::vector<std::string> kTargets = {"a100-sxm", "rtx-4090", "h100-sxm",
+                                           "b200",     "rtx-5090", "gb10"};
+
+const TargetSpec& spec(const std::string& id) {
+  static const std::vector<TargetSpec> db = load_spec_db();
+  const TargetSpec* t = find_target(db, id);
+  if (!t) throw std::runtime_error("no target " + id);
+  return *t;
+}
+
+fs::path fixture(const std::string& name) {
+  return test::repo_root() / "tests" / "fixtures" / "cuda" / name;
+}
+
+const RungEvidence& rung(const ClimbResult& r, int n) {
+  for (const auto& e : r.evidence)
+    if (e.rung == n) return e;
+  throw std::runtime_error("climb has no rung " + std::to_string(n) + " (" + r.target_id + ")");
+}
+
+#define REQUIRE_NVCC()                                                     \
+  do {                                                                     \
+    if (find_nvcc().empty()) GTEST_SKIP() << "nvcc not installed";         \
+  } while (0)
+
+// Climbs `source` for all kTargets, two at a time (the machine has 2 cores).
+std::vector<ClimbResult> climb_all(const fs::path& source, const KernelType& type, DType dt) {
+  ClimbOptions o;
+  o.dtype = dt;
+  std::vector<ClimbResult> out;
+  for (std::size_t i = 0; i < kTargets.size(); i += 2) {
+    auto a = std::async(std::launch::async, [&, i] {
+      return ladder::nvidia_climb_source(source, type, spec(kTargets[i]), o);
+    });
+    ClimbResult b;
+    if (i + 1 < kTargets.size())
+      b = ladder::nvidia_climb_source(source, type, spec(kTargets[i + 1]), o);
+    out.push_back(a.get());
+    if (i + 1 < kTargets.size()) out.push_back(std::move(b));
+  }
+  return out;
+}
+
+TEST(CudaStatic, GencodeFromIsa) {
+  EXPECT_EQ(ladder::nvcc_gencode_for_isa("sm_90a"), "-gencode=arch=compute_90a,code=sm_90a");
+  EXPECT_EQ(ladder::nvcc_gencode_for_isa("sm_80"), "-gencode=arch=compute_80,code=sm_80");
+  EXPECT_EQ(ladder::nvcc_gencode_for_isa("sm_121a"), "-gencode=arch=compute_121a,code=sm_121a");
+  EXPECT_THROW(ladder::nvcc_gencode_for_isa("gfx942"), std::invalid_argument);
+  EXPECT_TRUE(ladder::nvidia_climber().handles(spec("h100-sxm")));
+  EXPECT_FALSE(ladder::nvidia_climber().handles(spec("mi300x")));
+  EXPECT_FALSE(ladder::nvidia_climber().handles(spec("neoverse-v2")));
+}
+
+TEST(CudaStatic, FixtureKernelClimbsEveryArchitecture) {
+  REQUIRE_NVCC();
+  const KernelType& type = *find_kernel_type("rmsnorm");
+  const bool sass = !ladder::find_cuobjdump().empty();
+  const auto results = climb_all(fixture("rmsnorm_abi.cu"), type, DType::BF16);
+  ASSERT_EQ(results.size(), kTargets.size());
+  for (const ClimbResult& r : results) {
+    SCOPED_TRACE(r.target_id);
+    const TargetSpec& t = spec(r.target_id);
+    EXPECT_FALSE(r.rejected) << r.stop_reason;
+    ASSERT_EQ(r.evidence.size(), 6u);
+    const RungEvidence& r0 = rung(r, 0);
+    EXPECT_EQ(r0.status, "pass") << r0.summary;
+    EXPECT_NE(r0.tool.find("code=" + t.isa), std::string::npos) << r0.tool;
+    EXPECT_NE(r0.tool_version.find("release"), std::string::npos) << r0.tool_version;
+    const RungEvidence& r1 = rung(r, 1);
+    EXPECT_EQ(r1.status, "pass") << r1.summary;
+    ASSERT_EQ(r1.data["kernels"].size(), 3u);  // fp16, bf16, fp32 instantiations
+    EXPECT_NE(r1.data["main_kernel_demangled"].get<std::string>().find("__nv_bfloat16"),
+              std::string::npos);
+    EXPECT_EQ(r1.data["block_threads"], 256);
+    for (const auto& k : r1.data["kernels"]) {
+      EXPECT_EQ(k["arch"], t.isa);
+      EXPECT_GT(k["registers"].get<int>(), 8);
+      EXPECT_EQ(k["smem_bytes"], 32);  // float part[256 / 32]
+      EXPECT_FALSE(r1.data["spills"].get<bool>());
+      if (sass) {
+        EXPECT_EQ(k["launch_bounds_max_threads"], 256);
+        EXPECT_GT(k["sass"]["ldg"].get<long>(), 0);
+        EXPECT_GT(k["sass"]["mufu"].get<long>(), 0);  // rsqrtf
+      }
+    }
+    if (sass) EXPECT_EQ(r1.data["block_threads_source"], "__launch_bounds__ (EIATTR_MAX_THREADS)");
+    EXPECT_GT(r1.data["occupancy"]["occupancy"].get<double>(), 0.4);
+    EXPECT_EQ(rung(r, 2).status, "unavailable");
+    EXPECT_NE(rung(r, 2).summary.find("no NVIDIA GPU emulator"), std::string::npos);
+    const RungEvidence& r3 = rung(r, 3);
+    EXPECT_EQ(r3.status, "pass");
+    EXPECT_EQ(r3.data["bound"], "memory");  // rmsnorm: ~1 FLOP per 2 bytes
+    EXPECT_EQ(rung(r, 4).status, "unavailable");
+    EXPECT_EQ(rung(r, 5).status, "unavailable");
+    ASSERT_TRUE(r.estimate.has_value());
+    EXPECT_EQ(r.estimate->rung, 3);
+    EXPECT_LT(r.estimate->low_us, r.estimate->time_us);
+    EXPECT_GT(r.estimate->high_us, r.estimate->time_us);
+    // Never faster than the datasheet roofline.
+    EXPECT_GE(r.estimate->time_us, r3.data["roofline_memory_us"].get<double>());
+    EXPECT_EQ(r.highest_rung, 3);
+    EXPECT_EQ(r.confidence, "analytical");
+  }
+  // More bandwidth, faster: B200 (8 TB/s) beats GB10 (273 GB/s) by far.
+  double b200 = 0, gb10 = 0;
+  for (const auto& r : results) {
+    if (r.target_id == "b200") b200 = r.estimate->time_us;
+    if (r.target_id == "gb10") gb10 = r.estimate->time_us;
+  }
+  EXPECT_GT(gb10, 10 * b200);
+  // Second climb comes from the cache.
+  const auto again = ladder::nvidia_climb_source(fixture("rmsnorm_abi.cu"), type, spec("b200"),
+                                                 ClimbOptions{DType::BF16});
+  EXPECT_TRUE(rung(again, 0).data["cached"].get<bool>());
+  EXPECT_DOUBLE_EQ(again.estimate->time_us, b200);
+}
+
+TEST(CudaStatic, MaxRungStopsTheClimb) {
+  REQUIRE_NVCC();
+  const KernelType& type = *find_kernel_type("rmsnorm");
+  ClimbOptions o;
+  o.max_rung = 1;
+  const ClimbResult r =
+      ladder::nvidia_climb_source(fixture("rmsnorm_abi.cu"), type, spec("rtx-5090"), o);
+  ASSERT_EQ(r.evidence.size(), 2u);
+  EXPECT_EQ(r.highest_rung, 1);
+  EXPECT_FALSE(r.estimate.has_value());
+  EXPECT_EQ(r.confidence, "static");
+  EXPECT_EQ(r.stop_reason, "max rung reached");
+}
+
+TEST(CudaStatic, ArchitectureTheToolkitDoesNotKnowIsUnavailableNotAReject) {
+  REQUIRE_NVCC();
+  TargetSpec future = spec("b200");
+  future.id = "future-gpu";
+  future.isa = "sm_999a";
+  const ClimbResult r = ladder::nvidia_climb_source(fixture("vec_scale.cu"),
+                                                    *find_kernel_type("softmax"), future);
+  EXPECT_FALSE(r.rejected);
+  ASSERT_EQ(r.evidence.size(), 1u);
+  EXPECT_EQ(r.evidence[0].status, "unavailable");
+  EXPECT_NE(r.evidence[0].summary.find("Unsupported gpu architecture"), std::string::npos)
+      << r.evidence[0].summary;
+  EXPECT_FALSE(r.estimate.has_value());
+}
+
+TEST(CudaStatic, WgmmaIsRejectedForSm80WithPtxasReasonAndAcceptedForSm90a) {
+  REQUIRE_NVCC();
+  const KernelType& type = *find_kernel_type("matmul");
+  const ClimbResult a = ladder::nvidia_climb_source(fixture("wgmma.cu"), type, spec("a100-sxm"));
+  EXPECT_TRUE(a.rejected);
+  EXPECT_EQ(a.confidence, "rejected");
+  EXPECT_FALSE(a.estimate.has_value());
+  ASSERT_EQ(a.evidence.size(), 1u);
+  EXPECT_EQ(a.evidence[0].status, "reject");
+  EXPECT_NE(a.evidence[0].summary.find("Instruction 'wgmma.fence' not supported on .target 'sm_80'"),
+            std::string::npos)
+      << a.evidence[0].summary;
+  EXPECT_GE(a.evidence[0].data["errors"].size(), 4u);
+  EXPECT_NE(a.stop_reason.find("wgmma.fence"), std::string::npos) << a.stop_reason;
+  const ClimbResult h = ladder::nvidia_climb_source(fixture("wgmma.cu"), type, spec("h100-sxm"));
+  EXPECT_FALSE(h.rejected) << h.stop_reason;
+  EXPECT_EQ(rung(h, 0).status, "pass");
+  if (!ladder::find_cuobjdump().empty()) {
+    EXPECT_EQ(rung(h, 1).data["kernels"][0]["sass"]["hgmma"], 1);
+  }
+}
+
+TEST(CudaStatic, StaticSharedMemoryOver48KBIsRejectedEverywhere) {
+  REQUIRE_NVCC();
+  const KernelType& type = *find_kernel_type("softmax");
+  for (const std::string id : {"a100-sxm", "h100-sxm"}) {
+    const ClimbResult r = ladder::nvidia_climb_source(fixture("big_smem.cu"), type, spec(id));
+    SCOPED_TRACE(id);
+    EXPECT_TRUE(r.rejected);
+    ASSERT_EQ(r.evidence.size(), 1u);
+    EXPECT_EQ(r.evidence[0].rung, 0);
+    const std::string& s = r.evidence[0].summary;
+    // sm_80: ptxas itself refuses; sm_90a: ptxas accepts, the 48 KB static limit refuses.
+    EXPECT_TRUE(s.find("too much shared data") != std::string::npos ||
+                s.find("102400 bytes of static shared memory") != std::string::npos)
+        << s;
+  }
+}
+
+TEST(CudaStatic, SpillingKernelShowsSpillsAtRung1) {
+  REQUIRE_NVCC();
+  const KernelType& type = *find_kernel_type("reduce");
+  const ClimbResult r = ladder::nvidia_climb_source(fixture("spill.cu"), type, spec("h200"));
+  EXPECT_FALSE(r.rejected) << r.stop_reason;
+  const RungEvidence& r1 = rung(r, 1);
+  EXPECT_TRUE(r1.data["spills"].get<bool>());
+  const auto& k = r1.data["kernels"][0];
+  EXPECT_EQ(k["registers"], 32);
+  EXPECT_GT(k["spill_store_bytes"].get<long>(), 0);
+  EXPECT_GT(k["spill_load_bytes"].get<long>(), 0);
+  EXPECT_EQ(r1.data["block_threads"], 1024);
+  if (!ladder::find_cuobjdump().empty()) {
+    EXPECT_GT(k["sass"]["ldl"].get<long>(), 0);
+    EXPECT_GT(k["sass"]["stl"].get<long>(), 0);
+    bool local = false;
+    for (const auto& f : rung(r, 3).data["factors"]) local = local || f["name"] == "local";
+    EXPECT_TRUE(local) << "the local-memory penalty should apply";
+  }
+}
+
+TEST(CudaStatic, CompileErrorAndWrongBackendAreRejects) {
+  REQUIRE_NVCC();
+  const KernelType& type = *find_kernel_type("softmax");
+  const ClimbResult r = ladder::nvidia_climb_source(fixture("syntax_error.cu"), type, spec("b200"));
+  EXPECT_TRUE(r.rejected);
+  EXPECT_NE(r.evidence[0].summary.find("identifier \"undeclared_value\" is undefined"),
+            std::string::npos)
+      << r.evidence[0].summary;
+  ladder::Variant v{"cpu-starter", test::starter("softmax"), "cpu", ""};
+  const ClimbResult c = ladder::nvidia_climber().climb(type, v, spec("b200"), {});
+  EXPECT_TRUE(c.rejected);
+  EXPECT_THROW(ladder::nvidia_climb_source(fixture("missing.cu"), type, spec("b200")),
+               std::runtime_error);
+  EXPECT_THROW(ladder::nvidia_climb_source(fixture("vec_scale.cu"), type, spec("zen4-epyc")),
+               std::invalid_argument);
+}
+
+// Every CUDA starter for every architecture, when it exists.
+class CudaStarterStatic : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(CudaStarterStatic, ClimbsEveryArchitecture) {
+  REQUIRE_NVCC();
+  const fs::path src = vladbud_home() / "kernels" / "cuda" / (GetParam() + ".cu");
+  if (!fs::exists(src)) GTEST_SKIP() << src.string() << " does not exist yet";
+  const KernelType& type = *find_kernel_type(GetParam());
+  for (DType dt : {DType::BF16, DType::F32}) {
+    for (const ClimbResult& r : climb_all(src, type, dt)) {
+      SCOPED_TRACE(r.target_id + " " + std::string(dtype_name(dt)));
+      EXPECT_FALSE(r.rejected) << r.stop_reason;
+      if (r.rejected) continue;
+      EXPECT_EQ(rung(r, 0).status, "pass");
+      EXPECT_EQ(rung(r, 1).status, "pass") << rung(r, 1).summary;
+      ASSERT_TRUE(r.estimate.has_value());
+      EXPECT_GT(r.estimate->time_us, 0);
+      EXPECT_EQ(r.confidence, "analytical");
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(AllTypes, CudaStarterStatic,
+                         ::testing::Values("matmul", "softmax", "layernorm", "rmsnorm",
+                                           "flash_attention", "fused_mlp", "cross_entropy",
+                                           "rotary_embedding", "reduce"));
+
+}  // namespace
+}  // namespace vb

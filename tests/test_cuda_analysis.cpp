@@ -1,0 +1,507 @@
+// Unit tests of the NVIDIA static analysis (src/analysis): the ptxas -v parser, the SASS mix and
+// .nv.info parsers on text recorded from nvcc 13.0 / cuobjdump 13.2 (tests/fixtures/cuda/; the
+// .cu sources beside them produced it, commands in tests/fixtures/cuda/README.md), the
+// occupancy calculator against hand-computed cases, the @vb-param parser and the analytical
+// GPU model. No tool runs here.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <sstream>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "analysis/gpu_estimate.h"
+#include "analysis/occupancy.h"
+#include "analysis/ptxas_report.h"
+#include "analysis/sass_mix.h"
+#include "analysis/source_params.h"
+#include "core/paths.h"
+#include "support.h"
+#include "targets/spec_db.h"
+
+namespace vb {
+namespace {
+
+using namespace vb::analysis;
+
+std::string fixture(const std::string& name) {
+  return read_file(test::repo_root() / "tests" / "fixtures" / "cuda" / name);
+}
+
+const TargetSpec& spec(const std::string& id) {
+  static const std::vector<TargetSpec> db = load_spec_db();
+  const TargetSpec* t = find_target(db, id);
+  if (!t) throw std::runtime_error("no target " + id);
+  return *t;
+}
+
+const SassMix& mix_of(const std::vector<SassMix>& v, const std::string& fn) {
+  for (const auto& m : v)
+    if (m.function == fn) return m;
+  throw std::runtime_error("no SASS function " + fn);
+}
+
+// ---- ptxas -v -------------------------------------------------------------------------------
+
+TEST(PtxasReport, MultipleEntriesDeviceFunctionAndModuleConstants) {
+  const PtxasReport r = parse_ptxas_report(fixture("ptxas_multi_sm80.txt"));
+  EXPECT_TRUE(r.errors.empty());
+  EXPECT_EQ(r.gmem_bytes, 0);
+  EXPECT_EQ(r.module_cmem_bytes.at(3), 256);  // __constant__ float kTable[64]
+  ASSERT_EQ(r.functions.size(), 5u);
+  ASSERT_EQ(r.entries().size(), 4u);
+  const PtxasFunction* bf = r.find("_Z4axpyI13__nv_bfloat16EvPKT_PS1_fi");
+  ASSERT_NE(bf, nullptr);
+  EXPECT_TRUE(bf->entry);
+  EXPECT_EQ(bf->arch, "sm_80");
+  EXPECT_EQ(bf->registers, 8);
+  EXPECT_EQ(bf->barriers, 0);
+  EXPECT_EQ(bf->cmem_bytes.at(0), 376);
+  EXPECT_EQ(bf->stack_frame_bytes, 0);
+  EXPECT_EQ(bf->spill_store_bytes, 0);
+  EXPECT_FALSE(bf->spills());
+  EXPECT_EQ(bf->demangled,
+            "void axpy<__nv_bfloat16>(__nv_bfloat16 const*, __nv_bfloat16*, float, int)");
+  const PtxasFunction* blend = r.find("_Z5blendPKfPfi");
+  ASSERT_NE(blend, nullptr);
+  EXPECT_EQ(blend->registers, 11);
+  EXPECT_EQ(blend->cmem_bytes.at(0), 372);
+  const PtxasFunction* mix = r.find("_Z3mixff");  // __noinline__ device function
+  ASSERT_NE(mix, nullptr);
+  EXPECT_FALSE(mix->entry);
+  EXPECT_EQ(mix->registers, -1);
+  EXPECT_EQ(mix->stack_frame_bytes, 0);
+  EXPECT_EQ(mix->demangled, "mix(float, float)");
+}
+
+TEST(PtxasReport, SpillsAndCumulativeStack) {
+  const PtxasReport r = parse_ptxas_report(fixture("ptxas_spill_sm90a.txt"));
+  ASSERT_EQ(r.entries().size(), 1u);
+  const PtxasFunction& f = *r.entries()[0];
+  EXPECT_EQ(f.mangled, "_Z5spillPKfPfi");
+  EXPECT_EQ(f.arch, "sm_90a");
+  EXPECT_EQ(f.registers, 32);
+  EXPECT_EQ(f.stack_frame_bytes, 272);
+  EXPECT_EQ(f.spill_store_bytes, 540);
+  EXPECT_EQ(f.spill_load_bytes, 568);
+  EXPECT_EQ(f.cumulative_stack_bytes, 272);
+  EXPECT_TRUE(f.spills());
+  EXPECT_TRUE(f.cmem_bytes.empty());  // sm_90a reports no cmem[0] in CUDA 13
+}
+
+TEST(PtxasReport, WgmmaOnSm80IsAnErrorWithPtxasReason) {
+  const PtxasReport r = parse_ptxas_report(fixture("ptxas_wgmma_sm80.txt"));
+  ASSERT_EQ(r.errors.size(), 5u);  // four instructions + the fatal
+  EXPECT_EQ(r.errors[0].tool, "ptxas");
+  EXPECT_EQ(r.errors[0].severity, "error");
+  EXPECT_EQ(r.errors[0].line, 31);
+  EXPECT_EQ(r.errors[0].message, "Instruction 'wgmma.fence' not supported on .target 'sm_80'");
+  EXPECT_EQ(r.errors[4].severity, "fatal");
+  EXPECT_EQ(r.errors[4].message, "Ptx assembly aborted due to errors");
+  EXPECT_EQ(r.first_error(),
+            "ptxas error: Instruction 'wgmma.fence' not supported on .target 'sm_80'");
+  EXPECT_TRUE(r.functions.empty());
+}
+
+TEST(PtxasReport, TooMuchSharedDataIsAnErrorAndTheNumbersStillParse) {
+  const PtxasReport r = parse_ptxas_report(fixture("ptxas_big_smem_sm80.txt"));
+  ASSERT_EQ(r.errors.size(), 1u);
+  EXPECT_NE(r.errors[0].message.find("uses too much shared data (0x19000 bytes, 0xc000 max)"),
+            std::string::npos);
+  ASSERT_EQ(r.entries().size(), 1u);
+  EXPECT_EQ(r.entries()[0]->smem_bytes, 102400);
+  EXPECT_EQ(r.entries()[0]->barriers, 1);
+}
+
+TEST(PtxasReport, FrontEndErrors) {
+  const PtxasReport r = parse_ptxas_report(fixture("nvcc_syntax_error.txt"));
+  ASSERT_EQ(r.errors.size(), 1u);
+  EXPECT_EQ(r.errors[0].tool, "nvcc");
+  EXPECT_EQ(r.errors[0].file, "syntax_error.cu");
+  EXPECT_EQ(r.errors[0].line, 2);
+  EXPECT_EQ(r.errors[0].message, "identifier \"undeclared_value\" is undefined");
+}
+
+TEST(PtxasReport, UnknownArchitectureIsAToolchainLimit) {
+  const PtxasReport r = parse_ptxas_report(fixture("nvcc_unknown_arch.txt"));
+  ASSERT_EQ(r.errors.size(), 1u);
+  EXPECT_EQ(r.errors[0].tool, "nvcc");
+  EXPECT_EQ(r.errors[0].severity, "fatal");
+  EXPECT_EQ(r.errors[0].message, "Unsupported gpu architecture 'compute_999a'");
+  EXPECT_TRUE(r.toolchain_lacks_arch());
+  EXPECT_TRUE(parse_ptxas_report("ptxas fatal   : Value 'sm_999' is not defined for option "
+                                 "'gpu-name'\n")
+                  .toolchain_lacks_arch());
+  EXPECT_FALSE(parse_ptxas_report(fixture("ptxas_wgmma_sm80.txt")).toolchain_lacks_arch());
+}
+
+TEST(PtxasReport, EmptyAndUnrelatedText) {
+  EXPECT_TRUE(parse_ptxas_report("").functions.empty());
+  const PtxasReport r = parse_ptxas_report("hello\nptxas info    : Compile time = 1 ms\n");
+  EXPECT_TRUE(r.functions.empty());
+  EXPECT_TRUE(r.errors.empty());
+  EXPECT_EQ(demangle("plain_c_name"), "plain_c_name");
+}
+
+// ---- SASS mix ---------------------------------------------------------------------------------
+
+TEST(SassMix, TensorCoreTileWithCpAsyncAndLdmatrix) {
+  // Counts by `grep | sort | uniq -c` over the fixture: 224 instruction lines, 8 of them NOP.
+  const auto v = parse_sass_mix(fixture("sass_wmma_hgemm_sm80.txt"));
+  ASSERT_EQ(v.size(), 1u);
+  const SassMix& m = v[0];
+  EXPECT_EQ(m.arch, "sm_80");
+  EXPECT_EQ(m.function, "_Z10wmma_hgemmPK6__halfS1_Pfi");
+  EXPECT_EQ(m.total, 216);
+  EXPECT_EQ(m.hmma, 10);
+  EXPECT_EQ(m.hgmma, 0);
+  EXPECT_EQ(m.ldgsts, 10);
+  EXPECT_EQ(m.ldsm, 10);
+  EXPECT_EQ(m.lds, 15);
+  EXPECT_EQ(m.ldg, 0);
+  EXPECT_EQ(m.stg, 4);
+  EXPECT_EQ(m.stg_64, 4);
+  EXPECT_EQ(m.barriers, 10);
+  EXPECT_EQ(m.ffma, 0);
+  EXPECT_EQ(m.ldl + m.stl, 0);
+  EXPECT_EQ(m.tensor_core(), 10);
+  // By base opcode: IMAD.SHL.U32 22 + IMAD.MOV.U32 6 + IMAD 6 + IMAD.WIDE.U32 1 + IMAD.IADD 1.
+  EXPECT_EQ(m.opcodes.at("IMAD"), 36);
+}
+
+TEST(SassMix, HopperWarpgroupMma) {
+  const auto v = parse_sass_mix(fixture("sass_wgmma_sm90a.txt"));
+  ASSERT_EQ(v.size(), 1u);
+  EXPECT_EQ(v[0].arch, "sm_90a");
+  EXPECT_EQ(v[0].hgmma, 1);
+  EXPECT_EQ(v[0].hmma, 0);
+  EXPECT_EQ(v[0].stg, 8);
+  EXPECT_EQ(v[0].total, 24);  // 32 lines, 8 NOP
+}
+
+TEST(SassMix, SpillsShowAsLocalMemory) {
+  const auto v = parse_sass_mix(fixture("sass_spill_sm90a.txt"));
+  ASSERT_EQ(v.size(), 1u);
+  const SassMix& m = v[0];
+  EXPECT_EQ(m.stl, 134);  // STL 133 + STL.64 1
+  EXPECT_EQ(m.ldl, 141);  // LDL.LU 133 + LDL 7 + LDL.LU.64 1
+  EXPECT_EQ(m.ffma, 127);
+  EXPECT_EQ(m.ldg, 64);
+  EXPECT_EQ(m.ldg_128, 0);
+  EXPECT_DOUBLE_EQ(m.mean_load_bytes(), 4.0);
+  EXPECT_EQ(m.total, 494);  // 504 lines, 10 NOP
+}
+
+TEST(SassMix, WideLoadsIncluding256BitOnBlackwell) {
+  const auto v8 = parse_sass_mix(fixture("sass_v8copy_sm100a.txt"));
+  ASSERT_EQ(v8.size(), 1u);
+  EXPECT_EQ(v8[0].arch, "sm_100a");
+  EXPECT_EQ(v8[0].ldg_256, 1);
+  EXPECT_EQ(v8[0].stg_256, 1);
+  EXPECT_EQ(v8[0].ldg_128, 0);
+  EXPECT_DOUBLE_EQ(v8[0].mean_load_bytes(), 32.0);
+  const auto vs = parse_sass_mix(fixture("sass_vec_scale_sm120a.txt"));
+  ASSERT_EQ(vs.size(), 1u);
+  EXPECT_EQ(vs[0].arch, "sm_120a");
+  EXPECT_EQ(vs[0].ldg_128, 1);  // LDG.E.128.CONSTANT
+  EXPECT_EQ(vs[0].stg_128, 1);
+  EXPECT_EQ(vs[0].wide_global(), 2);
+  EXPECT_EQ(vs[0].fadd_fmul, 4);
+  EXPECT_EQ(vs[0].total, 22);  // 32 lines, 10 NOP
+}
+
+TEST(SassMix, SeveralFunctions) {
+  const auto v = parse_sass_mix(fixture("sass_multi_sm80.txt"));
+  ASSERT_EQ(v.size(), 4u);
+  EXPECT_EQ(mix_of(v, "_Z4axpyIfEvPKT_PS0_fi").total, 16);
+  EXPECT_EQ(mix_of(v, "_Z4axpyI6__halfEvPKT_PS1_fi").total, 19);
+  const SassMix& blend = mix_of(v, "_Z5blendPKfPfi");
+  EXPECT_EQ(blend.total, 31);  // non-NOP instruction lines of its block (grep -vc NOP)
+  EXPECT_EQ(blend.mufu, 1);  // __expf -> MUFU.EX2
+  EXPECT_TRUE(parse_sass_mix("no functions here\n").empty());
+}
+
+TEST(KernelAttributes, LaunchBoundsFromNvInfo) {
+  const auto a = parse_kernel_attributes(fixture("elf_multi_sm80.txt"));
+  ASSERT_EQ(a.size(), 4u);
+  for (const auto& k : a) {
+    if (k.function == "_Z5blendPKfPfi") {
+      EXPECT_FALSE(k.max_threads.has_value()) << "blend has no __launch_bounds__";
+      EXPECT_EQ(k.register_count, 11);
+    } else {
+      EXPECT_EQ(k.max_threads, 128) << k.function;
+    }
+  }
+  const auto s = parse_kernel_attributes(fixture("elf_spill_sm90a.txt"));
+  ASSERT_EQ(s.size(), 1u);
+  EXPECT_EQ(s[0].max_threads, 1024);
+  EXPECT_EQ(s[0].max_registers, 32);  // __launch_bounds__(1024, 2): 65536 / 2048
+  EXPECT_EQ(s[0].register_count, 32);
+  const auto vs = parse_kernel_attributes(fixture("elf_vec_scale_sm120a.txt"));
+  ASSERT_EQ(vs.size(), 1u);
+  EXPECT_EQ(vs[0].max_threads, 256);
+  // The trimmed copy the cache keeps parses the same.
+  const auto t = parse_kernel_attributes(nv_info_sections(fixture("elf_multi_sm80.txt")));
+  ASSERT_EQ(t.size(), 4u);
+  EXPECT_LT(nv_info_sections(fixture("elf_multi_sm80.txt")).size(),
+            fixture("elf_multi_sm80.txt").size() / 2);
+}
+
+// ---- occupancy --------------------------------------------------------------------------------
+
+TEST(Occupancy, H100FullOccupancyBoundByWarpsAndRegisters) {
+  // H100: 64 warps, 32 blocks, 65536 regs, 228 KB/SM. 256 threads, 32 regs, no smem.
+  // warps/block = 8 -> by warps 64/8 = 8. regs/warp = 32*32 = 1024; per SMSP 16384/1024 = 16
+  // warps -> 64 per SM -> 64/8 = 8 blocks. smem 0 + 1 KB reserved = 1024 -> 233472/1024 = 228.
+  // min = 8 blocks = 64 warps = 100 %.
+  const Occupancy o = compute_occupancy({256, 32, 0, 0}, SmLimits::from_spec(spec("h100-sxm")));
+  EXPECT_EQ(o.warps_per_block, 8);
+  EXPECT_EQ(o.regs_per_warp_allocated, 1024);
+  EXPECT_EQ(o.blocks_by_warps, 8);
+  EXPECT_EQ(o.blocks_by_registers, 8);
+  EXPECT_EQ(o.blocks_by_shared, 228);
+  EXPECT_EQ(o.blocks_by_blocks, 32);
+  EXPECT_EQ(o.blocks_per_sm, 8);
+  EXPECT_EQ(o.active_warps, 64);
+  EXPECT_DOUBLE_EQ(o.occupancy, 1.0);
+  EXPECT_EQ(o.limiter(), "warps+registers");
+}
+
+TEST(Occupancy, RegisterBoundWithRounding) {
+  // H100, 128 threads, 255 regs: 255*32 = 8160 -> rounded to 256 = 8192 per warp; per SMSP
+  // 16384/8192 = 2 warps -> 8 per SM -> 8/4 = 2 blocks -> 8 warps = 12.5 %.
+  const Occupancy o = compute_occupancy({128, 255, 0, 0}, SmLimits::from_spec(spec("h100-sxm")));
+  EXPECT_EQ(o.regs_per_warp_allocated, 8192);
+  EXPECT_EQ(o.blocks_by_registers, 2);
+  EXPECT_EQ(o.blocks_per_sm, 2);
+  EXPECT_DOUBLE_EQ(o.occupancy, 0.125);
+  EXPECT_EQ(o.limiter(), "registers");
+  // 100 threads (4 warps), 33 regs: 33*32 = 1056 -> 1280; 16384/1280 = 12 per SMSP -> 48 ->
+  // 48/4 = 12 blocks; warps 64/4 = 16 -> 12 blocks = 48 warps = 75 %.
+  const Occupancy p = compute_occupancy({100, 33, 0, 0}, SmLimits::from_spec(spec("h100-sxm")));
+  EXPECT_EQ(p.warps_per_block, 4);
+  EXPECT_EQ(p.regs_per_warp_allocated, 1280);
+  EXPECT_EQ(p.blocks_per_sm, 12);
+  EXPECT_DOUBLE_EQ(p.occupancy, 0.75);
+}
+
+TEST(Occupancy, A100SharedMemoryBound) {
+  // A100: 164 KB/SM = 167936 B. 256 threads, 40 regs, 48 KB static: smem 49152 + 1024 = 50176
+  // (a multiple of 128) -> 167936/50176 = 3 blocks. regs 40*32 = 1280 -> 12 per SMSP -> 48 ->
+  // 6 blocks; warps 64/8 = 8. min = 3 -> 24 warps = 37.5 %.
+  const Occupancy o = compute_occupancy({256, 40, 49152, 0}, SmLimits::from_spec(spec("a100-sxm")));
+  EXPECT_EQ(o.shared_bytes_per_block_allocated, 50176);
+  EXPECT_EQ(o.blocks_by_shared, 3);
+  EXPECT_EQ(o.blocks_by_registers, 6);
+  EXPECT_EQ(o.blocks_per_sm, 3);
+  EXPECT_DOUBLE_EQ(o.occupancy, 0.375);
+  EXPECT_EQ(o.limiter(), "shared memory");
+  // 100 bytes: 100 + 1024 = 1124 -> rounded to 128 = 1152.
+  EXPECT_EQ(compute_occupancy({256, 40, 100, 0}, SmLimits::from_spec(spec("a100-sxm")))
+                .shared_bytes_per_block_allocated,
+            1152);
+}
+
+TEST(Occupancy, Ada48WarpsAndBlockLimit) {
+  // RTX 4090: 48 warps, 24 blocks. 96 threads = 3 warps, 16 regs: warps 48/3 = 16; regs 512 per
+  // warp -> 32 per SMSP -> 128 -> 42 blocks; smem 1024 -> 100; min 16 = 48 warps = 100 %.
+  const SmLimits ada = SmLimits::from_spec(spec("rtx-4090"));
+  EXPECT_EQ(ada.max_warps_per_sm, 48);
+  const Occupancy o = compute_occupancy({96, 16, 0, 0}, ada);
+  EXPECT_EQ(o.blocks_per_sm, 16);
+  EXPECT_DOUBLE_EQ(o.occupancy, 1.0);
+  EXPECT_EQ(o.limiter(), "warps");
+  // 32 threads: warps 48, blocks 24 -> 24 warps = 50 %, bound by the block limit.
+  const Occupancy b = compute_occupancy({32, 16, 0, 0}, ada);
+  EXPECT_EQ(b.blocks_per_sm, 24);
+  EXPECT_DOUBLE_EQ(b.occupancy, 0.5);
+  EXPECT_EQ(b.limiter(), "blocks");
+}
+
+TEST(Occupancy, CannotLaunch) {
+  const SmLimits h = SmLimits::from_spec(spec("h100-sxm"));
+  // 1024 threads x 128 regs: 4096 per warp x 32 warps = 131072 > 65536 per block.
+  const Occupancy r = compute_occupancy({1024, 128, 0, 0}, h);
+  EXPECT_EQ(r.blocks_per_sm, 0);
+  EXPECT_NE(r.cannot_launch.find("registers"), std::string::npos) << r.cannot_launch;
+  // 230 KB dynamic shared memory > 227 KB per block.
+  const Occupancy s = compute_occupancy({128, 32, 0, 230 * 1024}, h);
+  EXPECT_EQ(s.blocks_per_sm, 0);
+  EXPECT_NE(s.cannot_launch.find("shared memory"), std::string::npos) << s.cannot_launch;
+  const Occupancy t = compute_occupancy({2048, 16, 0, 0}, h);
+  EXPECT_EQ(t.blocks_per_sm, 0);
+  EXPECT_THROW(compute_occupancy({0, 32, 0, 0}, h), std::invalid_argument);
+  EXPECT_THROW(compute_occupancy({128, 32, 0, 0}, SmLimits{}), std::invalid_argument);
+}
+
+// The runtime's answers recorded on a real GPU by bench/occupancy_check.sh (one file per device,
+// tests/fixtures/cuda/occupancy_<gpu>.jsonl): the calculator must agree on every row.
+TEST(Occupancy, MatchesTheCudaRuntimeOnRecordedDevices) {
+  const auto dir = test::repo_root() / "tests" / "fixtures" / "cuda";
+  static const std::vector<TargetSpec> db = load_spec_db();
+  int files = 0;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) {
+    const std::string name = e.path().filename().string();
+    if (name.rfind("occupancy_", 0) != 0 || e.path().extension() != ".jsonl") continue;
+    ++files;
+    SCOPED_TRACE(name);
+    std::istringstream lines(read_file(e.path()));
+    std::string line;
+    ASSERT_TRUE(std::getline(lines, line));
+    const auto dev = nlohmann::json::parse(line);
+    const std::string cc = dev.at("cc").get<std::string>();
+    const TargetSpec* t = match_nvidia_device(db, dev.at("device").get<std::string>(),
+                                              std::stoi(cc), std::stoi(cc.substr(cc.find('.') + 1)));
+    ASSERT_NE(t, nullptr) << "no spec for " << dev.dump();
+    const SmLimits l = SmLimits::from_spec(*t);
+    EXPECT_EQ(l.registers_per_sm, dev.at("regs_per_sm").get<int>());
+    EXPECT_EQ(l.shared_memory_per_sm_bytes, dev.at("smem_per_sm").get<long>());
+    EXPECT_EQ(l.shared_memory_per_block_bytes, dev.at("smem_per_block_optin").get<long>());
+    EXPECT_EQ(l.reserved_shared_memory_per_block_bytes, dev.at("reserved_smem_per_block").get<long>());
+    EXPECT_EQ(l.max_blocks_per_sm, dev.at("max_blocks_per_sm").get<int>());
+    int rows = 0;
+    while (std::getline(lines, line)) {
+      if (line.empty()) continue;
+      const auto r = nlohmann::json::parse(line);
+      if (!r.at("error").get<std::string>().empty()) continue;
+      ++rows;
+      const Occupancy o = compute_occupancy(
+          {r.at("threads").get<int>(), r.at("registers").get<int>(), r.at("static_smem").get<long>(),
+           r.at("dynamic_smem").get<long>()},
+          l);
+      EXPECT_EQ(o.blocks_per_sm, r.at("blocks_per_sm").get<int>()) << line;
+    }
+    EXPECT_GT(rows, 10);
+  }
+  if (files == 0)
+    GTEST_SKIP() << "no tests/fixtures/cuda/occupancy_*.jsonl recorded yet: run "
+                    "bash bench/occupancy_check.sh on a machine with an NVIDIA GPU";
+}
+
+// ---- @vb-param --------------------------------------------------------------------------------
+
+TEST(SourceParams, ParsesTheConvention) {
+  const auto p = parse_source_params(fixture("../../../tests/fixtures/cuda/vec_scale.cu"));
+  ASSERT_EQ(p.size(), 1u);
+  EXPECT_EQ(p[0].name, "BLOCK_THREADS");
+  EXPECT_EQ(p[0].default_value, "256");
+  EXPECT_EQ(p[0].values, (std::vector<std::string>{"128", "256", "512"}));
+  EXPECT_EQ(p[0].description, "threads per block");
+  EXPECT_EQ(p[0].line, 5);
+  std::string name;
+  EXPECT_EQ(declared_block_threads(p, &name), 256);
+  EXPECT_EQ(name, "BLOCK_THREADS");
+  const auto q = parse_source_params(
+      "// @vb-param TILE 64 {32,64}  tile\n// @vb-param BLOCK_SIZE 128\n// @vb-param BROKEN\n");
+  ASSERT_EQ(q.size(), 2u);
+  EXPECT_TRUE(q[1].values.empty());
+  EXPECT_EQ(declared_block_threads(q), 128);
+  EXPECT_FALSE(declared_block_threads(parse_source_params("// @vb-param TILE 64\n")));
+}
+
+// ---- analytical model -------------------------------------------------------------------------
+
+Occupancy full_occupancy(const std::string& target, int threads, int regs) {
+  return compute_occupancy({threads, regs, 0, 0}, SmLimits::from_spec(spec(target)));
+}
+
+TEST(GpuEstimate, StreamingKernelIsMemoryBoundNearTheRoofline) {
+  // vec_scale on sm_120 (RTX 5090, 1792 GB/s): 64 MiB in + 64 MiB out.
+  const auto mix = parse_sass_mix(fixture("sass_vec_scale_sm120a.txt"))[0];
+  GpuEstimateInput in;
+  in.bytes = 2.0 * 64 * 1024 * 1024 * 4;
+  in.flops = 64.0 * 1024 * 1024;
+  in.mix = mix;
+  in.occupancy = full_occupancy("rtx-5090", 256, 14);
+  in.arch = "sm_120a";
+  const GpuEstimate e = estimate_gpu_time(in, spec("rtx-5090"));
+  EXPECT_EQ(e.bound, "memory");
+  const double roof = in.bytes / (1792 * 1e3);
+  EXPECT_NEAR(e.ideal_memory_us, roof, 1e-9);
+  // 48 warps x 32 x 16 B x 1 load = 24576 B supplied vs 1792/170 x 600 = 6325 B needed: 1.
+  // efficiency = stream 0.89 -> t = roof / 0.89 + 2 us launch.
+  EXPECT_NEAR(e.time_us, roof / 0.89 + 2.0, 1e-6);
+  EXPECT_NEAR(e.low_us, e.time_us * 0.7, 1e-9);
+  EXPECT_NEAR(e.high_us, e.time_us * 1.6, 1e-9);
+  EXPECT_TRUE(e.widened_by.empty());
+}
+
+TEST(GpuEstimate, LowOccupancyScalarLoadsAndSpillsCostBandwidthAndWidenTheBand) {
+  const auto spill = parse_sass_mix(fixture("sass_spill_sm90a.txt"))[0];
+  GpuEstimateInput in;
+  in.bytes = 1e9;
+  in.flops = 1e6;
+  in.mix = spill;
+  in.occupancy = full_occupancy("h100-sxm", 64, 32);  // 32 blocks x 2 warps = 64 warps
+  in.arch = "sm_90a";
+  const GpuEstimate full = estimate_gpu_time(in, spec("h100-sxm"));
+  in.occupancy = compute_occupancy({64, 32, 0, 0}, [] {
+    SmLimits l = SmLimits::from_spec(spec("h100-sxm"));
+    l.max_blocks_per_sm = 2;  // force 4 active warps
+    return l;
+  }());
+  ASSERT_EQ(in.occupancy.active_warps, 4);
+  const GpuEstimate low = estimate_gpu_time(in, spec("h100-sxm"));
+  // 4 warps x 32 x 4 B x 4 loads = 2048 B vs 3350/132 x 600 = 15227 B needed -> 0.1345.
+  EXPECT_GT(low.time_us, full.time_us * 5);
+  bool has_local = false;
+  for (const auto& f : low.factors)
+    if (f.name == "local") {
+      has_local = true;
+      EXPECT_NEAR(f.value, 1 / (1 + 275.0 / 65.0), 1e-9);  // LDL+STL 275 vs LDG+STG 65
+    }
+  EXPECT_TRUE(has_local);
+  EXPECT_GE(low.widened_by.size(), 2u);  // local memory, few bytes in flight
+  EXPECT_GT(low.high_us / low.time_us, 1.6);
+  EXPECT_LT(low.low_us / low.time_us, 0.7);
+}
+
+TEST(GpuEstimate, TensorCorePeakOnlyForSixteenBitWithMmaInTheSass) {
+  const auto wmma = parse_sass_mix(fixture("sass_wmma_hgemm_sm80.txt"))[0];
+  GpuEstimateInput in;
+  in.flops = 2.0 * 4096 * 4096 * 4096;
+  in.bytes = 3.0 * 4096 * 4096 * 2;
+  in.mix = wmma;
+  in.occupancy = full_occupancy("a100-sxm", 128, 25);
+  in.arch = "sm_80";
+  in.dtype = DType::F16;
+  const GpuEstimate tc = estimate_gpu_time(in, spec("a100-sxm"));
+  EXPECT_EQ(tc.bound, "compute");
+  EXPECT_DOUBLE_EQ(tc.peak_tflops, 312);
+  EXPECT_EQ(tc.peak_key, "fp16 (tensor cores)");
+  in.dtype = DType::F32;  // same SASS, fp32 problem: the fp32 peak
+  EXPECT_DOUBLE_EQ(estimate_gpu_time(in, spec("a100-sxm")).peak_tflops, 19.5);
+  in.dtype = DType::F16;
+  in.mix = parse_sass_mix(fixture("sass_spill_sm90a.txt"))[0];  // FFMA only: no tensor cores
+  EXPECT_DOUBLE_EQ(estimate_gpu_time(in, spec("a100-sxm")).peak_tflops, 19.5);
+  // wgmma on Hopper uses the measured 0.90 path factor.
+  in.mix = parse_sass_mix(fixture("sass_wgmma_sm90a.txt"))[0];
+  in.arch = "sm_90a";
+  in.occupancy = full_occupancy("h100-sxm", 128, 34);
+  const GpuEstimate h = estimate_gpu_time(in, spec("h100-sxm"));
+  ASSERT_FALSE(h.factors.empty());
+  bool path = false;
+  for (const auto& f : h.factors)
+    if (f.name == "path") {
+      path = true;
+      EXPECT_DOUBLE_EQ(f.value, 0.90);
+    }
+  EXPECT_TRUE(path);
+  EXPECT_NEAR(h.ideal_compute_us, in.flops / (989.4 * 1e6), 1e-6);
+}
+
+TEST(GpuEstimate, RejectsBadInput) {
+  GpuEstimateInput in;
+  in.occupancy = full_occupancy("h100-sxm", 256, 32);
+  EXPECT_THROW(estimate_gpu_time(in, spec("h100-sxm")), std::invalid_argument);  // 0 and 0
+  in.bytes = -1;
+  EXPECT_THROW(estimate_gpu_time(in, spec("h100-sxm")), std::invalid_argument);
+  in.bytes = 1e6;
+  in.occupancy = Occupancy{};
+  EXPECT_THROW(estimate_gpu_time(in, spec("h100-sxm")), std::invalid_argument);
+}
+
+}  // namespace
+}  // namespace vb

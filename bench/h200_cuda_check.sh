@@ -10,7 +10,7 @@
 #                                      to $OUT, else bench/results/h200-cuda
 #
 # Steps on the GPU machine (budget ~6 minutes on 16 cores + one H200):
-#   1. vb_integration_tests --gtest_filter='Cuda*:*BadCudaKernel*'  (GPU tests; ~1-2 min)
+#   1. vb_integration_tests --gtest_filter='Cuda*:*BadCudaKernel*:-CudaRunnerMock.*'  (GPU tests; ~1-2 min)
 #   2. vladbud bench --backend cuda --kernel softmax --quick         (the CUDA softmax starter)
 #   3. vladbud run --all --json --quick                              (CPU + local GPU; the full
 #      protocol of all 18 evaluations does not fit the budget: set VB_CHECK_FULL=1 for it)
@@ -75,13 +75,13 @@ step() {
   note "[$name] exit ${rc[$name]} after ${secs[$name]} s"
 }
 
-step gpu_tests 150 "$bin/vb_integration_tests" --gtest_filter='Cuda*:*BadCudaKernel*' \
+step gpu_tests 150 "$bin/vb_integration_tests" --gtest_filter='Cuda*:*BadCudaKernel*:-CudaRunnerMock.*' \
   --gtest_output="xml:$out/gpu_tests.xml"
-step bench_softmax 60 "$bin/vladbud" bench --backend cuda --kernel softmax --quick --progress \
+step bench_softmax 45 "$bin/vladbud" bench --backend cuda --kernel softmax --quick --progress \
   --results "$out/results.tsv"
 quick=(--quick)
 [ "${VB_CHECK_FULL:-0}" = 1 ] && quick=()
-step run_all 200 "$bin/vladbud" run --all --json "${quick[@]}" --progress \
+step run_all 210 "$bin/vladbud" run --all --json "${quick[@]}" --progress \
   --results "$out/results.tsv" --report "$out/run_all.md"
 note "done in $(( $(date +%s) - start )) s"
 

@@ -208,8 +208,9 @@ class Session {
     const bool gpu = backend_.name() == "cuda";
     std::size_t llc = opt_.llc_bytes ? opt_.llc_bytes : gpu ? device_l2_ : detect_cpu().llc_bytes;
     if (llc == 0) llc = 64ull << 20;
+    // Strictly more than 2x the cache: floor(2 llc / set) + 1 sets.
     std::size_t n_sets =
-        std::max<std::size_t>(2, (2 * llc + set_bytes - 1) / std::max<std::size_t>(set_bytes, 1));
+        std::max<std::size_t>(2, 2 * llc / std::max<std::size_t>(set_bytes, 1) + 1);
     n_sets = std::min<std::size_t>(n_sets, 256);
     while (n_sets > 2 && (n_sets + 1) * foot > opt_.max_rotation_bytes) --n_sets;
     tr.rotation_sets = static_cast<int>(n_sets);

@@ -173,7 +173,7 @@ class CudaRunnerMock : public ::testing::Test {
       ::setenv("VB_LIBCUDA", old_.c_str(), 1);
   }
   // mock_device_softmax.cpp in mode `mode` (see there), evaluated on the mock cuda runner.
-  static EvalReport eval_mode(int mode, bool timing) {
+  static EvalReport eval_mode(int mode, bool timing, const std::string& sanitizer = "") {
     const fs::path dir = fs::temp_directory_path() / ("vb-mockcuda-" + std::to_string(::getpid()));
     fs::create_directories(dir);
     const fs::path src = dir / ("mode" + std::to_string(mode) + ".cpp");
@@ -184,6 +184,7 @@ class CudaRunnerMock : public ::testing::Test {
     o.quick = true;
     o.call_timeout_s = 10;
     o.timing_size = find_kernel_type("softmax")->find_size("32x128", "cuda");
+    o.sanitizer = sanitizer;
     static const MockCudaBackend be;
     return evaluate(*find_kernel_type("softmax"), be, src, o);
   }
@@ -224,6 +225,22 @@ TEST_F(CudaRunnerMock, WorkTheEventsDoNotSeeFailsTheTimerCrossCheck) {
   // The runner's own check (events vs its host clock around each launch) names the escape.
   EXPECT_NE(r.reason.find("device events"), std::string::npos) << r.reason;
   EXPECT_FALSE(r.timing.has_value());
+}
+
+TEST_F(CudaRunnerMock, SanitizerFindingsFailTheCandidateAndACleanRunPasses) {
+  const std::string fake =
+      (test::repo_root() / "tests/fixtures/cuda/fake_compute_sanitizer.sh").string();
+  ::setenv("VB_COMPUTE_SANITIZER", fake.c_str(), 1);
+  const EvalReport bad = eval_mode(0, /*timing=*/true, "memcheck");
+  const EvalReport clean = eval_mode(0, /*timing=*/true, "initcheck");
+  ::unsetenv("VB_COMPUTE_SANITIZER");
+  EXPECT_EQ(bad.verdict, "FAIL") << bad.reason;
+  EXPECT_EQ(bad.guard, "sanitizer") << bad.reason;
+  EXPECT_NE(bad.reason.find("Invalid __global__ write"), std::string::npos) << bad.reason;
+  EXPECT_NE(bad.reason.find("fake.cu:3"), std::string::npos) << bad.reason;
+  EXPECT_EQ(clean.verdict, "PASS") << clean.guard << ": " << clean.reason;
+  EXPECT_FALSE(clean.timing.has_value()) << "kernels under the sanitizer are not timed";
+  EXPECT_EQ(clean.stages.at(3).status, "PASS") << "determinism restarts the sanitized runner";
 }
 
 TEST_F(CudaRunnerMock, AnUnwrittenElementIsStillPoisonAfterTheCopyBack) {

@@ -92,10 +92,11 @@ note "done in $(( $(date +%s) - start )) s"
 # Compact summary: test counts and failures, the bench verdict, the run table per target.
 {
   echo "== summary (logs in $out)"
-  echo "gpu_tests: exit ${rc[gpu_tests]} (${secs[gpu_tests]} s): $(grep -E '^\[  (PASSED|FAILED|SKIPPED) ' "$out/gpu_tests.out" | tr '\n' ' ')"
-  grep -E '^\[  FAILED  \] .*\.' "$out/gpu_tests.out" | sed 's/^/  /' | head -20
-  grep -m1 -E 'Skipped|no CUDA GPU' "$out/gpu_tests.out" | sed 's/^/  /'
+  echo "gpu_tests: exit ${rc[gpu_tests]} (${secs[gpu_tests]} s): $(grep -E '^\[  (PASSED|FAILED|SKIPPED) +\] [0-9]+ test' "$out/gpu_tests.out" | tr '\n' ' ')"
+  grep -E '^\[  FAILED  \] [A-Za-z].*\.' "$out/gpu_tests.out" | sort -u | sed 's/^/  /' | head -20
+  grep -m1 -A1 -E ': Skipped$' "$out/gpu_tests.out" | tail -1 | sed 's/^/  skip reason: /'
   echo "bench_softmax: exit ${rc[bench_softmax]} (${secs[bench_softmax]} s): $(grep -E '^(verdict|guard|reason|latency_us|bandwidth_gb_s|pct_peak|target):' "$out/bench_softmax.out" | tr '\n' ' ')"
+  [ -s "$out/bench_softmax.out" ] || tail -2 "$out/bench_softmax.err" | sed 's/^/  /'
   echo "run_all: exit ${rc[run_all]} (${secs[run_all]} s)"
   grep -E 'no GPU|cuda backend skipped' "$out/run_all.err" | sed 's/^/  /' | head -3
   python3 - "$out/run_all.out" <<'PY' || echo "  (run --all JSON unreadable)"

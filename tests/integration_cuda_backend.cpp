@@ -134,6 +134,7 @@ TEST(CudaEvaluator, SanitizerFindingsFailTheCandidate) {
   auto o = test::test_options();
   o.quick = true;
   o.dtypes = {DType::F32};
+  o.call_timeout_s = 3;  // x20 under the sanitizer
   o.sanitizer = "memcheck";
   const EvalReport bad = eval_softmax(bad_cuda("illegal_address"), o);
   EXPECT_EQ(bad.verdict, "FAIL") << bad.reason;

@@ -37,11 +37,11 @@ std::string why_no_cuda() {
   return why;
 }
 
-#define VB_REQUIRE_GPU()                                    \
-  do {                                                      \
-    if (const std::string w = why_no_cuda(); !w.empty()) {  \
-      GTEST_SKIP() << w;                                    \
-    }                                                       \
+#define VB_REQUIRE_GPU()                                   \
+  do {                                                     \
+    if (const std::string w = why_no_cuda(); !w.empty()) { \
+      GTEST_SKIP() << w;                                   \
+    }                                                      \
   } while (0)
 
 fs::path bad_cuda(const std::string& name) {
@@ -63,7 +63,9 @@ struct BadCudaCase {
   bool timing;  // the guard fires in the timing protocol
 };
 
-void PrintTo(const BadCudaCase& c, std::ostream* os) { *os << c.file; }
+void PrintTo(const BadCudaCase& c, std::ostream* os) {
+  *os << c.file;
+}
 
 class BadCudaKernel : public ::testing::TestWithParam<BadCudaCase> {};
 
@@ -91,14 +93,13 @@ TEST_P(BadCudaKernel, IsRejectedByItsGuard) {
 
 INSTANTIATE_TEST_SUITE_P(
     CudaEvaluator, BadCudaKernel,
-    ::testing::Values(
-        BadCudaCase{"writes_past_end", "FAIL", "guard_band", "smoke", false},
-        BadCudaCase{"skips_last_element", "FAIL", "poisoned_output", "smoke", false},
-        BadCudaCase{"wrong_dtype", "FAIL", "output_dtype_shape", "smoke", false},
-        BadCudaCase{"spins_forever", "TIMEOUT", "timeout", "smoke", false},
-        BadCudaCase{"illegal_address", "CRASH", "crash", "smoke", false},
-        BadCudaCase{"side_stream", "INVALID", "timer_cross_check", "timing", true},
-        BadCudaCase{"compile_error", "FAIL", "build", "build", false}),
+    ::testing::Values(BadCudaCase{"writes_past_end", "FAIL", "guard_band", "smoke", false},
+                      BadCudaCase{"skips_last_element", "FAIL", "poisoned_output", "smoke", false},
+                      BadCudaCase{"wrong_dtype", "FAIL", "output_dtype_shape", "smoke", false},
+                      BadCudaCase{"spins_forever", "TIMEOUT", "timeout", "smoke", false},
+                      BadCudaCase{"illegal_address", "CRASH", "crash", "smoke", false},
+                      BadCudaCase{"side_stream", "INVALID", "timer_cross_check", "timing", true},
+                      BadCudaCase{"compile_error", "FAIL", "build", "build", false}),
     [](const auto& info) { return std::string(info.param.file); });
 
 TEST(CudaEvaluator, ACorrectKernelPassesAndIsTimedBeyondTheL2) {
@@ -178,9 +179,9 @@ class CudaRunnerMock : public ::testing::Test {
     const fs::path dir = fs::temp_directory_path() / ("vb-mockcuda-" + std::to_string(::getpid()));
     fs::create_directories(dir);
     const fs::path src = dir / ("mode" + std::to_string(mode) + ".cpp");
-    std::ofstream(src) << "#define VB_MOCK_MODE " << mode << "\n#include \""
-                       << (test::repo_root() / "tests/fixtures/cuda/mock_device_softmax.cpp").string()
-                       << "\"\n";
+    std::ofstream(src)
+        << "#define VB_MOCK_MODE " << mode << "\n#include \""
+        << (test::repo_root() / "tests/fixtures/cuda/mock_device_softmax.cpp").string() << "\"\n";
     auto o = test::test_options(timing);
     o.quick = true;
     o.call_timeout_s = 10;

@@ -5,10 +5,10 @@
 #include <fstream>
 #include <iostream>
 
+#include "backends/cuda/cuda_backend.h"
 #include "cli/commands.h"
 #include "eval/report.h"
 #include "kernels/kernel_type.h"
-#include "backends/cuda/cuda_backend.h"
 #include "targets/cpu_info.h"
 #include "targets/nvidia_detect.h"
 

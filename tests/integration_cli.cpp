@@ -7,6 +7,7 @@
 #include "core/paths.h"
 #include "core/process.h"
 #include "support.h"
+#include "targets/nvidia_detect.h"
 
 namespace vb {
 namespace {
@@ -16,6 +17,10 @@ namespace fs = std::filesystem;
 ProcessResult vladbud(std::vector<std::string> args, const fs::path& cwd) {
   args.insert(args.begin(), std::string(VB_BINARY_DIR) + "/vladbud");
   return run_process(args, std::chrono::minutes(10), cwd);
+}
+
+fs::path repo_root_cuda_starter(const std::string& type) {
+  return test::repo_root() / "kernels" / "cuda" / (type + ".cu");
 }
 
 fs::path temp_dir(const std::string& name) {
@@ -91,7 +96,7 @@ TEST(Cli, AbiJsonGivesTheResolvedProblemOfASizeAndRefusesAnUnknownSize) {
 
 TEST(Cli, RunJsonHasTargetsWithKernels) {
   const auto d = temp_dir("run");
-  auto r = vladbud({"run", "reduce", "--json", "--quick"}, d);
+  auto r = vladbud({"run", "reduce", "--json", "--quick", "--no-gpu"}, d);
   EXPECT_EQ(r.exit_code, 0) << r.err;
   const auto j = nlohmann::json::parse(r.out);
   ASSERT_EQ(j.at("targets").size(), 1u);
@@ -106,6 +111,32 @@ TEST(Cli, RunJsonHasTargetsWithKernels) {
   EXPECT_GT(k.at("latency_us").get<double>(), 0);
   EXPECT_GT(k.at("pct_peak").get<double>(), 0);
   EXPECT_LE(k.at("pct_peak").get<double>(), 100);
+}
+
+TEST(Cli, RunAddsTheLocalGpuOrSaysWhyItIsSkipped) {
+  const auto d = temp_dir("run-gpu");
+  // A kernel source that does not exist: the cuda row is a build failure, never a crashed run.
+  auto r = vladbud({"run", "reduce", "--json", "--quick"}, d);
+  const auto j = nlohmann::json::parse(r.out);
+  std::string why;
+  if (detect_nvidia_gpus(&why).empty()) {
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_NE(r.err.find("no GPU: cuda backend skipped ("), std::string::npos) << r.err;
+    EXPECT_EQ(j.at("targets").size(), 1u);
+    return;
+  }
+  ASSERT_EQ(j.at("targets").size(), 2u) << r.err;
+  const auto& g = j["targets"][1];
+  EXPECT_EQ(g.at("id"), "local-gpu0");
+  EXPECT_EQ(g.at("backend"), "cuda");
+  EXPECT_EQ(g.at("local"), true);
+  EXPECT_EQ(g.at("rung"), 5);
+  ASSERT_EQ(g.at("kernels").size(), 1u);
+  const auto& k = g["kernels"][0];
+  EXPECT_EQ(k.at("kernel"), "reduce");
+  if (!fs::exists(repo_root_cuda_starter("reduce"))) {
+    EXPECT_EQ(k.at("failed_stage"), "build") << k.dump();
+  }
 }
 
 }  // namespace

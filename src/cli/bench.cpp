@@ -6,10 +6,10 @@
 #include <iostream>
 #include <optional>
 
+#include "backends/cuda/cuda_backend.h"
 #include "cli/commands.h"
 #include "eval/report.h"
 #include "kernels/kernel_type.h"
-#include "backends/cuda/cuda_backend.h"
 #include "targets/cpu_info.h"
 #include "targets/nvidia_detect.h"
 

@@ -13,13 +13,13 @@
 #include <thread>
 #include <unordered_map>
 
+#include "backends/cuda/cuda_backend.h"
 #include "core/parallel.h"
 #include "core/paths.h"
 #include "core/random.h"
 #include "eval/compare.h"
 #include "runner/client.h"
 #include "runner/protocol.h"
-#include "backends/cuda/cuda_backend.h"
 #include "targets/cpu_info.h"
 #include "targets/gpu_ceilings.h"
 #include "targets/nvidia_detect.h"
@@ -208,16 +208,16 @@ class Session {
     const bool gpu = backend_.name() == "cuda";
     std::size_t llc = opt_.llc_bytes ? opt_.llc_bytes : gpu ? device_l2_ : detect_cpu().llc_bytes;
     if (llc == 0) llc = 64ull << 20;
+    // Strictly more than 2x the cache: floor(2 llc / set) + 1 sets.
     std::size_t n_sets =
-        std::max<std::size_t>(2, (2 * llc + set_bytes - 1) / std::max<std::size_t>(set_bytes, 1));
+        std::max<std::size_t>(2, 2 * llc / std::max<std::size_t>(set_bytes, 1) + 1);
     n_sets = std::min<std::size_t>(n_sets, 256);
     while (n_sets > 2 && (n_sets + 1) * foot > opt_.max_rotation_bytes) --n_sets;
     tr.rotation_sets = static_cast<int>(n_sets);
     tr.rotation_bytes = static_cast<double>(n_sets * set_bytes);
     progress(fmt::format("[timing] {} {}: {} rotating input sets ({:.0f} MiB; {} {:.0f} MiB)",
                          p.size.label, dtype_name(p.dtype), n_sets, tr.rotation_bytes / 1048576.0,
-                         gpu ? "L2" : "LLC",
-                         static_cast<double>(llc) / 1048576.0));
+                         gpu ? "L2" : "LLC", static_cast<double>(llc) / 1048576.0));
     if (auto f = reset_arena((n_sets + 1) * foot)) return f;
     std::vector<Placed> sets;  // sets[0] is the warm-up set; 1..n_sets are timed
     for (std::size_t s = 0; s <= n_sets; ++s) sets.push_back(place(p));
@@ -239,8 +239,8 @@ class Session {
     auto warm = runner_.command(call_command(p, ptrs, 3, 0, {}, false), call_timeout(4));
     if (auto f = reply_failure(warm)) return f;
     // (cuda: less the runner's host<->device staging of all the sets, which is not a call.)
-    const double est_s = std::max(
-        1e-7, (warm.parent_wall_s - warm.body.value("staging_ns", 0.0) * 1e-9) / 3.0);
+    const double est_s =
+        std::max(1e-7, (warm.parent_wall_s - warm.body.value("staging_ns", 0.0) * 1e-9) / 3.0);
     std::vector<double> us;
     double timed_total = 0, wall_total = 0;
     std::random_device rd;
@@ -572,8 +572,9 @@ Ceilings local_ceilings_for(const Backend& b, bool recalibrate,
   std::string why;
   const auto gpus = detect_nvidia_gpus(&why);
   if (gpus.empty()) throw std::runtime_error("GPU ceilings: " + why);
-  return local_gpu_ceilings(gpus.front(), recalibrate,
-                            [&](std::string m) { if (progress) progress(m); });
+  return local_gpu_ceilings(gpus.front(), recalibrate, [&](std::string m) {
+    if (progress) progress(m);
+  });
 }
 
 struct CaseSpec {

@@ -60,7 +60,8 @@ std::optional<TargetResults> run_local_gpu(
   t.local = true;
   t.rung = 5;
   try {
-    if (const TargetSpec* spec = match_nvidia_device(load_spec_db(), g.name, g.cc_major, g.cc_minor))
+    if (const TargetSpec* spec =
+            match_nvidia_device(load_spec_db(), g.name, g.cc_major, g.cc_minor))
       t.spec_id = spec->id;
   } catch (const std::exception&) {
     // A broken spec database must not stop the local run; the target is then "derived".

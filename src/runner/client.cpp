@@ -54,9 +54,12 @@ void RunnerClient::set_sanitizer(std::string sanitizer_exe, std::string tool) {
                         fmt::format("vladbud-runner-sanitize-{}-{}", ::getpid(), serial++);
   std::error_code ec;
   fs::copy_file(runner_path(), copy, fs::copy_options::overwrite_existing, ec);
-  if (ec) throw std::runtime_error("cannot copy the runner to " + copy.string() + ": " + ec.message());
-  fs::permissions(copy, fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec |
-                            fs::perms::others_read | fs::perms::others_exec, ec);
+  if (ec)
+    throw std::runtime_error("cannot copy the runner to " + copy.string() + ": " + ec.message());
+  fs::permissions(copy,
+                  fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec |
+                      fs::perms::others_read | fs::perms::others_exec,
+                  ec);
   sanitizer_runner_ = copy.string();
 }
 

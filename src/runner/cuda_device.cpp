@@ -12,7 +12,7 @@ namespace {
 // CUresult is an int enum, CUdevice an int, CUcontext/CUstream/CUevent opaque pointers.
 using CUresult = int;
 using CUdevice = int;
-constexpr int kAttrL2CacheSize = 38;           // CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE
+constexpr int kAttrL2CacheSize = 38;             // CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE
 constexpr int kAttrComputeCapabilityMajor = 75;  // CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR
 constexpr int kAttrComputeCapabilityMinor = 76;
 constexpr unsigned kStreamDefault = 0;  // CU_STREAM_DEFAULT: blocking w.r.t. the legacy stream
@@ -173,9 +173,8 @@ std::string CudaDevice::fill(DevPtr dst, unsigned value, int elem_bytes, std::si
       return check(g_api.cuMemsetD8Async(dst, static_cast<unsigned char>(value), count, stream_),
                    "cuMemsetD8Async");
     case 2:
-      return check(
-          g_api.cuMemsetD16Async(dst, static_cast<unsigned short>(value), count, stream_),
-          "cuMemsetD16Async");
+      return check(g_api.cuMemsetD16Async(dst, static_cast<unsigned short>(value), count, stream_),
+                   "cuMemsetD16Async");
     case 4:
       return check(g_api.cuMemsetD32Async(dst, value, count, stream_), "cuMemsetD32Async");
     default:

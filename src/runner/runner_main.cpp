@@ -18,12 +18,12 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <iostream>
-#include <algorithm>
-#include <cstdlib>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -47,11 +47,11 @@ struct State {
   // --backend cuda
   bool cuda = false;
   vb::runner::CudaDevice dev;
-  vb::runner::DevPtr mirror = 0;      ///< device twin of the arena (same offsets)
+  vb::runner::DevPtr mirror = 0;  ///< device twin of the arena (same offsets)
   std::size_t mirror_size = 0;
   std::size_t gpu_budget = 16ull << 30;  ///< device memory the candidate may use on its own
-  std::size_t free_after_map = 0;     ///< cuMemGetInfo free bytes right after the mirror
-  std::string dead;                   ///< a sticky CUDA fault: every later call reports it
+  std::size_t free_after_map = 0;        ///< cuMemGetInfo free bytes right after the mirror
+  std::string dead;                      ///< a sticky CUDA fault: every later call reports it
 };
 
 /// Poison pattern and element size for a dtype (protocol.h): NaN payloads, 0xff otherwise.
@@ -327,12 +327,11 @@ json do_call(State& st, const json& cmd) {
   if (st.cuda && !order.empty() && 2 * escaped > static_cast<int>(order.size()))
     return {{"ok", false},
             {"guard", "timer_cross_check"},
-            {"error", "the device events around the launch saw " +
-                          std::to_string(worst_event_ns / 1e3) +
-                          " us but the runner's host clock saw " +
-                          std::to_string(worst_host_ns / 1e3) + " us (in " +
-                          std::to_string(escaped) + " of " + std::to_string(order.size()) +
-                          " timed calls): work escaped the events (launched on another stream?)"}};
+            {"error",
+             "the device events around the launch saw " + std::to_string(worst_event_ns / 1e3) +
+                 " us but the runner's host clock saw " + std::to_string(worst_host_ns / 1e3) +
+                 " us (in " + std::to_string(escaped) + " of " + std::to_string(order.size()) +
+                 " timed calls): work escaped the events (launched on another stream?)"}};
   const std::size_t last_set = order.empty() ? warmup_set : order.back();
   auto& ts = sets[last_set];
   if (verify) {

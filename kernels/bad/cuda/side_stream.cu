@@ -9,8 +9,8 @@ __global__ void busy_wait(long long cycles) {
   }
 }
 
-extern "C" int vb_kernel_run(const DLTensor* in, int n_in, DLTensor* out, int n_out,
-                             const double*, int n_attrs, void*) {
+extern "C" int vb_kernel_run(const DLTensor* in, int n_in, DLTensor* out, int n_out, const double*,
+                             int n_attrs, void*) {
   if (int e = vbk::check_cuda_args(in, n_in, 1, out, n_out, 1, n_attrs, 0)) return e;
   cudaStream_t side = nullptr;
   if (cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking) != cudaSuccess)

@@ -6,8 +6,8 @@ __global__ void write_one_past(T* y, long long n) {
   y[n] = vbk::from_f32<T>(0.f);  // y has n elements: y[n] is out of bounds
 }
 
-extern "C" int vb_kernel_run(const DLTensor* in, int n_in, DLTensor* out, int n_out,
-                             const double*, int n_attrs, void* stream) {
+extern "C" int vb_kernel_run(const DLTensor* in, int n_in, DLTensor* out, int n_out, const double*,
+                             int n_attrs, void* stream) {
   if (int e = vbk::check_cuda_args(in, n_in, 1, out, n_out, 1, n_attrs, 0)) return e;
   if (int e = bad::softmax(in, out, vbk::as_stream(stream))) return e;
   const long long n = out[0].shape[0] * out[0].shape[1];

@@ -62,7 +62,12 @@ std::string join(const std::vector<std::string>& v) {
 
 // Flags every CUDA kernel is compiled with (DESIGN §3: one shared library per source).
 std::vector<std::string> common_flags() {
-  return {"-std=c++17",     "-O3",     "-Xcompiler", "-fPIC", "-shared", "-lineinfo",
+  return {"-std=c++17",
+          "-O3",
+          "-Xcompiler",
+          "-fPIC",
+          "-shared",
+          "-lineinfo",
           "-I" + (vladbud_home() / "kernels" / "include").string()};
 }
 
@@ -115,8 +120,8 @@ class CudaBackend final : public Backend {
     const auto pre = run_process(pp, std::chrono::minutes(2));
     std::string text;
     if (!pre.ok()) text = read_file(source) + "\n" + pre.err;
-    const std::string material = (pre.ok() ? pre.out : text) + "\n--tc--\n" + join(flags) + "\n" +
-                                 r.compiler_version;
+    const std::string material =
+        (pre.ok() ? pre.out : text) + "\n--tc--\n" + join(flags) + "\n" + r.compiler_version;
     r.cache_key = runner::hex64(runner::fnv1a64(material.data(), material.size()));
     const fs::path dir = cache_dir() / "build" / "cuda" / r.cache_key;
     r.library = dir / "kernel.so";
@@ -227,8 +232,7 @@ SanitizerFindings parse_sanitizer_log(const std::string& log) {
 }
 
 std::string find_compute_sanitizer() {
-  if (const char* e = std::getenv("VB_COMPUTE_SANITIZER"); e && *e)
-    return have_program(e) ? e : "";
+  if (const char* e = std::getenv("VB_COMPUTE_SANITIZER"); e && *e) return have_program(e) ? e : "";
   if (have_program("compute-sanitizer")) return "compute-sanitizer";
   const std::string nvcc = find_nvcc();
   if (nvcc.find('/') != std::string::npos) {

@@ -79,27 +79,99 @@ constexpr int vec_elems() {
 /// block (64 registers per thread at most there).
 constexpr int cache_limit(int block_threads) { return block_threads >= 1024 ? 32 : 64; }
 
-/// N consecutive elements, aligned to their size, so that one access is one vector load/store.
-template <typename T, int N>
-struct alignas(sizeof(T) * N) Pack {
-  T v[N];
-};
+/// Bit pattern of one element (16-bit types in the low half).
+__device__ __forceinline__ unsigned bits_of(__half v) { return __half_as_ushort(v); }
+__device__ __forceinline__ unsigned bits_of(__nv_bfloat16 v) { return __bfloat16_as_ushort(v); }
+__device__ __forceinline__ unsigned bits_of(float v) { return __float_as_uint(v); }
 
-/// Loads N elements at p (aligned to N*sizeof(T)) and widens them to float.
+/// Element of type T from its bit pattern (the low 16 bits for 16-bit types).
+template <typename T> __device__ __forceinline__ T from_bits(unsigned u);
+template <> __device__ __forceinline__ __half from_bits<__half>(unsigned u) {
+  return __ushort_as_half(static_cast<unsigned short>(u & 0xffffu));
+}
+template <> __device__ __forceinline__ __nv_bfloat16 from_bits<__nv_bfloat16>(unsigned u) {
+  return __ushort_as_bfloat16(static_cast<unsigned short>(u & 0xffffu));
+}
+template <> __device__ __forceinline__ float from_bits<float>(unsigned u) { return __uint_as_float(u); }
+
+/// Loads the N elements at p (aligned to N*sizeof(T)) with ONE access of N*sizeof(T) bytes
+/// (2, 4, 8 or 16; __ldg: the read-only path) and widens them to float.
 template <typename T, int N>
-__device__ __forceinline__ void load_pack(const T* __restrict__ p, float (&f)[N]) {
-  const Pack<T, N> pk = *reinterpret_cast<const Pack<T, N>*>(p);
+__device__ __forceinline__ void load_vec(const T* __restrict__ p, float (&f)[N]) {
+  constexpr int B = static_cast<int>(sizeof(T)) * N;
+  static_assert(B == 2 || B == 4 || B == 8 || B == 16, "vector access of 2, 4, 8 or 16 bytes");
+  if constexpr (B == 2) {
+    f[0] = vbk::to_f32(from_bits<T>(__ldg(reinterpret_cast<const unsigned short*>(p))));
+  } else {
+    constexpr int W = B / 4;
+    unsigned w[W];
+    if constexpr (W == 1) {
+      w[0] = __ldg(reinterpret_cast<const unsigned*>(p));
+    } else if constexpr (W == 2) {
+      const uint2 r = __ldg(reinterpret_cast<const uint2*>(p));
+      w[0] = r.x;
+      w[1] = r.y;
+    } else {
+      const uint4 r = __ldg(reinterpret_cast<const uint4*>(p));
+      w[0] = r.x;
+      w[1] = r.y;
+      w[2] = r.z;
+      w[3] = r.w;
+    }
 #pragma unroll
-  for (int j = 0; j < N; ++j) f[j] = vbk::to_f32(pk.v[j]);
+    for (int i = 0; i < W; ++i) {
+      if constexpr (sizeof(T) == 4) {
+        f[i] = vbk::to_f32(from_bits<T>(w[i]));
+      } else {
+        f[2 * i] = vbk::to_f32(from_bits<T>(w[i]));
+        f[2 * i + 1] = vbk::to_f32(from_bits<T>(w[i] >> 16));
+      }
+    }
+  }
 }
 
-/// Rounds N floats to T (RNE) and stores them at p (aligned to N*sizeof(T)).
+/// Rounds N floats to T (RNE) and stores them at p (aligned to N*sizeof(T)) with ONE access.
+/// 8- and 16-byte stores are written in PTX (st.global.v2/v4.b32, no memory clobber): NVVM
+/// otherwise splits some of them into 4-byte stores.
+template <typename T, int N>
+__device__ __forceinline__ void store_vec(T* __restrict__ p, const float (&f)[N]) {
+  constexpr int B = static_cast<int>(sizeof(T)) * N;
+  static_assert(B == 2 || B == 4 || B == 8 || B == 16, "vector access of 2, 4, 8 or 16 bytes");
+  if constexpr (B == 2) {
+    *reinterpret_cast<unsigned short*>(p) =
+        static_cast<unsigned short>(bits_of(vbk::from_f32<T>(f[0])));
+  } else {
+    constexpr int W = B / 4;
+    unsigned w[W];
+#pragma unroll
+    for (int i = 0; i < W; ++i) {
+      if constexpr (sizeof(T) == 4) {
+        w[i] = bits_of(vbk::from_f32<T>(f[i]));
+      } else {
+        w[i] = bits_of(vbk::from_f32<T>(f[2 * i])) | (bits_of(vbk::from_f32<T>(f[2 * i + 1])) << 16);
+      }
+    }
+    if constexpr (W == 1) {
+      *reinterpret_cast<unsigned*>(p) = w[0];
+    } else if constexpr (W == 2) {
+      asm volatile("st.global.v2.b32 [%0], {%1, %2};" ::"l"(p), "r"(w[0]), "r"(w[1]));
+    } else {
+      asm volatile("st.global.v4.b32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(w[0]), "r"(w[1]),
+                 "r"(w[2]), "r"(w[3]));
+    }
+  }
+}
+
+/// Loads N elements at p (aligned to N*sizeof(T)) as floats: one vector load.
+template <typename T, int N>
+__device__ __forceinline__ void load_pack(const T* __restrict__ p, float (&f)[N]) {
+  load_vec<T, N>(p, f);
+}
+
+/// Rounds N floats to T (RNE) and stores them at p (aligned to N*sizeof(T)): one vector store.
 template <typename T, int N>
 __device__ __forceinline__ void store_pack(T* __restrict__ p, const float (&f)[N]) {
-  Pack<T, N> pk;
-#pragma unroll
-  for (int j = 0; j < N; ++j) pk.v[j] = vbk::from_f32<T>(f[j]);
-  *reinterpret_cast<Pack<T, N>*>(p) = pk;
+  store_vec<T, N>(p, f);
 }
 
 __device__ __forceinline__ float warp_sum(float v) {

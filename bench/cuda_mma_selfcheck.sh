@@ -89,7 +89,8 @@ if [ ! -x "$bd/selfcheck" ]; then  # retry without cuBLAS (no comparison line th
 fi
 echo "built in $(( $(date +%s) - t0 )) s"
 
-"$bd/selfcheck" "$bd"
+timeout 300 "$bd/selfcheck" "$bd"  # a hung kernel must not eat the whole GPU session
 rc=$?
+[ "$rc" = 124 ] && echo "FAIL selfcheck timed out after 300 s"
 echo "total $(( $(date +%s) - t0 )) s, log: $log"
 exit "$rc"

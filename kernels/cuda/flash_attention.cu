@@ -5,7 +5,8 @@
 // fp16 / bf16 with D % 8 == 0, D <= 256 and 16-byte aligned tensors: FlashAttention-2 forward
 // (Dao 2023) on tensor cores. A CTA owns BLOCK_Q = 16·FA_WARPS query rows of one head, each warp
 // 16 rows; K/V tiles of BLOCK_KV keys stream through a double-buffered cp.async ring. Per tile a
-// warp computes S = Q·Kᵀ with mma.sync m16n8k16 (Q by ldmatrix, K by ldmatrix non-transposed:
+// warp computes S = Q·Kᵀ with mma.sync m16n8k16 (Q by ldmatrix, kept in registers for head dims
+// 64 and 128; K by ldmatrix non-transposed:
 // K[S,D] row-major is the "col" operand of Q·Kᵀ), applies scale·log2(e) and the mask, updates
 // the running row max m and row sum l in fp32 (online softmax, exp2f), rescales its fp32 O
 // accumulators and adds P·V, with P rounded to the input dtype and re-used from the S
@@ -157,10 +158,22 @@ __global__ void __launch_bounds__(FA_WARPS * 32)
 #pragma unroll
   for (int i = 0; i < DP / 8; ++i) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.0f;
   float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f;
+  // Head dims 64 and 128: the warp's Q fragments stay in registers (DP/16 × 4 words) after the
+  // first tile; other head dims re-read them from shared memory (with them in registers, ptxas
+  // spills for DP = 96 on sm_80, and DP = 256 has no registers to spare).
+  constexpr bool kQInRegs = DP == 64 || DP == 128;
+  u32 qf[kQInRegs ? DP / 16 : 1][4];
 
   for (int j = 0; j < n_kv; ++j) {
     cp_async_wait_all();  // tile j (the only group in flight) has landed
     __syncthreads();      // ... for every thread; all warps are done with tile j-1's buffer
+    if constexpr (kQInRegs) {
+      if (j == 0) {  // Q landed with tile 0
+#pragma unroll
+        for (int kk = 0; kk < DP; kk += 16)
+          ldsm_x4(qf[kk / 16], smem_addr(Qs + (warp * 16 + (lane & 15)) * P + kk + (lane >> 4) * 8));
+      }
+    }
     if (j + 1 < n_kv) {
       const int nb = (j + 1) & 1;
       load_rows(Ks + nb * BKV * P, k, (j + 1) * BKV, BKV);
@@ -179,7 +192,14 @@ __global__ void __launch_bounds__(FA_WARPS * 32)
 #pragma unroll
     for (int kk = 0; kk < DP; kk += 16) {
       u32 a[4];
-      ldsm_x4(a, smem_addr(Qs + (warp * 16 + (lane & 15)) * P + kk + (lane >> 4) * 8));
+      if constexpr (kQInRegs) {
+        a[0] = qf[kk / 16][0];
+        a[1] = qf[kk / 16][1];
+        a[2] = qf[kk / 16][2];
+        a[3] = qf[kk / 16][3];
+      } else {
+        ldsm_x4(a, smem_addr(Qs + (warp * 16 + (lane & 15)) * P + kk + (lane >> 4) * 8));
+      }
 #pragma unroll
       for (int np = 0; np < BKV / 16; ++np) {
         // Matrices: (keys 0-7, d 0-7), (keys 0-7, d 8-15), (keys 8-15, d 0-7), (keys 8-15, d 8-15).

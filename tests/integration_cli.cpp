@@ -94,6 +94,25 @@ TEST(Cli, AbiJsonGivesTheResolvedProblemOfASizeAndRefusesAnUnknownSize) {
   EXPECT_NE(bad.err.find("unknown size '9x9'"), std::string::npos) << bad.err;
 }
 
+TEST(Cli, TimingOnlySkipsTheStagesAndNeverSaysPass) {
+  const auto d = temp_dir("timing-only");
+  auto r = vladbud({"bench", "--kernel", "rmsnorm", "--quick", "--timing-only"}, d);
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("correctness: UNVERIFIED"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("correctness: PASS"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("stage1_smoke: SKIP"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("latency_us: "), std::string::npos) << r.out;
+  // The timed calls are still verified: a kernel that leaves its last row unwritten fails.
+  auto bad = vladbud({"bench", "--kernel", "softmax", "--quick", "--timing-only", "--source",
+                      test::bad_kernel("skips_last_row").string()},
+                     d);
+  EXPECT_EQ(bad.exit_code, 1) << bad.out;
+  EXPECT_NE(bad.out.find("correctness: FAIL"), std::string::npos) << bad.out;
+  auto both = vladbud({"bench", "--kernel", "softmax", "--timing-only", "--no-timing"}, d);
+  EXPECT_EQ(both.exit_code, 2);
+  EXPECT_NE(both.err.find("exclude each other"), std::string::npos) << both.err;
+}
+
 TEST(Cli, RunJsonHasTargetsWithKernels) {
   const auto d = temp_dir("run");
   auto r = vladbud({"run", "reduce", "--json", "--quick", "--no-gpu"}, d);

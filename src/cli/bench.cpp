@@ -19,7 +19,7 @@ namespace {
 struct BenchArgs {
   std::string kernel, source, backend = "cpu", size, dtype = "fp32", results = "results.tsv",
                               tag = "bench", arch, sanitize;
-  bool quick = false, json = false, no_timing = false, list_sizes = false, progress = false,
+  bool quick = false, json = false, no_timing = false, timing_only = false, list_sizes = false, progress = false,
        abi = false;
   std::uint64_t seed = 42, fresh_seed = 0;
   double timeout = 30;
@@ -118,6 +118,9 @@ void run_bench(const BenchArgs& a) {
   EvalOptions o;
   o.quick = a.quick;
   o.timing = !a.no_timing;
+  o.correctness = !a.timing_only;
+  if (a.timing_only && a.no_timing)
+    usage_error("--timing-only and --no-timing exclude each other (one of the two must run)");
   o.seed = a.seed;
   o.fresh_seed = a.fresh_seed;
   o.call_timeout_s = a.timeout;
@@ -219,6 +222,9 @@ void add_bench(CLI::App& app) {
   c->add_flag("--quick", args->quick, "fewer sizes per stage and a short timing window");
   c->add_flag("--json", args->json, "print the report as JSON");
   c->add_flag("--no-timing", args->no_timing, "correctness stages only");
+  c->add_flag("--timing-only", args->timing_only,
+              "skip the correctness stages and only time (for ranking studies of variants "
+              "validated before); the verdict is UNVERIFIED, exit code 0");
   c->add_flag("--list-sizes", args->list_sizes, "list the size labels of the kernel type and exit");
   c->add_flag("--abi", args->abi,
               "print the kernel type's ABI (input/output/attribute order, shapes) and exit; with --json, "

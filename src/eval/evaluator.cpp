@@ -683,6 +683,12 @@ EvalReport evaluate(const KernelType& type, const Backend& backend,
 
   for (std::size_t si = 0; si < 5; ++si) {
     StageResult& st = rep.stages[si];
+    if (!opts.correctness) {
+      st.status = "SKIP";
+      st.detail = "--timing-only: correctness not checked";
+      rep.verdict = "UNVERIFIED";
+      continue;
+    }
     if (stages[si].empty()) {
       st.status = "SKIP";
       st.detail = "the kernel type declares no cases for this stage";

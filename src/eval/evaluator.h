@@ -23,6 +23,9 @@ struct EvalOptions {
   std::uint64_t fresh_seed = 0;  ///< 0 = derive a new one from the clock (reported)
   bool quick = false;            ///< fewer sizes per stage and a shorter timing window
   bool timing = true;            ///< run the timing protocol after correctness
+  /// false: skip the five correctness stages and only time (ranking studies of variants that
+  /// were validated in an earlier evaluation). The verdict is then UNVERIFIED, never PASS.
+  bool correctness = true;
   std::vector<DType> dtypes{DType::F16, DType::BF16, DType::F32};  ///< correctness dtypes
   DType timing_dtype = DType::F32;                                 ///< dtype of the timed problem
   std::optional<Size> timing_size;  ///< default: KernelType::benchmark_size(backend)
@@ -78,7 +81,7 @@ struct EvalReport {
   std::string backend;
   std::filesystem::path source;
   /// "PASS", "FAIL", "TIMEOUT", "CRASH" or "INVALID" (throughput above the ceiling or a
-  /// failed timing cross-check).
+  /// failed timing cross-check); "UNVERIFIED" when timed with correctness = false.
   std::string verdict = "PASS";
   std::string failed_stage, failed_size, failed_dtype, reason;
   /// The guard or check that fired: poisoned_output, guard_band, input_mutation, fresh_inputs,

@@ -341,6 +341,7 @@ constexpr std::size_t kWgSmemBytes = std::size_t{kWgStages} * kWgStageBytes + 10
 constexpr std::size_t kWgBarrierBytes = 2 * kWgStages * sizeof(std::uint64_t);
 
 static_assert(kWgBN == 128 || kWgBN == 256, "WG_BLOCK_N must be 128 or 256");
+static_assert(kWgThreads == 128 + kWgConsumerThreads, "one producer warpgroup + the consumers");
 static_assert(kWgStages >= 2, "the TMA ring needs at least 2 stages");
 static_assert(kWgSmemBytes + kWgBarrierBytes <= 227 * 1024,
               "WG_STAGES x stage bytes exceed the 227 KiB of shared memory per CTA on sm_90");

@@ -853,14 +853,16 @@ bool wgmma_image_ok() {
   if (dev >= 0 && dev < 64 && cache[dev].load(std::memory_order_relaxed) != 0)
     return cache[dev].load(std::memory_order_relaxed) == 1;
   int major = 0;
-  bool ok = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess &&
-            major == 9;
-  if (ok) {
+  bool ok = false;
+  if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess) {
+    (void)cudaGetLastError();  // clear only the error this query raised
+  } else if (major == 9) {
     cudaFuncAttributes fa{};
-    ok = cudaFuncGetAttributes(&fa, wgmma_gemm_kernel<T>) == cudaSuccess &&
-         fa.binaryVersion == 90 && fa.sharedSizeBytes >= kWgBarrierBytes;
+    if (cudaFuncGetAttributes(&fa, wgmma_gemm_kernel<T>) != cudaSuccess)
+      (void)cudaGetLastError();
+    else
+      ok = fa.binaryVersion == 90 && fa.sharedSizeBytes >= kWgBarrierBytes;
   }
-  (void)cudaGetLastError();
   if (dev >= 0 && dev < 64) cache[dev].store(ok ? 1 : 2, std::memory_order_relaxed);
   return ok;
 }

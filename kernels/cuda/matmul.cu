@@ -84,7 +84,7 @@
 #ifndef WG_BLOCK_N
 #define WG_BLOCK_N 256
 #endif
-// @vb-param WG_STAGES 4 {3,4,5,6}  TMA ring depth on the wgmma path (48 KiB per stage at WG_BLOCK_N 256, 32 KiB at 128)
+// @vb-param WG_STAGES 4 {3,4,5,6}  TMA ring depth on the wgmma path (48 KiB per stage at WG_BLOCK_N 256: 3-4 fit; 32 KiB at 128: 3-6 fit)
 #ifndef WG_STAGES
 #define WG_STAGES 4
 #endif
@@ -355,7 +355,8 @@ static_assert(kWgBN == 128 || kWgBN == 256, "WG_BLOCK_N must be 128 or 256");
 static_assert(kWgThreads == 128 + kWgConsumerThreads, "one producer warpgroup + the consumers");
 static_assert(kWgStages >= 2, "the TMA ring needs at least 2 stages");
 static_assert(kWgSmemBytes + kWgBarrierBytes <= 227 * 1024,
-              "WG_STAGES x stage bytes exceed the 227 KiB of shared memory per CTA on sm_90");
+              "WG_STAGES x stage bytes exceed the 227 KiB of shared memory per CTA on sm_90: lower "
+              "WG_STAGES (at most 4 with WG_BLOCK_N 256, 6 with 128)");
 
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && defined(__CUDA_ARCH_FEAT_SM90_ALL)
 #define VB_MATMUL_WGMMA_BODY 1

@@ -65,6 +65,18 @@ TEST(CudaBackend, ArchitectureNamesBecomeGencodeFlags) {
   set_cuda_arch("");
 }
 
+TEST(CudaBackend, GpuBenchmarkSizesAmortizeTheLaunch) {
+  // On an H200 (4.8 TB/s) 256 MB take ~55 us, so a ~5 us launch is under 10% of the time.
+  for (const char* name :
+       {"softmax", "layernorm", "rmsnorm", "reduce", "cross_entropy", "rotary_embedding"}) {
+    const KernelType* t = find_kernel_type(name);
+    ASSERT_NE(t, nullptr) << name;
+    const Problem p = t->make_problem(t->benchmark_size("cuda"), DType::F32);
+    EXPECT_GE(t->min_bytes(p), 256e6) << name << " " << p.size.label;
+  }
+  EXPECT_EQ(find_kernel_type("matmul")->benchmark_size("cuda").label, "4096x4096x4096");
+}
+
 TEST(CudaBackend, NvccDiagnosticsAreRewrittenToFileColonLine) {
   const std::string nvcc =
       "k.cu(12): error: identifier \"x\" is undefined\n    x = 1;\n    ^\n"

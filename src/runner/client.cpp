@@ -167,6 +167,20 @@ RunnerReply RunnerClient::start(const std::string& library, std::chrono::millise
   int cmd[2], rep[2], err[2];
   if (::pipe2(cmd, O_CLOEXEC) || ::pipe2(rep, O_CLOEXEC) || ::pipe2(err, O_CLOEXEC))
     throw std::runtime_error("pipe failed");
+  // The runner's argv, built before fork (no allocation between fork and exec for it).
+  std::vector<std::string> args{"vladbud-runner", "--backend", backend_};
+  if (backend_ == "cuda")
+    args.insert(args.end(), {"--gpu-memory-budget", std::to_string(memory_limit_)});
+  if (!sanitizer_exe_.empty()) {
+    // compute-sanitizer starts the runner by path; its injected agent may use inherited fds.
+    args[0] = sanitizer_runner_;
+    args.insert(args.begin(), {sanitizer_exe_, "--tool", sanitizer_tool_, "--error-exitcode", "86",
+                               "--print-limit", "20", "--report-api-errors", "no"});
+    args.push_back("--keep-fds");
+  }
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
   const pid_t parent = ::getpid();
   const pid_t pid = ::fork();
   if (pid < 0) throw std::runtime_error("fork failed");
@@ -227,18 +241,6 @@ RunnerReply RunnerClient::start(const std::string& library, std::chrono::millise
     std::vector<char*> envp;
     for (auto& v : env) envp.push_back(v.data());
     envp.push_back(nullptr);
-    std::vector<std::string> args{"vladbud-runner", "--backend", backend_};
-    if (cuda) args.insert(args.end(), {"--gpu-memory-budget", std::to_string(memory_limit_)});
-    if (!sanitizer_exe_.empty()) {
-      // compute-sanitizer starts the runner by path; its injected agent may use inherited fds.
-      args[0] = sanitizer_runner_;
-      args.insert(args.begin(), {sanitizer_exe_, "--tool", sanitizer_tool_, "--error-exitcode",
-                                 "86", "--print-limit", "20", "--report-api-errors", "no"});
-      args.push_back("--keep-fds");
-    }
-    std::vector<char*> argv;
-    for (auto& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
     if (!sanitizer_exe_.empty()) {
       ::execve(sanitizer_exe_.c_str(), argv.data(), envp.data());
       child_fail("cannot execute " + sanitizer_exe_);

@@ -12,6 +12,7 @@
 #include "../kernels/include/vb_kernel.h"
 #pragma GCC diagnostic pop
 #include "core/dtype.h"
+#include "core/process.h"
 #include "core/random.h"
 #include "eval/compare.h"
 
@@ -301,4 +302,18 @@ TEST(Compare, Fp16AccumulationOverK4096Fails) {
 }
 
 }  // namespace
+}  // namespace vb
+
+namespace vb {
+TEST(Process, FindProgramGivesAnAbsolutePathOrNothing) {
+  const std::string sh = find_program("sh");  // POSIX: sh is on every PATH
+  ASSERT_FALSE(sh.empty());
+  EXPECT_EQ(sh.front(), '/') << sh;
+  EXPECT_TRUE(have_program("sh"));
+  EXPECT_EQ(find_program("vladbud-no-such-program-here"), "");
+  EXPECT_FALSE(have_program("vladbud-no-such-program-here"));
+  EXPECT_EQ(find_program("/bin/sh"), "/bin/sh");
+  EXPECT_EQ(find_program("/no/such/dir/sh"), "");
+  EXPECT_EQ(find_program(""), "");
+}
 }  // namespace vb

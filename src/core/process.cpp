@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <filesystem>
 #include <stdexcept>
 
 namespace vb {
@@ -108,21 +109,29 @@ std::string signal_description(int sig) {
   return d ? name + " (" + d + ")" : name;
 }
 
-bool have_program(const std::string& name) {
-  if (name.find('/') != std::string::npos) return ::access(name.c_str(), X_OK) == 0;
+std::string find_program(const std::string& name) {
+  if (name.empty()) return "";
+  if (name.find('/') != std::string::npos)
+    return ::access(name.c_str(), X_OK) == 0 ? name : std::string();
   const char* path = std::getenv("PATH");
-  if (!path) return false;
+  if (!path) return "";
   std::string p(path);
   std::size_t start = 0;
   while (start <= p.size()) {
     const std::size_t end = p.find(':', start);
     const std::string dir =
         p.substr(start, end == std::string::npos ? std::string::npos : end - start);
-    if (!dir.empty() && ::access((dir + "/" + name).c_str(), X_OK) == 0) return true;
+    if (!dir.empty()) {
+      const std::string cand = dir + "/" + name;
+      if (::access(cand.c_str(), X_OK) == 0)
+        return std::filesystem::absolute(cand).lexically_normal().string();
+    }
     if (end == std::string::npos) break;
     start = end + 1;
   }
-  return false;
+  return "";
 }
+
+bool have_program(const std::string& name) { return !find_program(name).empty(); }
 
 }  // namespace vb

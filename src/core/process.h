@@ -31,4 +31,8 @@ std::string signal_description(int sig);
 /// True when `name` is found as an executable in PATH (or is an executable path).
 bool have_program(const std::string& name);
 
+/// The absolute path of `name` looked up in PATH like execvp does (or `name` itself when it
+/// contains a '/' and is executable); "" when not found. For callers that must execve().
+std::string find_program(const std::string& name);
+
 }  // namespace vb

@@ -232,8 +232,9 @@ SanitizerFindings parse_sanitizer_log(const std::string& log) {
 }
 
 std::string find_compute_sanitizer() {
-  if (const char* e = std::getenv("VB_COMPUTE_SANITIZER"); e && *e) return have_program(e) ? e : "";
-  if (have_program("compute-sanitizer")) return "compute-sanitizer";
+  // An absolute path: the runner client execve()s it (no PATH search).
+  if (const char* e = std::getenv("VB_COMPUTE_SANITIZER"); e && *e) return find_program(e);
+  if (const std::string p = find_program("compute-sanitizer"); !p.empty()) return p;
   const std::string nvcc = find_nvcc();
   if (nvcc.find('/') != std::string::npos) {
     const fs::path p = fs::path(nvcc).parent_path() / "compute-sanitizer";

@@ -42,7 +42,8 @@ struct SanitizerFindings {
 SanitizerFindings parse_sanitizer_log(const std::string& log);
 
 /// compute-sanitizer: $VB_COMPUTE_SANITIZER, else in PATH, else next to nvcc, else
-/// /usr/local/cuda/bin/compute-sanitizer; "" when none is found.
+/// /usr/local/cuda/bin/compute-sanitizer; always an absolute path (the runner client execve()s
+/// it), "" when none is found.
 std::string find_compute_sanitizer();
 
 }  // namespace vb

@@ -5,6 +5,7 @@
 #include <fstream>
 #include <iostream>
 
+#include "bridge/bridge.h"
 #include "cli/commands.h"
 #include "eval/report.h"
 #include "kernels/kernel_type.h"
@@ -14,7 +15,7 @@ namespace vb::cli {
 
 namespace {
 struct BenchArgs {
-  std::string kernel, source, backend = "cpu", size, dtype = "fp32", results = "results.tsv",
+  std::string kernel, source, backend = "cpu", size, dtype, results = "results.tsv",
                               tag = "bench";
   bool quick = false, json = false, no_timing = false, list_sizes = false, progress = false,
        abi = false;
@@ -27,7 +28,28 @@ struct BenchArgs {
   throw CLI::RuntimeError(kUsage);
 }
 
-void run_bench(const BenchArgs& a) {
+void run_bench(const BenchArgs& args) {
+  // Inside a kernel folder written by `vladbud extract` (problem.json): the model's type, dtype
+  // and shapes are the timed problem unless given; correctness still runs every size and dtype.
+  BenchArgs a = args;
+  std::optional<ModelProblem> mp;
+  try {
+    mp = read_model_problem(std::filesystem::current_path());
+  } catch (const BridgeUsageError& e) {
+    usage_error(e.what());
+  }
+  if (mp && (a.kernel.empty() || a.kernel == mp->type->name())) {
+    a.kernel = mp->type->name();
+    if (a.dtype.empty()) a.dtype = std::string(dtype_name(mp->dtype));
+    const std::string own = mp->doc.value("source", "");
+    if (a.source.empty() && !own.empty() && std::filesystem::exists(own)) a.source = own;
+  } else {
+    mp.reset();
+  }
+  if (a.kernel.empty())
+    usage_error("--kernel is required (or run inside a workspace/kernels/NN_<type>/ folder made by "
+                "`vladbud extract`, whose problem.json gives the type)");
+  if (a.dtype.empty()) a.dtype = "fp32";
   const KernelType* kt = find_kernel_type(a.kernel);
   if (!kt)
     usage_error("unknown kernel type '" + a.kernel + "'; choose one of: " + kernel_type_names());
@@ -86,6 +108,8 @@ void run_bench(const BenchArgs& a) {
       usage_error("unknown size '" + a.size + "' for " + kt->name() + "; known sizes:" + labels);
     }
     o.timing_size = *s;
+  } else if (mp) {
+    o.timing_size = mp->size;
   }
   const std::filesystem::path src =
       a.source.empty() ? be->starter_source(kt->name()) : std::filesystem::path(a.source);
@@ -143,15 +167,15 @@ void add_bench(CLI::App& app) {
       "every guard, time it, and report % of this machine's measured ceiling.\n"
       "Prints greppable 'key: value' lines (or --json) and appends one row to results.tsv.\n"
       "Exit code 0 only when the verdict is PASS.");
-  c->add_option("--kernel,-k", args->kernel, "kernel type: " + kernel_type_names())->required();
+  c->add_option("--kernel,-k", args->kernel,
+                "kernel type: " + kernel_type_names() + " (default inside an extracted folder: its problem.json)");
   c->add_option("--source,-s", args->source,
                 "kernel source to evaluate (default: the starter kernels/<backend>/<type>)");
   c->add_option("--backend,-b", args->backend, "backend: cpu")->capture_default_str();
   c->add_option("--size", args->size,
                 "size label to time (default: the type's benchmark size; --list-sizes shows all)");
   c->add_option("--dtype", args->dtype,
-                "dtype of the timed problem: fp16, bf16, fp32 (correctness always runs all three)")
-      ->capture_default_str();
+                "dtype of the timed problem: fp16, bf16, fp32 (default fp32, or problem.json's; correctness always runs all three)");
   c->add_flag("--quick", args->quick, "fewer sizes per stage and a short timing window");
   c->add_flag("--json", args->json, "print the report as JSON");
   c->add_flag("--no-timing", args->no_timing, "correctness stages only");

@@ -74,8 +74,9 @@ class KernelError(RuntimeError):
 class KernelLibrary:
     """A loaded kernel library (one kernel type)."""
 
-    def __init__(self, path: str, kernel_type: str):
-        self.path, self.kernel_type = path, kernel_type
+    def __init__(self, path: str, kernel_type: str, device: str = "cpu"):
+        """device: where the kernel reads its tensors ("cpu" for the CPU backend, "cuda")."""
+        self.path, self.kernel_type, self.device = path, kernel_type, device
         self.lib = ctypes.CDLL(path)
         self.fn = self.lib.vb_kernel_run
         self.fn.restype = ctypes.c_int
@@ -110,9 +111,10 @@ LIBS = {}
 CALLS = Counter()
 
 
-def bind(kernel_type: str, path: str):
-    """Serve torch.ops.vladbud.<kernel_type> with the library at path."""
-    LIBS[kernel_type] = KernelLibrary(path, kernel_type)
+def bind(kernel_type: str, path: str, device: str = "cpu"):
+    """Serve torch.ops.vladbud.<kernel_type> with the library at path, whose kernel reads
+    tensors on `device` ("cpu" or "cuda")."""
+    LIBS[kernel_type] = KernelLibrary(path, kernel_type, device)
 
 
 def unbind_all():
@@ -124,6 +126,15 @@ def _run(t, inputs, outputs, attrs):
     if lib is None:
         raise RuntimeError(f"no kernel library bound for {t} (vladbud.kernels.bind)")
     CALLS[t] += 1
+    home = outputs[0].device
+    if lib.device == "cpu" and home.type != "cpu":
+        # A CPU-backend kernel inside a GPU model: staged through host memory (correct, and the
+        # copies are part of the measured latency).
+        host_out = [torch.empty_like(o, device="cpu") for o in outputs]
+        lib.run([x.detach().to("cpu").contiguous() for x in inputs], host_out, attrs)
+        for o, h in zip(outputs, host_out):
+            o.copy_(h)
+        return outputs[0]
     lib.run([x.contiguous() for x in inputs], outputs, attrs)
     return outputs[0]
 

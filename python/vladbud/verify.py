@@ -2,7 +2,8 @@
 the unmodified model.
 
 REQUEST: the model fields of profile.json (model, class_name, module, config, model_args,
-input_shape, dtype, device) plus kernels: [{"type", "library", "source"}], seeds (default
+input_shape, dtype, device) plus kernels: [{"type", "library", "source", "backend"}] (a "cpu"
+backend kernel in a CUDA model is staged through host memory), seeds (default
 [0, 1, 2]), reps (timed forwards per side, default 7), warmup (default 2), diagnose (bool).
 
 Correctness: for every seed, fresh token ids; the output of the model with the kernels is
@@ -103,7 +104,7 @@ def run(req):
         raise BridgeError("no kernels to verify; run `vladbud extract --top N` first")
     vk.unbind_all()
     for k in kern:
-        vk.bind(k["type"], k["library"])
+        vk.bind(k["type"], k["library"], "cuda" if k.get("backend") == "cuda" else "cpu")
     types = [k["type"] for k in kern]
     base = load_from_request(req)
     depth = model_depth(base)

@@ -179,8 +179,10 @@ namespace {
 std::string dims_text(const json& e) {
   if (!e["dims"].is_null()) {
     std::string s;
-    for (auto it = e["dims"].begin(); it != e["dims"].end(); ++it)
-      s += (s.empty() ? "" : " ") + it.key() + "=" + std::to_string(it.value().get<long long>());
+    for (auto it = e["dims"].begin(); it != e["dims"].end(); ++it) {
+      if (!s.empty()) s += ' ';
+      s += it.key() + "=" + std::to_string(it.value().get<long long>());
+    }
     if (e.contains("attrs") && e["attrs"].contains("causal"))
       s += e["attrs"]["causal"].get<double>() != 0 ? " causal" : " non-causal";
     return s;
@@ -189,8 +191,12 @@ std::string dims_text(const json& e) {
   for (const auto& sh : e.value("shapes", json::array())) {
     if (!sh.is_array() || sh.empty()) continue;
     std::string d;
-    for (const auto& x : sh) d += (d.empty() ? "" : "x") + std::to_string(x.get<long long>());
-    s += (s.empty() ? "" : ",") + d;
+    for (const auto& x : sh) {
+      if (!d.empty()) d += 'x';
+      d += std::to_string(x.get<long long>());
+    }
+    if (!s.empty()) s += ',';
+    s += d;
     if (s.size() > 40) break;
   }
   return s;

@@ -105,7 +105,7 @@ TEST(BridgeCli, BenchInAnExtractedFolderTimesTheModelsShapeAndDtype) {
   fs::remove_all(d);
 }
 
-TEST(BridgeCli, ProfileExtractBenchVerifyOnASmallGpt2) {
+TEST(BridgeCli, ProfileExtractVerifyOnASmallGpt2) {
   if (!have_torch()) GTEST_SKIP() << "no Python with torch (" << bridge_python() << "); run scripts/setup.sh";
   const auto d = temp_dir("pipeline");
   auto r = vladbud({"profile", "--model", models("gpt2.py"), "--class-name", "GPT2", "--model-args",
@@ -120,7 +120,15 @@ TEST(BridgeCli, ProfileExtractBenchVerifyOnASmallGpt2) {
   EXPECT_GT(p["typed_share"].get<double>(), 0.3);
   r = vladbud({"extract", "--top", "3"}, d);
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
-  EXPECT_TRUE(fs::exists(d / "workspace" / "kernels" / "01_matmul" / "problem.json")) << r.out;
+  // Ranks follow measured time (noisy on a shared machine): look for the folders by type.
+  int folders = 0, matmuls = 0;
+  for (const auto& e : fs::directory_iterator(d / "workspace" / "kernels")) {
+    ++folders;
+    EXPECT_TRUE(fs::exists(e.path() / "problem.json")) << e.path();
+    matmuls += e.path().filename().string().find("_matmul") != std::string::npos;
+  }
+  EXPECT_EQ(folders, 3) << r.out;
+  EXPECT_GE(matmuls, 1) << r.out;
   r = vladbud({"verify", "--reps", "2", "--seeds", "0", "1"}, d);
   EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_NE(r.out.find("verify: PASS"), std::string::npos) << r.out;

@@ -105,3 +105,21 @@ def test_diagnose_names_the_kernel_that_breaks_the_output(kernel_lib, tmp_path):
     assert res["verdict"] == "FAIL"
     assert res["breaking"] == ["layernorm"]
     assert next(d for d in res["diagnose"] if d["type"] == "matmul")["pass"]
+
+
+@pytest.mark.parametrize("kernel,dims,attrs", [
+    ("matmul", {"M": 16, "N": 8, "K": 32}, {}),
+    ("softmax", {"R": 4, "C": 33}, {}),
+    ("layernorm", {"B": 4, "D": 64}, {"eps": 1e-5}),
+    ("rmsnorm", {"M": 4, "N": 64}, {"eps": 1e-6}),
+    ("flash_attention", {"B": 1, "H": 2, "S": 16, "D": 8}, {"causal": 1.0, "sm_scale": 0.35}),
+    ("fused_mlp", {"B": 4, "D": 16, "H": 32}, {}),
+    ("cross_entropy", {"B": 4, "V": 50}, {"ignore_index": -100.0}),
+    ("rotary_embedding", {"B": 1, "H": 2, "S": 8, "D": 16}, {"interleaved": 0.0}),
+    ("reduce", {"M": 4, "N": 100}, {}),
+])
+def test_pytorch_baseline_times_every_type(kernel, dims, attrs):
+    from vladbud.baseline import run as baseline
+    r = baseline({"kernel": kernel, "dims": dims, "attrs": attrs, "dtype": "bf16", "device": "cpu",
+                  "rotation_sets": 2, "min_reps": 3, "min_time_s": 0.0, "max_time_s": 0.5})
+    assert r["reps"] >= 3 and r["median_us"] > 0 and r["p10_us"] <= r["p90_us"]

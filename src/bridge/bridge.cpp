@@ -277,6 +277,30 @@ std::vector<fs::path> extract_kernels(const json& profile, int top, const std::s
   return out;
 }
 
+json pytorch_baseline(const Problem& p, const std::string& device, int rotation_sets,
+                       double rotation_bytes, bool quick) {
+  json dims = json::object(), attrs = json::object();
+  for (const auto& [k, v] : p.size.dims) dims[k] = v;
+  for (std::size_t i = 0; i < p.attrs.size() && i < p.attr_names.size(); ++i)
+    attrs[p.attr_names[i]] = p.attrs[i];
+  const json req = {{"kernel", p.kernel},
+                    {"dims", dims},
+                    {"attrs", attrs},
+                    {"dtype", std::string(dtype_name(p.dtype))},
+                    {"device", device},
+                    {"rotation_sets", std::max(1, rotation_sets)},
+                    {"rotation_bytes", rotation_bytes},
+                    {"min_reps", quick ? 3 : 10},
+                    {"min_time_s", quick ? 0.1 : 0.5},
+                    {"max_time_s", quick ? 1.0 : 4.0}};
+  const fs::path scratch =
+      fs::temp_directory_path() / ("vladbud-baseline-" + std::to_string(::getpid()));
+  json res = run_bridge("baseline", req, scratch, std::chrono::seconds(300));
+  std::error_code ec;
+  fs::remove_all(scratch, ec);
+  return res;
+}
+
 std::optional<ModelProblem> read_model_problem(const fs::path& dir) {
   const fs::path f = dir / "problem.json";
   if (!fs::exists(f)) return std::nullopt;

@@ -74,6 +74,14 @@ std::vector<std::filesystem::path> extract_kernels(const nlohmann::json& profile
                                                    const std::string& backend,
                                                    const std::filesystem::path& workspace);
 
+/// PyTorch's latency for problem `p` (the same shapes, dtype and resolved attributes) on `device`
+/// ("cpu" or "cuda"), timed by `python -m vladbud.baseline` under the evaluator's protocol
+/// (warm-up, input sets cycled over at least `rotation_sets` sets and `rotation_bytes` bytes, min 10 reps and 0.5 s, max 4 s; quick: 3 reps,
+/// 0.1 s, 1 s), median. Returns its result ({"op", "median_us", "p10_us", "p90_us", "reps", ...}).
+/// Throws as run_bridge does (no torch, bad request).
+nlohmann::json pytorch_baseline(const Problem& p, const std::string& device, int rotation_sets,
+                                double rotation_bytes, bool quick);
+
 /// problem.json of a kernel folder, parsed into the type, its model Size and dtype.
 struct ModelProblem {
   const KernelType* type = nullptr;

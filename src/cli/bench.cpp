@@ -18,7 +18,7 @@ struct BenchArgs {
   std::string kernel, source, backend = "cpu", size, dtype, results = "results.tsv",
                               tag = "bench";
   bool quick = false, json = false, no_timing = false, list_sizes = false, progress = false,
-       abi = false;
+       abi = false, no_pytorch = false;
   std::uint64_t seed = 42, fresh_seed = 0;
   double timeout = 30;
 };
@@ -134,9 +134,27 @@ void run_bench(const BenchArgs& args) {
 
   const EvalReport r = evaluate(*kt, *be, src, o);
   const std::string target = "local-cpu";
+  // speedup_vs_pytorch: PyTorch on the same device, dtype and shapes, same protocol.
+  ResultsRow row = results_row(r, target, a.tag);
+  nlohmann::json torch_base;
+  std::string no_base = "--no-pytorch";
+  if (r.correct() && r.timing && !a.no_pytorch) {
+    try {
+      const Size ts = o.timing_size ? *o.timing_size : kt->benchmark_size(be->name());
+      torch_base = pytorch_baseline(kt->make_problem(ts, r.timing->dtype),
+                                    be->name() == "cuda" ? "cuda" : "cpu", r.timing->rotation_sets, r.timing->rotation_bytes, a.quick);
+      row.speedup_vs_pytorch =
+          fmt::format("{:.3f}", torch_base["median_us"].get<double>() / r.timing->median_us);
+    } catch (const std::exception& e) {
+      no_base = e.what();
+      if (no_base.size() > 300) no_base = no_base.substr(0, 300) + "...";
+    }
+  } else if (!a.no_pytorch) {
+    no_base = "no timed, correct result";
+  }
   int experiment = 0;
   try {
-    experiment = append_results_row(a.results, results_row(r, target, a.tag));
+    experiment = append_results_row(a.results, row);
   } catch (const std::exception& e) {
     std::cerr << "vladbud bench: warning: result not logged: " << e.what() << "\n";
   }
@@ -145,9 +163,18 @@ void run_bench(const BenchArgs& args) {
     j["target"] = target;
     j["results_tsv"] = a.results;
     j["experiment"] = experiment;
+    j["speedup_vs_pytorch"] = row.speedup_vs_pytorch;
+    if (!torch_base.is_null()) j["pytorch"] = torch_base;
+    else j["pytorch_unavailable"] = no_base;
     std::cout << j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
   } else {
     std::cout << format_key_values(r);
+    if (!torch_base.is_null())
+      std::cout << fmt::format("pytorch_latency_us: {:.3f} ({}, torch {}, median of {})\n",
+                               torch_base["median_us"].get<double>(), torch_base.value("op", ""),
+                               torch_base.value("torch", ""), torch_base.value("reps", 0));
+    std::cout << "speedup_vs_pytorch: " << row.speedup_vs_pytorch
+              << (torch_base.is_null() ? " (" + no_base + ")" : "") << "\n";
     std::cout << "target: " << target << " (" << detect_cpu().model << ")\n";
     if (experiment)
       std::cout << "results_tsv: " << a.results << " (experiment " << experiment << ")\n";
@@ -184,6 +211,8 @@ void add_bench(CLI::App& app) {
               "print the kernel type's ABI (input/output/attribute order, shapes) and exit");
   c->add_flag("--progress", args->progress,
               "print progress to stderr even when it is not a terminal");
+  c->add_flag("--no-pytorch", args->no_pytorch,
+              "skip the PyTorch baseline (speedup_vs_pytorch n/a); it needs the .venv made by setup.sh");
   c->add_option("--results", args->results, "results.tsv to append to")->capture_default_str();
   c->add_option("--tag", args->tag, "tag column of the results.tsv row")->capture_default_str();
   c->add_option("--seed", args->seed, "default seed of the inputs")->capture_default_str();

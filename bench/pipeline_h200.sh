@@ -22,6 +22,9 @@ if [ "${1:-}" = "--pack" ]; then
   cp "$here/build/vladbud" "$here/build/vladbud-runner" "$here/.h200/"
   fmt_lib="$(ldd "$here/build/vladbud" | awk '/libfmt/ {print $3}')"
   [ -n "$fmt_lib" ] && cp -L "$fmt_lib" "$here/.h200/"
+  exclude="$(git -C "$here" rev-parse --git-path info/exclude)"
+  case "$exclude" in /*) ;; *) exclude="$here/$exclude" ;; esac
+  grep -qx '/.h200/' "$exclude" 2>/dev/null || echo '/.h200/' >>"$exclude"
   echo "packed: $(ls "$here/.h200" | tr '\n' ' ')(carry .h200)" >&2
   exit 0
 fi

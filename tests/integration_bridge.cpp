@@ -102,6 +102,15 @@ TEST(BridgeCli, BenchInAnExtractedFolderTimesTheModelsShapeAndDtype) {
   EXPECT_EQ(j["size"], "model-M64xN512");
   EXPECT_EQ(j["dtype"], "bf16");  // the profiled dtype, never a fixed fp16/fp32 default
   EXPECT_EQ(j["source"].get<std::string>().find("rmsnorm.cpp") != std::string::npos, true);
+  if (have_torch()) {  // PyTorch timed at the same shape and dtype in the same run
+    ASSERT_TRUE(j.contains("pytorch")) << j.dump(1);
+    EXPECT_GT(j["pytorch"]["median_us"].get<double>(), 0);
+    EXPECT_GT(std::stod(j["speedup_vs_pytorch"].get<std::string>()), 0);
+    std::string cell = "\t";
+    cell += j["speedup_vs_pytorch"].get<std::string>();
+    cell += '\t';
+    EXPECT_NE(read_file(dirs[0] / "results.tsv").find(cell), std::string::npos);
+  }
   fs::remove_all(d);
 }
 

@@ -92,10 +92,14 @@ void run_verify(const VerifyArgs& a) {
     std::cout << fmt::format("model: {} {} on {}, input {}, depth {}\n", m.value("class_name", ""),
                              res.value("dtype", ""), res.value("device", ""), req["input_shape"].get<std::string>(),
                              res.value("depth", 0));
-    for (const auto& k : res["kernels"])
-      std::cout << fmt::format("  kernel {:<17} {}  ({} modules replaced, {} calls per forward)\n",
-                               k.value("type", ""), k.value("source", ""), k.value("modules_replaced", 0),
+    for (const auto& k : res["kernels"]) {
+      const int mods = k.value("modules_replaced", 0);
+      std::cout << fmt::format("  kernel {:<17} {}  ({}, {} calls per forward)\n", k.value("type", ""),
+                               k.value("source", ""),
+                               mods ? fmt::format("module level: {} modules replaced", mods)
+                                    : std::string("operator level"),
                                k.value("calls_per_forward", 0));
+    }
     std::cout << "tolerance: " << res.value("tolerance_rule", "") << fmt::format(" = {:.3g}\n", res.value("tolerance", 0.0));
     for (const auto& s : res["seeds"])
       std::cout << fmt::format("  seed {}: rel_error {:.3g}  max_abs_diff {:.3g}  {}\n", s.value("seed", 0),

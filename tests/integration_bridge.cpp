@@ -83,6 +83,30 @@ TEST(BridgeCli, UnknownClassIsReportedByThePythonSideWithTheClassesFound) {
   fs::remove_all(d);
 }
 
+TEST(BridgeCli, AnEmptyTraceGivesAClearMessageNotACrash) {
+  if (!have_torch()) GTEST_SKIP() << "no Python with torch (" << bridge_python() << "); run scripts/setup.sh";
+  const auto d = temp_dir("empty-trace");
+  write_file_atomic(d / "identity.py", R"(import torch.nn as nn
+
+
+class Identity(nn.Module):
+    """Does no tensor work at all: the profiler records no operator."""
+
+    def example_inputs(self, batch, seq, device="cpu"):
+        import torch
+        return torch.zeros(batch, seq)
+
+    def forward(self, x):
+        return x
+)");
+  const auto r = vladbud({"profile", "--model", (d / "identity.py").string(), "--class-name",
+                          "Identity", "--input-shape", "1,4", "--warmup", "1", "--iters", "1"}, d);
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  EXPECT_NE(r.err.find("recorded no operator time"), std::string::npos) << r.out << r.err;
+  EXPECT_FALSE(fs::exists(d / "workspace" / "profile.json"));
+  fs::remove_all(d);
+}
+
 TEST(BridgeCli, BenchInAnExtractedFolderTimesTheModelsShapeAndDtype) {
   const auto d = temp_dir("bench-folder");
   json raw = {{"device", "cpu"}, {"dtype", "bf16"}, {"input_shape", {1, 64}}, {"records", 10},

@@ -95,3 +95,15 @@ def test_transformers_path_explains_how_to_install():
             load_model(module="transformers", class_name="AutoModelForCausalLM", config="gpt2")
     else:
         pytest.skip("transformers is installed here; the missing-package message is not reachable")
+
+
+def test_transformers_model_from_a_local_config_with_random_weights(tmp_path):
+    pytest.importorskip("transformers", reason="transformers is optional (not in scripts/requirements.txt)")
+    import json
+    cfg = tmp_path / "config.json"
+    cfg.write_text(json.dumps({"model_type": "gpt2", "n_layer": 1, "n_embd": 32, "n_head": 2,
+                               "vocab_size": 1000, "n_positions": 64}))
+    m = load_model(module="transformers", class_name="AutoModelForCausalLM", config=str(cfg))
+    x = make_inputs(m, 2, 8, "cpu")
+    assert int(x.max()) < 1000
+    assert m(x).logits.shape == (2, 8, 1000)

@@ -71,10 +71,15 @@ def _load_transformers(class_name: str, config: str, model_args: dict):
         raise BridgeError(f"transformers has no class '{class_name}' (e.g. AutoModelForCausalLM)")
     try:
         if os.path.isfile(config):
-            cfg = transformers.AutoConfig.from_dict(json.load(open(config))) if hasattr(
-                transformers.AutoConfig, "from_dict") else transformers.PretrainedConfig.from_json_file(config)
+            with open(config) as f:
+                d = json.load(f)
+            if "model_type" not in d:
+                raise BridgeError(f"{config} has no 'model_type' (e.g. \"gpt2\", \"llama\")")
+            cfg = transformers.AutoConfig.for_model(d.pop("model_type"), **d)
         else:
             cfg = transformers.AutoConfig.from_pretrained(config, local_files_only=True)
+    except BridgeError:
+        raise
     except Exception as e:  # noqa: BLE001 - transformers raises many kinds
         raise BridgeError(f"cannot read the transformers config '{config}' ({e}); pass a local "
                           f"config.json or folder (there is no network)") from None

@@ -1,9 +1,10 @@
 """Putting VladBud kernels into a model: module-level and operator-level replacement.
 
 Module level (`replace_modules`): nn.Linear -> matmul (W^T kept contiguous once, bias added by
-torch), nn.LayerNorm -> layernorm, a module class named *RMSNorm with `weight` and `eps` ->
-rmsnorm, a RotaryEmbedding with `tables(seq, device)` (models/llama.py) -> rotary_embedding, a
-SwiGLU FeedForward with w1/w2/w3 (gate/down/up, no bias) -> fused_mlp.
+torch), nn.LayerNorm -> layernorm, a module class named *RMSNorm with `weight` and `eps` (or HF's
+`variance_epsilon`) -> rmsnorm, a RotaryEmbedding with `tables(seq, device)` (models/llama.py)
+-> rotary_embedding, a SwiGLU MLP with w1/w3/w2 or HF's gate_proj/up_proj/down_proj (no bias,
+SiLU) -> fused_mlp. HF's RoPE is a free function (apply_rotary_pos_emb), not replaced.
 Operator level (`OperatorMode`, a TorchFunctionMode): F.scaled_dot_product_attention (no mask,
 no dropout) -> flash_attention, softmax over the last dim -> softmax, F.cross_entropy (mean, no
 weights/smoothing) -> cross_entropy, torch.sum over the last dim -> reduce, and F.linear /
@@ -57,10 +58,19 @@ class VbLayerNorm(nn.Module):
         return ops.layernorm(x.reshape(-1, self.d).contiguous(), self.weight, self.bias, self.eps).reshape(x.shape)
 
 
+def _rms_eps(m):
+    """eps of an RMSNorm module (ours: eps; HF LlamaRMSNorm: variance_epsilon), or None."""
+    for name in ("eps", "variance_epsilon"):
+        v = getattr(m, name, None)
+        if isinstance(v, (int, float)):
+            return float(v)
+    return None
+
+
 class VbRMSNorm(nn.Module):
     def __init__(self, m):
         super().__init__()
-        self.weight, self.eps = m.weight.detach(), float(m.eps)
+        self.weight, self.eps = m.weight.detach(), _rms_eps(m)
 
     def forward(self, x):
         w = self.weight.to(x.dtype)
@@ -78,18 +88,33 @@ class VbRotary(nn.Module):
                                     sin.to(x.dtype).contiguous(), 0.0)
 
 
+# SwiGLU projections by layout: (gate, up, down) attribute names.
+_SWIGLU_NAMES = [("w1", "w3", "w2"),                          # models/llama.py, Meta's LLaMA
+                 ("gate_proj", "up_proj", "down_proj")]       # HF LlamaMLP / MistralMLP
+
+
+def _swiglu_names(m):
+    for names in _SWIGLU_NAMES:
+        lins = [getattr(m, n, None) for n in names]
+        if all(isinstance(l, nn.Linear) and l.bias is None for l in lins):
+            act = getattr(m, "act_fn", None)
+            if act is None or isinstance(act, nn.SiLU) or type(act).__name__ == "SiLUActivation":
+                return names
+    return None
+
+
 class VbFusedMLP(nn.Module):
     def __init__(self, m):
         super().__init__()
-        self.g, self.u, self.d = m.w1.weight.detach(), m.w3.weight.detach(), m.w2.weight.detach()
+        g, u, d = _swiglu_names(m)
+        self.g, self.u, self.d = (getattr(m, n).weight.detach() for n in (g, u, d))
 
     def forward(self, x):
         return ops.fused_mlp(_rows(x).contiguous(), self.g, self.u, self.d).reshape(x.shape)
 
 
 def _is_swiglu(m):
-    return all(isinstance(getattr(m, n, None), nn.Linear) and getattr(m, n).bias is None
-               for n in ("w1", "w2", "w3")) and type(m).__name__ in ("FeedForward", "LlamaMLP", "SwiGLU")
+    return _swiglu_names(m) is not None and type(m).__name__ in ("FeedForward", "LlamaMLP", "MistralMLP", "SwiGLU")
 
 
 def replace_modules(model: nn.Module, types) -> dict:
@@ -111,7 +136,7 @@ def replace_modules(model: nn.Module, types) -> dict:
             elif "layernorm" in types and type(child) is nn.LayerNorm:
                 swap(mod, name, VbLayerNorm(child), "layernorm")
             elif "rmsnorm" in types and cls.endswith("RMSNorm") and hasattr(child, "weight") and \
-                    hasattr(child, "eps"):
+                    _rms_eps(child) is not None:
                 swap(mod, name, VbRMSNorm(child), "rmsnorm")
             elif "rotary_embedding" in types and cls == "RotaryEmbedding" and hasattr(child, "tables"):
                 swap(mod, name, VbRotary(child), "rotary_embedding")

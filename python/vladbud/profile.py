@@ -14,6 +14,7 @@ import json
 import statistics
 import sys
 import time
+import warnings as pywarnings
 
 import torch
 from torch.profiler import ProfilerActivity, profile
@@ -84,7 +85,10 @@ def run(req: dict) -> dict:
         raise BridgeError(f"the model's forward failed on input {tuple(x.shape)} {x.dtype}: {e}") from None
     fwd = timed_forwards(model, x, device, max(3, iters))
     acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device == "cuda" else [])
-    with torch.inference_mode():
+    with torch.inference_mode(), pywarnings.catch_warnings():
+        # torch warns that a profile without a schedule "clears events at the end of each
+        # cycle": there is one cycle here, and every event of it is kept.
+        pywarnings.filterwarnings("ignore", message=".*clears events.*")
         with profile(activities=acts, record_shapes=True) as prof:
             for _ in range(iters):
                 model(x)

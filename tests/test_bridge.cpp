@@ -57,7 +57,7 @@ TEST(Bridge, AnalyzeClassifiesBoundFromTheFlopByteModelAndGivesAmdahl) {
   EXPECT_EQ(mm["bound"], "compute");
   EXPECT_DOUBLE_EQ(mm["share"].get<double>(), 0.6);
   EXPECT_DOUBLE_EQ(mm["amdahl_max"].get<double>(), 1.0 / 0.4);
-  EXPECT_EQ(mm["size_label"], "model-K1024xM1024xN1024");
+  EXPECT_EQ(mm["size_label"], "model-M1024xN1024xK1024");
   const auto& rn = p["entries"][1];
   EXPECT_EQ(rn["bound"], "memory");  // 4 FLOP per element over >= 4 B per element
   EXPECT_LT(rn["arithmetic_intensity"].get<double>(), 10.0);

@@ -88,3 +88,16 @@ def test_llama_hand_written_kernels_are_recognised():
     assert by["fused_mlp"][0]["dims"] == {"B": 32, "D": 64, "H": 128}
     assert by["flash_attention"][0]["dims"] == {"B": 1, "H": 4, "S": 32, "D": 16}
     assert {"M": 32, "N": 512, "K": 64} in [e["dims"] for e in by["matmul"]]
+
+
+def test_softmax_cross_entropy_sum_are_typed_with_their_shapes(tmp_path):
+    from test_verify import OPS_MODEL
+    f = tmp_path / "ops_model.py"
+    f.write_text(OPS_MODEL)
+    res = run({"model": str(f), "class_name": "OpsModel", "input_shape": "2,16", "dtype": "fp32",
+               "device": "cpu", "warmup": 1, "iters": 1})
+    by = {e["type"]: e for e in res["entries"] if e["type"]}
+    assert by["softmax"]["dims"] == {"R": 32, "C": 32}
+    assert by["cross_entropy"]["dims"] == {"B": 32, "V": 300}
+    assert by["cross_entropy"]["attrs"] == {"ignore_index": -100.0}
+    assert by["reduce"]["dims"] == {"M": 32, "N": 300}

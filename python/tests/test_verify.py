@@ -123,3 +123,42 @@ def test_pytorch_baseline_times_every_type(kernel, dims, attrs):
     r = baseline({"kernel": kernel, "dims": dims, "attrs": attrs, "dtype": "bf16", "device": "cpu",
                   "rotation_sets": 2, "min_reps": 3, "min_time_s": 0.0, "max_time_s": 0.5})
     assert r["reps"] >= 3 and r["median_us"] > 0 and r["p10_us"] <= r["p90_us"]
+
+
+OPS_MODEL = '''
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class OpsModel(nn.Module):
+    """Uses softmax, cross_entropy and sum through torch functions (operator-level replacement)."""
+
+    def __init__(self, vocab_size=300, hidden=32, n_layer=2):
+        super().__init__()
+        torch.manual_seed(0)
+        self.vocab_size, self.n_layer = vocab_size, n_layer
+        self.emb = nn.Embedding(vocab_size, hidden)
+        self.head = nn.Linear(hidden, vocab_size)
+
+    def forward(self, ids):
+        h = self.emb(ids)
+        p = F.softmax(h, dim=-1)
+        logits = self.head(h * p).reshape(-1, self.vocab_size)
+        loss = F.cross_entropy(logits, ids.reshape(-1))
+        return torch.sum(logits, dim=-1) * loss
+'''
+
+
+def test_operator_level_softmax_cross_entropy_reduce(kernel_lib, tmp_path):
+    f = tmp_path / "ops_model.py"
+    f.write_text(OPS_MODEL)
+    req = {"model": str(f), "class_name": "OpsModel", "model_args": {}, "input_shape": "2,16",
+           "dtype": "fp32", "device": "cpu", "reps": 2, "warmup": 1, "seeds": [0, 1],
+           "kernels": [{"type": t, "library": kernel_lib(t), "source": t}
+                       for t in ("softmax", "cross_entropy", "reduce")]}
+    res = run(req)
+    assert res["verdict"] == "PASS", res["seeds"]
+    calls = {k["type"]: k["calls_per_forward"] for k in res["kernels"]}
+    assert calls == {"softmax": 1, "cross_entropy": 1, "reduce": 1}
+    assert all(k["modules_replaced"] == 0 for k in res["kernels"])  # operator level

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
+#include <map>
 
 #include "backends/backend.h"
 #include "core/paths.h"
@@ -109,15 +110,39 @@ Roof device_roof(const std::string& device, DType dtype) {
   return roof;
 }
 
+namespace {
+// Dimension names of each type in the order DESIGN §2 writes its shapes (labels and tables).
+std::vector<std::string> dim_order(const std::string& type) {
+  static const std::map<std::string, std::vector<std::string>> order = {
+      {"matmul", {"M", "N", "K"}},           {"softmax", {"R", "C"}},
+      {"layernorm", {"B", "D"}},             {"rmsnorm", {"M", "N"}},
+      {"flash_attention", {"B", "H", "S", "D"}}, {"fused_mlp", {"B", "D", "H"}},
+      {"cross_entropy", {"B", "V"}},         {"rotary_embedding", {"B", "H", "S", "D"}},
+      {"reduce", {"M", "N"}}};
+  const auto it = order.find(type);
+  return it == order.end() ? std::vector<std::string>{} : it->second;
+}
+
+// The keys of `dims` in the type's order, then any others (alphabetical).
+std::vector<std::string> ordered_keys(const std::string& type, const json& dims) {
+  std::vector<std::string> keys;
+  for (const auto& k : dim_order(type))
+    if (dims.contains(k)) keys.push_back(k);
+  for (auto it = dims.begin(); it != dims.end(); ++it)
+    if (std::find(keys.begin(), keys.end(), it.key()) == keys.end()) keys.push_back(it.key());
+  return keys;
+}
+}  // namespace
+
 Size model_size(const KernelType& kt, const json& dims, const json& attrs) {
   if (!dims.is_object() || dims.empty())
     throw std::invalid_argument("dims must be an object of the type's dimensions");
   Size s;
   s.label = "model";
   bool first = true;
-  for (auto it = dims.begin(); it != dims.end(); ++it) {
-    s.dims[it.key()] = it.value().get<std::int64_t>();
-    s.label += (first ? "-" : "x") + it.key() + std::to_string(s.dims[it.key()]);
+  for (const auto& k : ordered_keys(kt.name(), dims)) {
+    s.dims[k] = dims.at(k).get<std::int64_t>();
+    s.label += (first ? "-" : "x") + k + std::to_string(s.dims[k]);
     first = false;
   }
   for (auto it = attrs.begin(); it != attrs.end(); ++it) {
@@ -179,9 +204,9 @@ namespace {
 std::string dims_text(const json& e) {
   if (!e["dims"].is_null()) {
     std::string s;
-    for (auto it = e["dims"].begin(); it != e["dims"].end(); ++it) {
+    for (const auto& k : ordered_keys(e["type"].is_string() ? e["type"].get<std::string>() : "", e["dims"])) {
       if (!s.empty()) s += ' ';
-      s += it.key() + "=" + std::to_string(it.value().get<long long>());
+      s += k + "=" + std::to_string(e["dims"][k].get<long long>());
     }
     if (e.contains("attrs") && e["attrs"].contains("causal"))
       s += e["attrs"]["causal"].get<double>() != 0 ? " causal" : " non-causal";

@@ -263,6 +263,12 @@ std::vector<fs::path> extract_kernels(const json& profile, int top, const std::s
   std::stable_sort(typed.begin(), typed.end(), [](const json* a, const json* b) {
     return a->value("us", 0.0) > b->value("us", 0.0);
   });
+  for (int i = 0; i < top && i < static_cast<int>(typed.size()); ++i) {
+    const fs::path starter = be->starter_source((*typed[i])["type"].get<std::string>());
+    if (!fs::exists(starter))
+      throw BridgeUsageError("backend " + backend + " has no starter kernel " + starter.string() +
+                             "; choose another --backend");
+  }
   const fs::path kdir = workspace / "kernels";
   std::error_code ec;
   fs::remove_all(kdir, ec);

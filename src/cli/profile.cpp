@@ -70,7 +70,9 @@ void run_profile(const ProfileArgs& a) {
   nlohmann::json req = {{"model", model_abs.string()},
                         {"class_name", a.class_name},
                         {"module", a.module},
-                        {"config", a.config},
+                        {"config", !a.config.empty() && std::filesystem::exists(a.config)
+                                       ? std::filesystem::absolute(a.config).string()
+                                       : a.config},
                         {"model_args", margs},
                         {"input_shape", a.input_shape},
                         {"dtype", a.dtype},

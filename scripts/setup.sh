@@ -35,13 +35,16 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 
 # Python virtual environment (.venv): the PyPI packages in scripts/requirements.txt (the CUDA
-# binary utilities cuobjdump + nvdisasm for SASS analysis, ...). Reinstalled only when the
-# requirements file changes (its hash is stamped into the venv).
+# binary utilities cuobjdump + nvdisasm for SASS analysis, torch/numpy/pytest/matplotlib for the
+# PyTorch bridge) and the bridge itself (python/, installed editable). Reinstalled only when the
+# requirements file or python/pyproject.toml changes (their hash is stamped into the venv).
+# A fresh install downloads ~3 GB (torch's Linux wheel with its CUDA libraries), ~1-2 min here,
+# 4.8 GB on disk.
 venv="$here/.venv"
 req="$here/scripts/requirements.txt"
 if [ -f "$req" ]; then
   stamp="$venv/.vladbud-requirements.sha256"
-  want="$(sha256sum "$req" | cut -d' ' -f1)"
+  want="$(cat "$req" "$here/python/pyproject.toml" 2>/dev/null | sha256sum | cut -d' ' -f1)"
   if [ ! -x "$venv/bin/python" ] || [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
     if ! python3 -m venv --help >/dev/null 2>&1; then
       echo "setup: python3 with the venv module is required (apt-get install python3-venv)" >&2
@@ -50,6 +53,10 @@ if [ -f "$req" ]; then
     [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
     echo "setup: installing Python packages from scripts/requirements.txt into .venv" >&2
     "$venv/bin/python" -m pip install -q --disable-pip-version-check -r "$req" >&2
+    if [ -f "$here/python/pyproject.toml" ]; then
+      "$venv/bin/python" -m pip install -q --disable-pip-version-check --no-deps \
+        --no-build-isolation -e "$here/python" >&2
+    fi
     echo "$want" >"$stamp"
   fi
 fi

@@ -7,6 +7,7 @@
 #include <optional>
 
 #include "backends/cuda/cuda_backend.h"
+#include "bridge/bridge.h"
 #include "cli/commands.h"
 #include "eval/report.h"
 #include "kernels/kernel_type.h"
@@ -17,10 +18,10 @@ namespace vb::cli {
 
 namespace {
 struct BenchArgs {
-  std::string kernel, source, backend = "cpu", size, dtype = "fp32", results = "results.tsv",
+  std::string kernel, source, backend = "cpu", size, dtype, results = "results.tsv",
                               tag = "bench", arch, sanitize;
-  bool quick = false, json = false, no_timing = false, timing_only = false, list_sizes = false, progress = false,
-       abi = false;
+  bool quick = false, json = false, no_timing = false, timing_only = false, list_sizes = false,
+       progress = false, abi = false, no_pytorch = false;
   std::uint64_t seed = 42, fresh_seed = 0;
   double timeout = 30;
 };
@@ -30,7 +31,28 @@ struct BenchArgs {
   throw CLI::RuntimeError(kUsage);
 }
 
-void run_bench(const BenchArgs& a) {
+void run_bench(const BenchArgs& args) {
+  // Inside a kernel folder written by `vladbud extract` (problem.json): the model's type, dtype
+  // and shapes are the timed problem unless given; correctness still runs every size and dtype.
+  BenchArgs a = args;
+  std::optional<ModelProblem> mp;
+  try {
+    mp = read_model_problem(std::filesystem::current_path());
+  } catch (const BridgeUsageError& e) {
+    usage_error(e.what());
+  }
+  if (mp && (a.kernel.empty() || a.kernel == mp->type->name())) {
+    a.kernel = mp->type->name();
+    if (a.dtype.empty()) a.dtype = std::string(dtype_name(mp->dtype));
+    const std::string own = mp->doc.value("source", "");
+    if (a.source.empty() && !own.empty() && std::filesystem::exists(own)) a.source = own;
+  } else {
+    mp.reset();
+  }
+  if (a.kernel.empty())
+    usage_error("--kernel is required (or run inside a workspace/kernels/NN_<type>/ folder made by "
+                "`vladbud extract`, whose problem.json gives the type)");
+  if (a.dtype.empty()) a.dtype = "fp32";
   const KernelType* kt = find_kernel_type(a.kernel);
   if (!kt)
     usage_error("unknown kernel type '" + a.kernel + "'; choose one of: " + kernel_type_names());
@@ -138,6 +160,8 @@ void run_bench(const BenchArgs& a) {
       usage_error("unknown size '" + a.size + "' for " + kt->name() + "; known sizes:" + labels);
     }
     o.timing_size = *s;
+  } else if (mp) {
+    o.timing_size = mp->size;
   }
   const std::filesystem::path src =
       a.source.empty() ? be->starter_source(kt->name()) : std::filesystem::path(a.source);
@@ -171,9 +195,27 @@ void run_bench(const BenchArgs& a) {
   } else {
     target_name = detect_cpu().model;
   }
+  // speedup_vs_pytorch: PyTorch on the same device, dtype and shapes, same protocol.
+  ResultsRow row = results_row(r, target, a.tag);
+  nlohmann::json torch_base;
+  std::string no_base = "--no-pytorch";
+  if (r.correct() && r.timing && !a.no_pytorch) {
+    try {
+      const Size ts = o.timing_size ? *o.timing_size : kt->benchmark_size(be->name());
+      torch_base = pytorch_baseline(kt->make_problem(ts, r.timing->dtype),
+                                    be->name() == "cuda" ? "cuda" : "cpu", r.timing->rotation_sets, r.timing->rotation_bytes, a.quick);
+      row.speedup_vs_pytorch =
+          fmt::format("{:.3f}", torch_base["median_us"].get<double>() / r.timing->median_us);
+    } catch (const std::exception& e) {
+      no_base = e.what();
+      if (no_base.size() > 300) no_base = no_base.substr(0, 300) + "...";
+    }
+  } else if (!a.no_pytorch) {
+    no_base = "no timed, correct result";
+  }
   int experiment = 0;
   try {
-    experiment = append_results_row(a.results, results_row(r, target, a.tag));
+    experiment = append_results_row(a.results, row);
   } catch (const std::exception& e) {
     std::cerr << "vladbud bench: warning: result not logged: " << e.what() << "\n";
   }
@@ -182,9 +224,18 @@ void run_bench(const BenchArgs& a) {
     j["target"] = target;
     j["results_tsv"] = a.results;
     j["experiment"] = experiment;
+    j["speedup_vs_pytorch"] = row.speedup_vs_pytorch;
+    if (!torch_base.is_null()) j["pytorch"] = torch_base;
+    else j["pytorch_unavailable"] = no_base;
     std::cout << j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
   } else {
     std::cout << format_key_values(r);
+    if (!torch_base.is_null())
+      std::cout << fmt::format("pytorch_latency_us: {:.3f} ({}, torch {}, median of {})\n",
+                               torch_base["median_us"].get<double>(), torch_base.value("op", ""),
+                               torch_base.value("torch", ""), torch_base.value("reps", 0));
+    std::cout << "speedup_vs_pytorch: " << row.speedup_vs_pytorch
+              << (torch_base.is_null() ? " (" + no_base + ")" : "") << "\n";
     std::cout << "target: " << target << " (" << target_name << ")\n";
     if (experiment)
       std::cout << "results_tsv: " << a.results << " (experiment " << experiment << ")\n";
@@ -204,7 +255,8 @@ void add_bench(CLI::App& app) {
       "every guard, time it, and report % of this machine's measured ceiling.\n"
       "Prints greppable 'key: value' lines (or --json) and appends one row to results.tsv.\n"
       "Exit code 0 only when the verdict is PASS.");
-  c->add_option("--kernel,-k", args->kernel, "kernel type: " + kernel_type_names())->required();
+  c->add_option("--kernel,-k", args->kernel,
+                "kernel type: " + kernel_type_names() + " (default inside an extracted folder: its problem.json)");
   c->add_option("--source,-s", args->source,
                 "kernel source to evaluate (default: the starter kernels/<backend>/<type>)");
   c->add_option("--backend,-b", args->backend, "backend: " + backend_names())
@@ -217,8 +269,7 @@ void add_bench(CLI::App& app) {
   c->add_option("--size", args->size,
                 "size label to time (default: the type's benchmark size; --list-sizes shows all)");
   c->add_option("--dtype", args->dtype,
-                "dtype of the timed problem: fp16, bf16, fp32 (correctness always runs all three)")
-      ->capture_default_str();
+                "dtype of the timed problem: fp16, bf16, fp32 (default fp32, or problem.json's; correctness always runs all three)");
   c->add_flag("--quick", args->quick, "fewer sizes per stage and a short timing window");
   c->add_flag("--json", args->json, "print the report as JSON");
   c->add_flag("--no-timing", args->no_timing, "correctness stages only");
@@ -231,6 +282,8 @@ void add_bench(CLI::App& app) {
               "the resolved problem of --size (default: the benchmark size) in --dtype");
   c->add_flag("--progress", args->progress,
               "print progress to stderr even when it is not a terminal");
+  c->add_flag("--no-pytorch", args->no_pytorch,
+              "skip the PyTorch baseline (speedup_vs_pytorch n/a); it needs the .venv made by setup.sh");
   c->add_option("--results", args->results, "results.tsv to append to")->capture_default_str();
   c->add_option("--tag", args->tag, "tag column of the results.tsv row")->capture_default_str();
   c->add_option("--seed", args->seed, "default seed of the inputs")->capture_default_str();

@@ -38,6 +38,9 @@ int main(int argc, char** argv) {
   vb::cli::add_run(app);
   vb::cli::add_research(app);
   vb::cli::add_targets(app);
+  vb::cli::add_profile(app);
+  vb::cli::add_extract(app);
+  vb::cli::add_verify(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

@@ -1,0 +1,131 @@
+// The C++ half of the PyTorch bridge: profile analysis (FLOP/byte model, bound, Amdahl),
+// extraction into kernel folders, problem.json. No Python here (unit tests, also under ASan).
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "bridge/bridge.h"
+#include "core/paths.h"
+#include "support.h"
+
+namespace vb {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+// What python -m vladbud.profile returns (trimmed): two typed groups, one untyped.
+json raw_profile(const std::string& dtype = "bf16") {
+  return {{"device", "cpu"},
+          {"dtype", dtype},
+          {"input_shape", {1, 64}},
+          {"records", 100},
+          {"profiled_us", 1000.0},
+          {"model", {{"file", "models/gpt2.py"}, {"class_name", "GPT2"}}},
+          {"entries",
+           {{{"type", "matmul"}, {"op", "aten::linear"}, {"dims", {{"M", 1024}, {"N", 1024}, {"K", 1024}}},
+             {"attrs", json::object()}, {"dtype", dtype}, {"calls", 2.0}, {"us", 600.0}},
+            {{"type", "rmsnorm"}, {"op", "aten::pow + ..."}, {"dims", {{"M", 64}, {"N", 512}}},
+             {"attrs", json::object()}, {"dtype", dtype}, {"calls", 5.0}, {"us", 300.0}},
+            {{"type", nullptr}, {"op", "aten::gelu"}, {"dims", nullptr}, {"attrs", json::object()},
+             {"dtype", dtype}, {"shapes", {{1, 64, 3072}}}, {"calls", 1.0}, {"us", 100.0}}}}};
+}
+
+Roof test_roof() {
+  Roof r;
+  r.peak_tflops = 1.0;      // 1 TFLOP/s
+  r.bandwidth_gbs = 100.0;  // 100 GB/s -> ridge 10 FLOP/B
+  r.source = "test";
+  return r;
+}
+
+fs::path temp_dir(const std::string& name) {
+  auto d = fs::temp_directory_path() / ("vb-bridge-" + std::to_string(::getpid()) + "-" + name);
+  fs::remove_all(d);
+  fs::create_directories(d);
+  return d;
+}
+
+TEST(Bridge, AnalyzeClassifiesBoundFromTheFlopByteModelAndGivesAmdahl) {
+  const json p = analyze_profile(raw_profile(), test_roof());
+  const auto& mm = p["entries"][0];
+  // matmul 1024^3 bf16: 2*1024^3 FLOP over 3*1024^2*2 B = 341 FLOP/B > ridge 10.
+  EXPECT_DOUBLE_EQ(mm["flops"].get<double>(), 2.0 * 1024 * 1024 * 1024);
+  EXPECT_NEAR(mm["arithmetic_intensity"].get<double>(), 2.0 * 1024 / 6.0, 1e-9);
+  EXPECT_EQ(mm["bound"], "compute");
+  EXPECT_DOUBLE_EQ(mm["share"].get<double>(), 0.6);
+  EXPECT_DOUBLE_EQ(mm["amdahl_max"].get<double>(), 1.0 / 0.4);
+  EXPECT_EQ(mm["size_label"], "model-M1024xN1024xK1024");
+  const auto& rn = p["entries"][1];
+  EXPECT_EQ(rn["bound"], "memory");  // 4 FLOP per element over >= 4 B per element
+  EXPECT_LT(rn["arithmetic_intensity"].get<double>(), 10.0);
+  EXPECT_EQ(p["entries"][2]["bound"], "n/a");
+  EXPECT_DOUBLE_EQ(p["typed_share"].get<double>(), 0.9);
+  EXPECT_NEAR(p["amdahl_max_all"].get<double>(), 10.0, 1e-9);
+  EXPECT_DOUBLE_EQ(p["roof"]["ridge_flop_per_byte"].get<double>(), 10.0);
+  EXPECT_NE(format_profile_table(p, 10).find("matmul"), std::string::npos);
+}
+
+TEST(Bridge, ShapesThatDoNotFitTheTypeAreNotedNotFatal) {
+  json raw = raw_profile();
+  raw["entries"][0]["dims"] = {{"M", 8}, {"N", 8}};  // no K
+  const json p = analyze_profile(raw, test_roof());
+  EXPECT_EQ(p["entries"][0]["bound"], "n/a");
+  EXPECT_NE(p["entries"][0]["note"].get<std::string>().find("K"), std::string::npos);
+  EXPECT_THROW(model_size(*find_kernel_type("matmul"), json{{"M", 8}, {"N", 8}}, json::object()),
+               std::invalid_argument);
+}
+
+TEST(Bridge, ExtractWritesOneFolderPerGroupWithTheModelsShapesAndDtype) {
+  const auto ws = temp_dir("extract");
+  const json p = analyze_profile(raw_profile("bf16"), test_roof());
+  const auto dirs = extract_kernels(p, 5, "cpu", ws);  // only two typed groups exist
+  ASSERT_EQ(dirs.size(), 2u);
+  EXPECT_EQ(dirs[0].filename(), "01_matmul");
+  EXPECT_EQ(dirs[1].filename(), "02_rmsnorm");
+  EXPECT_EQ(read_file(dirs[1] / "rmsnorm.cpp"), read_file(test::starter("rmsnorm")));
+  const auto mp = read_model_problem(dirs[1]);
+  ASSERT_TRUE(mp.has_value());
+  EXPECT_EQ(mp->type->name(), "rmsnorm");
+  EXPECT_EQ(mp->dtype, DType::BF16);  // the profiled dtype, not a default
+  EXPECT_EQ(mp->size.dims.at("M"), 64);
+  EXPECT_EQ(mp->size.dims.at("N"), 512);
+  EXPECT_DOUBLE_EQ(mp->doc["share"].get<double>(), 0.3);
+  EXPECT_FALSE(read_model_problem(ws).has_value());
+  fs::remove_all(ws);
+}
+
+TEST(Bridge, ExtractWithNothingTypedOrBadArgumentsIsAUsageError) {
+  const auto ws = temp_dir("extract-empty");
+  json raw = raw_profile();
+  raw["entries"] = json::array({raw["entries"][2]});
+  const json p = analyze_profile(raw, test_roof());
+  EXPECT_THROW(extract_kernels(p, 3, "cpu", ws), BridgeUsageError);
+  EXPECT_THROW(extract_kernels(analyze_profile(raw_profile(), test_roof()), 0, "cpu", ws), BridgeUsageError);
+  EXPECT_THROW(extract_kernels(analyze_profile(raw_profile(), test_roof()), 1, "tpu", ws), BridgeUsageError);
+  fs::remove_all(ws);
+}
+
+TEST(Bridge, MalformedProblemJsonNamesTheFileAndTheFix) {
+  const auto d = temp_dir("bad-problem");
+  write_file_atomic(d / "problem.json", R"({"kernel": "matmul", "dtype": "fp8", "dims": {}})");
+  try {
+    (void)read_model_problem(d);
+    FAIL() << "no error";
+  } catch (const BridgeUsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("problem.json"), std::string::npos) << e.what();
+  }
+  write_file_atomic(d / "problem.json", R"({"kernel": "matmul", "dtype": "fp16", "dims": {"M": 4}})");
+  try {
+    (void)read_model_problem(d);
+    FAIL() << "no error";
+  } catch (const BridgeUsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("vladbud extract"), std::string::npos) << e.what();
+  }
+  fs::remove_all(d);
+}
+
+}  // namespace
+}  // namespace vb

@@ -141,8 +141,8 @@ def model_ce(R, C, dt):
     es = ESIZE[dt]
     NV = vec_elems(es)
     vec = NV > 1 and C % NV == 0
-    G, bt = (32, WARP_BT) if C <= WARP_MAX_COLS else (1024, 1024)
-    step_cap = cache_limit(bt) // 2
+    G, bt = (32, WARP_BT) if C <= WARP_MAX_COLS else (512, 512)
+    step_cap = min(cache_limit(bt) // 2, 16)
     uu = (UNROLL if UNROLL * NV <= step_cap else max(1, step_cap // NV)) if vec else \
         (UNROLL * NV if UNROLL * NV <= step_cap // 2 else step_cap // 2)
     grid = min(grid_for(R, bt // G), 4096)

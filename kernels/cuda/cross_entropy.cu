@@ -35,9 +35,9 @@
 #ifndef WARP_BLOCK_THREADS
 #define WARP_BLOCK_THREADS 256
 #endif
-// @vb-param BLOCK_THREADS 1024 {256,512,1024}  threads per block for a vocabulary row
+// @vb-param BLOCK_THREADS 512 {256,512,1024}  threads per block for a vocabulary row
 #ifndef BLOCK_THREADS
-#define BLOCK_THREADS 1024
+#define BLOCK_THREADS 512
 #endif
 // @vb-param UNROLL 4 {1,2,4,8}  independent vector loads per thread per step
 #ifndef UNROLL
@@ -316,7 +316,9 @@ template <typename T, int G, int BT>
 int launch_rows(const T* x, const long long* tg, i64 R, i64 V, long long ignore, bool vec,
                 int sms, cudaStream_t st, unsigned* blocks) {
   constexpr int NV = vec_elems<T>();
-  constexpr int step_cap = cache_limit(BT) / 2;  // floats in flight per thread per step
+  // Floats in flight per thread per step: 16 (at most 64 registers per thread, so that two
+  // 512-thread blocks, i.e. two vocabulary rows, share an SM).
+  constexpr int step_cap = cache_limit(BT) / 2 < 16 ? cache_limit(BT) / 2 : 16;
   unsigned grid = grid_for(R, BT / G, sms);
   if (grid > static_cast<unsigned>(kMaxBlocks)) grid = kMaxBlocks;
   *blocks = grid;

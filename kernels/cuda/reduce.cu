@@ -6,8 +6,8 @@
 // One pass over x. A row goes to one warp (N <= WARP_MAX_COLS, WARP_BLOCK_THREADS/32 rows per
 // block), to a block of BLOCK_THREADS (N <= BLOCK_MAX_COLS) or to a block of
 // LONG_BLOCK_THREADS (longer rows). Each thread streams its packs with UNROLL independent
-// 16-byte loads per step into UNROLL x (vector width) separate fp32 accumulators (short
-// dependency chains: accurate and latency tolerant), sums them as a fixed tree, and the group
+// 16-byte loads per step into fp32 lane accumulators through a pairwise tree per step (short
+// dependency chains: accurate and latency tolerant), sums the lanes as a fixed tree, and the group
 // reduces by warp shuffles plus shared memory in a fixed order: bitwise deterministic. Rows
 // whose length or pointer does not allow vectors use coalesced scalar loads. Rows are
 // grid-strided over a 1-D grid.
@@ -164,8 +164,22 @@ __device__ __forceinline__ void tree_fold(float (&a)[n]) {
   }
 }
 
+/// The same over rows of NP lanes: v[i][j] += v[i + W][j] for i < W, then W/2, ...; the
+/// lane-wise totals end in v[0].
+template <int W, int m, int NP>
+__device__ __forceinline__ void tree_fold(float (&v)[m][NP]) {
+  if constexpr (W > 0) {
+#pragma unroll
+    for (int i = 0; i < W; ++i)
+#pragma unroll
+      for (int j = 0; j < NP; ++j) v[i][j] += v[i + W][j];
+    tree_fold<W / 2>(v);
+  }
+}
+
 /// One row per group of G threads (BT per block). Each thread sums the packs
-/// p = base + u*G + t (UU per step, NP elements each) into UU*NP accumulators.
+/// p = base + u*G + t (UU per step, NP elements each): the UU loads of a step are added as a
+/// pairwise tree, then into NP lane accumulators (chains of N / (G*UU*NP) adds).
 template <typename T, int G, int BT, int NP, int UU>
 __global__ void __launch_bounds__(BT, 1)
     reduce_rows(const T* __restrict__ x, T* __restrict__ y, i64 R, i64 N) {
@@ -180,9 +194,9 @@ __global__ void __launch_bounds__(BT, 1)
   for (i64 row = static_cast<i64>(blockIdx.x) * RPB + threadIdx.x / G; row < R;
        row += static_cast<i64>(gridDim.x) * RPB) {
     const T* xr = x + row * N;
-    float acc[UU * NP];
+    float acc[NP];
 #pragma unroll
-    for (int i = 0; i < UU * NP; ++i) acc[i] = 0.0f;
+    for (int j = 0; j < NP; ++j) acc[j] = 0.0f;
     for (i64 base = 0; base < n_packs; base += STEP) {
       float v[UU][NP];
 #pragma unroll
@@ -195,12 +209,11 @@ __global__ void __launch_bounds__(BT, 1)
           for (int j = 0; j < NP; ++j) v[u][j] = 0.0f;
         }
       }
+      tree_fold<UU / 2>(v);  // pairwise over the UU loads, then one add per lane
 #pragma unroll
-      for (int u = 0; u < UU; ++u)
-#pragma unroll
-        for (int j = 0; j < NP; ++j) acc[u * NP + j] += v[u][j];
+      for (int j = 0; j < NP; ++j) acc[j] += v[0][j];
     }
-    tree_fold<UU * NP / 2>(acc);
+    tree_fold<NP / 2>(acc);
     const float s = group_sum<G>(acc[0], red, phase);
     if (t == 0) y[row] = vbk::from_f32<T>(s);
   }

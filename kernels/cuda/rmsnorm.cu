@@ -79,6 +79,12 @@ constexpr int vec_elems() {
 /// block (64 registers per thread at most there).
 constexpr int cache_limit(int block_threads) { return block_threads >= 1024 ? 32 : 64; }
 
+/// The same for rows cached as coalesced scalars (one address per element costs registers):
+/// 64 up to 256 threads per block, 32 at 512, 16 at 1024.
+constexpr int scalar_cache_limit(int block_threads) {
+  return block_threads >= 1024 ? 16 : block_threads >= 512 ? 32 : 64;
+}
+
 /// Bit pattern of one element (16-bit types in the low half).
 __device__ __forceinline__ unsigned bits_of(__half v) { return __half_as_ushort(v); }
 __device__ __forceinline__ unsigned bits_of(__nv_bfloat16 v) { return __bfloat16_as_ushort(v); }
@@ -154,10 +160,11 @@ __device__ __forceinline__ void store_vec(T* __restrict__ p, const float (&f)[N]
     if constexpr (W == 1) {
       *reinterpret_cast<unsigned*>(p) = w[0];
     } else if constexpr (W == 2) {
-      asm volatile("st.global.v2.b32 [%0], {%1, %2};" ::"l"(p), "r"(w[0]), "r"(w[1]));
+      asm volatile("st.global.v2.b32 [%0], {%1, %2};" ::"l"(__cvta_generic_to_global(p)),
+                 "r"(w[0]), "r"(w[1]));
     } else {
-      asm volatile("st.global.v4.b32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(w[0]), "r"(w[1]),
-                 "r"(w[2]), "r"(w[3]));
+      asm volatile("st.global.v4.b32 [%0], {%1, %2, %3, %4};" ::"l"(__cvta_generic_to_global(p)),
+                 "r"(w[0]), "r"(w[1]), "r"(w[2]), "r"(w[3]));
     }
   }
 }
@@ -368,10 +375,11 @@ unsigned grid_for(i64 work, i64 per_block, int sms) {
   return static_cast<unsigned>(g > 0 ? g : 1);
 }
 
-/// Packs per thread available to a cached row in blocks of BT threads.
-template <typename T, int BT>
+/// Packs (of vec_elems<T>() elements) per thread available to a cached row in blocks of BT
+/// threads: vectors (VEC) or as many coalesced scalars; at most MAX_PACKS, at least 1.
+template <typename T, int BT, bool VEC>
 constexpr int max_packs() {
-  constexpr int by_regs = cache_limit(BT) / vec_elems<T>();
+  constexpr int by_regs = (VEC ? cache_limit(BT) : scalar_cache_limit(BT)) / vec_elems<T>();
   constexpr int m = MAX_PACKS < by_regs ? MAX_PACKS : by_regs;
   return m >= 1 ? m : 1;
 }
@@ -406,22 +414,19 @@ int sm_count(const DLTensor& t, int* sms) {
   return 0;
 }
 
-template <typename T>
-int run_rmsnorm(const T* x, const T* w, T* y, i64 R, i64 Nc, float eps, int sms,
+template <typename T, bool VEC>
+int run_rmsnorm_as(const T* x, const T* w, T* y, i64 R, i64 Nc, float eps, int sms,
                   cudaStream_t st) {
   constexpr int N = vec_elems<T>();
-  constexpr std::size_t VB = sizeof(T) * N;
-  const bool vec = N > 1 && Nc % N == 0 && aligned_to(x, VB) && aligned_to(y, VB) &&
-                   aligned_to(w, VB);
-  constexpr int KW = pow2_floor(max_packs<T, WARP_BLOCK_THREADS>());
-  constexpr int KB = pow2_floor(max_packs<T, BLOCK_THREADS>());
+  constexpr int KW = pow2_floor(max_packs<T, WARP_BLOCK_THREADS, VEC>());
+  constexpr int KB = pow2_floor(max_packs<T, BLOCK_THREADS, VEC>());
   const int Ni = static_cast<int>(Nc);
   if (Nc <= WARP_MAX_COLS && Nc <= 32LL * KW * N) {
     constexpr int BT = WARP_BLOCK_THREADS;
     const unsigned grid = grid_for(R, BT / 32, sms);
     return with_pack_count<KW>((Nc + 32LL * N - 1) / (32LL * N), [&](auto kc) {
       constexpr int KP = decltype(kc)::value;
-      if (vec)
+      if constexpr (VEC)
         rmsnorm_cached<T, 32, BT, N, KP><<<grid, BT, 0, st>>>(x, w, y, R, Ni, eps);
       else
         rmsnorm_cached<T, 32, BT, 1, KP * N><<<grid, BT, 0, st>>>(x, w, y, R, Ni, eps);
@@ -434,7 +439,7 @@ int run_rmsnorm(const T* x, const T* w, T* y, i64 R, i64 Nc, float eps, int sms,
     const unsigned grid = grid_for(R, 1, sms);
     return with_pack_count<KB>((Nc + BT * N - 1) / (static_cast<i64>(BT) * N), [&](auto kc) {
       constexpr int KP = decltype(kc)::value;
-      if (vec)
+      if constexpr (VEC)
         rmsnorm_cached<T, BT, BT, N, KP><<<grid, BT, 0, st>>>(x, w, y, R, Ni, eps);
       else
         rmsnorm_cached<T, BT, BT, 1, KP * N><<<grid, BT, 0, st>>>(x, w, y, R, Ni, eps);
@@ -445,7 +450,7 @@ int run_rmsnorm(const T* x, const T* w, T* y, i64 R, i64 Nc, float eps, int sms,
   constexpr int BT = LONG_BLOCK_THREADS;
   constexpr int step_cap = cache_limit(BT) / 2;  // floats in flight per thread per step
   const unsigned grid = grid_for(R, 1, sms);
-  if (vec) {
+  if constexpr (VEC) {
     constexpr int UU = UNROLL * N <= step_cap ? UNROLL : (step_cap / N > 0 ? step_cap / N : 1);
     rmsnorm_stream<T, BT, N, UU><<<grid, BT, 0, st>>>(x, w, y, R, Nc, eps);
   } else {
@@ -454,6 +459,19 @@ int run_rmsnorm(const T* x, const T* w, T* y, i64 R, i64 Nc, float eps, int sms,
   }
   VBK_CUDA_CHECK_LAUNCH("rmsnorm_stream");
   return 0;
+}
+
+/// Vector path when the row length is a multiple of the vector width and every pointer is
+/// aligned to it (then every row is); coalesced scalars otherwise.
+template <typename T>
+int run_rmsnorm(const T* x, const T* w, T* y, i64 R, i64 Nc, float eps, int sms,
+                  cudaStream_t st) {
+  constexpr int N = vec_elems<T>();
+  constexpr std::size_t VB = sizeof(T) * N;
+  const bool vec = N > 1 && Nc % N == 0 && aligned_to(x, VB) && aligned_to(y, VB) &&
+                   aligned_to(w, VB);
+  return vec ? run_rmsnorm_as<T, true>(x, w, y, R, Nc, eps, sms, st)
+             : run_rmsnorm_as<T, false>(x, w, y, R, Nc, eps, sms, st);
 }
 
 }  // namespace

@@ -123,10 +123,11 @@ __device__ __forceinline__ void store_vec(T* __restrict__ p, const float (&f)[N]
     if constexpr (W == 1) {
       *reinterpret_cast<unsigned*>(p) = w[0];
     } else if constexpr (W == 2) {
-      asm volatile("st.global.v2.b32 [%0], {%1, %2};" ::"l"(p), "r"(w[0]), "r"(w[1]));
+      asm volatile("st.global.v2.b32 [%0], {%1, %2};" ::"l"(__cvta_generic_to_global(p)),
+                 "r"(w[0]), "r"(w[1]));
     } else {
-      asm volatile("st.global.v4.b32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(w[0]), "r"(w[1]),
-                 "r"(w[2]), "r"(w[3]));
+      asm volatile("st.global.v4.b32 [%0], {%1, %2, %3, %4};" ::"l"(__cvta_generic_to_global(p)),
+                 "r"(w[0]), "r"(w[1]), "r"(w[2]), "r"(w[3]));
     }
   }
 }

@@ -84,6 +84,12 @@ constexpr int vec_elems() {
 /// block (64 registers per thread at most there).
 constexpr int cache_limit(int block_threads) { return block_threads >= 1024 ? 32 : 64; }
 
+/// The same for rows cached as coalesced scalars (one address per element costs registers):
+/// 64 up to 256 threads per block, 32 at 512, 16 at 1024.
+constexpr int scalar_cache_limit(int block_threads) {
+  return block_threads >= 1024 ? 16 : block_threads >= 512 ? 32 : 64;
+}
+
 /// Bit pattern of one element (16-bit types in the low half).
 __device__ __forceinline__ unsigned bits_of(__half v) { return __half_as_ushort(v); }
 __device__ __forceinline__ unsigned bits_of(__nv_bfloat16 v) { return __bfloat16_as_ushort(v); }
@@ -159,10 +165,11 @@ __device__ __forceinline__ void store_vec(T* __restrict__ p, const float (&f)[N]
     if constexpr (W == 1) {
       *reinterpret_cast<unsigned*>(p) = w[0];
     } else if constexpr (W == 2) {
-      asm volatile("st.global.v2.b32 [%0], {%1, %2};" ::"l"(p), "r"(w[0]), "r"(w[1]));
+      asm volatile("st.global.v2.b32 [%0], {%1, %2};" ::"l"(__cvta_generic_to_global(p)),
+                 "r"(w[0]), "r"(w[1]));
     } else {
-      asm volatile("st.global.v4.b32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(w[0]), "r"(w[1]),
-                 "r"(w[2]), "r"(w[3]));
+      asm volatile("st.global.v4.b32 [%0], {%1, %2, %3, %4};" ::"l"(__cvta_generic_to_global(p)),
+                 "r"(w[0]), "r"(w[1]), "r"(w[2]), "r"(w[3]));
     }
   }
 }
@@ -396,11 +403,11 @@ unsigned grid_for(i64 work, i64 per_block, int sms) {
 }
 
 /// Launches softmax_cached with KP packs (vector) or KP*N scalars per thread.
-template <typename T, int G, int BT, int KP>
-int launch_cached_k(const T* x, T* y, i64 R, int C, bool vec, int sms, cudaStream_t st) {
+template <typename T, int G, int BT, int KP, bool VEC>
+int launch_cached_k(const T* x, T* y, i64 R, int C, int sms, cudaStream_t st) {
   constexpr int N = vec_elems<T>();
   const unsigned grid = grid_for(R, BT / G, sms);
-  if (vec) {
+  if constexpr (VEC) {
     softmax_cached<T, G, BT, N, KP><<<grid, BT, 0, st>>>(x, y, R, C);
   } else {
     softmax_cached<T, G, BT, 1, KP * N><<<grid, BT, 0, st>>>(x, y, R, C);
@@ -409,10 +416,11 @@ int launch_cached_k(const T* x, T* y, i64 R, int C, bool vec, int sms, cudaStrea
   return 0;
 }
 
-/// Packs per thread available to a cached row in groups of G threads, blocks of BT.
-template <typename T, int BT>
+/// Packs (of vec_elems<T>() elements) per thread available to a cached row in blocks of BT
+/// threads: vectors (VEC) or as many coalesced scalars; at most MAX_PACKS, at least 1.
+template <typename T, int BT, bool VEC>
 constexpr int max_packs() {
-  constexpr int by_regs = cache_limit(BT) / vec_elems<T>();
+  constexpr int by_regs = (VEC ? cache_limit(BT) : scalar_cache_limit(BT)) / vec_elems<T>();
   constexpr int m = MAX_PACKS < by_regs ? MAX_PACKS : by_regs;
   return m >= 1 ? m : 1;
 }
@@ -422,37 +430,37 @@ constexpr int pow2_floor(int v) { return v >= 16 ? 16 : v >= 8 ? 8 : v >= 4 ? 4 
 
 /// Launches a cached row with the smallest power-of-two pack count KP with G*KP*N >= C (the
 /// caller checked that C fits: C <= G * pow2_floor(max_packs) * N).
-template <typename T, int G, int BT>
-int launch_cached(const T* x, T* y, i64 R, int C, bool vec, int sms, cudaStream_t st) {
+template <typename T, int G, int BT, bool VEC>
+int launch_cached(const T* x, T* y, i64 R, int C, int sms, cudaStream_t st) {
   constexpr i64 per_pack_round = static_cast<i64>(G) * vec_elems<T>();
-  constexpr int KF = pow2_floor(max_packs<T, BT>());
+  constexpr int KF = pow2_floor(max_packs<T, BT, VEC>());
   const i64 per_thread = (static_cast<i64>(C) + per_pack_round - 1) / per_pack_round;
-  if (per_thread <= 1) return launch_cached_k<T, G, BT, 1>(x, y, R, C, vec, sms, st);
+  if (per_thread <= 1) return launch_cached_k<T, G, BT, 1, VEC>(x, y, R, C, sms, st);
   if constexpr (KF >= 2)
-    if (per_thread <= 2) return launch_cached_k<T, G, BT, 2>(x, y, R, C, vec, sms, st);
+    if (per_thread <= 2) return launch_cached_k<T, G, BT, 2, VEC>(x, y, R, C, sms, st);
   if constexpr (KF >= 4)
-    if (per_thread <= 4) return launch_cached_k<T, G, BT, 4>(x, y, R, C, vec, sms, st);
+    if (per_thread <= 4) return launch_cached_k<T, G, BT, 4, VEC>(x, y, R, C, sms, st);
   if constexpr (KF >= 8)
-    if (per_thread <= 8) return launch_cached_k<T, G, BT, 8>(x, y, R, C, vec, sms, st);
+    if (per_thread <= 8) return launch_cached_k<T, G, BT, 8, VEC>(x, y, R, C, sms, st);
   if constexpr (KF >= 16)
-    if (per_thread <= 16) return launch_cached_k<T, G, BT, 16>(x, y, R, C, vec, sms, st);
+    if (per_thread <= 16) return launch_cached_k<T, G, BT, 16, VEC>(x, y, R, C, sms, st);
   return vbk::fail("internal error: a row of %d elements does not fit the register cache", C);
 }
 
-template <typename T>
-int run_softmax(const T* x, T* y, i64 R, i64 C, int sms, cudaStream_t st) {
+template <typename T, bool VEC>
+int run_softmax_as(const T* x, T* y, i64 R, i64 C, int sms, cudaStream_t st) {
   constexpr int N = vec_elems<T>();
-  const bool vec = N > 1 && C % N == 0 && aligned_to(x, sizeof(T) * N) && aligned_to(y, sizeof(T) * N);
-  constexpr i64 warp_cap = 32LL * pow2_floor(max_packs<T, WARP_BLOCK_THREADS>()) * N;
-  constexpr i64 block_cap = static_cast<i64>(BLOCK_THREADS) * pow2_floor(max_packs<T, BLOCK_THREADS>()) * N;
+  constexpr i64 warp_cap = 32LL * pow2_floor(max_packs<T, WARP_BLOCK_THREADS, VEC>()) * N;
+  constexpr i64 block_cap =
+      static_cast<i64>(BLOCK_THREADS) * pow2_floor(max_packs<T, BLOCK_THREADS, VEC>()) * N;
   if (C <= WARP_MAX_COLS && C <= warp_cap)
-    return launch_cached<T, 32, WARP_BLOCK_THREADS>(x, y, R, static_cast<int>(C), vec, sms, st);
+    return launch_cached<T, 32, WARP_BLOCK_THREADS, VEC>(x, y, R, static_cast<int>(C), sms, st);
   if (C <= block_cap)
-    return launch_cached<T, BLOCK_THREADS, BLOCK_THREADS>(x, y, R, static_cast<int>(C), vec, sms, st);
+    return launch_cached<T, BLOCK_THREADS, BLOCK_THREADS, VEC>(x, y, R, static_cast<int>(C), sms, st);
   const unsigned grid = grid_for(R, 1, sms);
   // Elements in flight per thread per step: UNROLL vectors, at most half the register cache.
   constexpr int step_cap = cache_limit(LONG_BLOCK_THREADS) / 2;
-  if (vec) {
+  if constexpr (VEC) {
     constexpr int UU = UNROLL * N <= step_cap ? UNROLL : (step_cap / N > 0 ? step_cap / N : 1);
     softmax_stream<T, LONG_BLOCK_THREADS, N, UU><<<grid, LONG_BLOCK_THREADS, 0, st>>>(x, y, R, C);
   } else {
@@ -461,6 +469,15 @@ int run_softmax(const T* x, T* y, i64 R, i64 C, int sms, cudaStream_t st) {
   }
   VBK_CUDA_CHECK_LAUNCH("softmax_stream");
   return 0;
+}
+
+/// Vector path when the row length is a multiple of the vector width and both pointers are
+/// aligned to it (then every row is); coalesced scalars otherwise.
+template <typename T>
+int run_softmax(const T* x, T* y, i64 R, i64 C, int sms, cudaStream_t st) {
+  constexpr int N = vec_elems<T>();
+  const bool vec = N > 1 && C % N == 0 && aligned_to(x, sizeof(T) * N) && aligned_to(y, sizeof(T) * N);
+  return vec ? run_softmax_as<T, true>(x, y, R, C, sms, st) : run_softmax_as<T, false>(x, y, R, C, sms, st);
 }
 
 /// Number of SMs of the device holding `t` (cudaDeviceGetAttribute: a cheap, cached query).

@@ -8,12 +8,15 @@
 #include "core/paths.h"
 #include "eval/report.h"
 #include "eval/run_all.h"
+#include "bridge/bridge.h"
+#include "kernels/kernel_type.h"
 
 namespace vb::cli {
 
 namespace {
 struct RunArgs {
-  bool all = false, json = false, quick = false, progress = false, no_gpu = false;
+  bool all = false, json = false, quick = false, progress = false, no_gpu = false, no_cpu = false,
+       no_pytorch = false;
   std::string kernel, report, results = "results.tsv";
 };
 
@@ -40,11 +43,34 @@ void run_run(const RunArgs& a) {
   o.progress = progress_printer(a.progress);
   std::cerr << "vladbud run: local target: cpu; measuring or loading this machine's ceilings...\n";
   std::string target_id = "local-cpu";
-  auto on_done = [&](std::size_t i, const EvalReport& r) {
+  // speedup_vs_pytorch: PyTorch on the same device, dtype and shapes, same protocol (the bridge's
+  // `python -m vladbud.baseline`); a missing torch is reported once and the run goes on.
+  std::string no_torch;
+  auto time_pytorch = [&](EvalReport& r) {
+    if (a.no_pytorch || !no_torch.empty() || !r.correct() || !r.timing) return;
+    const KernelType* kt = find_kernel_type(r.kernel);
+    const Size ts = kt->benchmark_size(r.backend);
+    try {
+      const auto b = pytorch_baseline(kt->make_problem(ts, r.timing->dtype),
+                                      r.backend == "cuda" ? "cuda" : "cpu", r.timing->rotation_sets,
+                                      r.timing->rotation_bytes, a.quick);
+      r.pytorch_us = b.at("median_us").get<double>();
+      r.pytorch_op = b.value("op", "");
+    } catch (const std::exception& e) {
+      no_torch = e.what();
+      std::cerr << "vladbud run: no PyTorch baseline (speedup_vs_pytorch n/a): "
+                << no_torch.substr(0, 300) << "\n";
+    }
+  };
+  auto on_done = [&](std::size_t i, EvalReport& r) {
+    time_pytorch(r);
     std::cerr << fmt::format(
         "[{}/{}] {:<17} {:<8} {:>6.1f} s{}\n", i + 1, types.size(), r.kernel, r.verdict, r.seconds,
-        r.timing ? fmt::format("  {:.1f} us, {:.1f}% of {} ceiling", r.timing->median_us,
-                               r.timing->roofline.pct_peak, r.timing->roofline.bound)
+        r.timing ? fmt::format("  {:.1f} us, {:.1f}% of {} ceiling{}", r.timing->median_us,
+                               r.timing->roofline.pct_peak, r.timing->roofline.bound,
+                               r.pytorch_us ? fmt::format(", {:.2f}x PyTorch",
+                                                          *r.pytorch_us / r.timing->median_us)
+                                            : "")
                  : "");
     try {
       append_results_row(a.results, results_row(r, target_id, "run"));
@@ -52,7 +78,12 @@ void run_run(const RunArgs& a) {
       std::cerr << "warning: result not logged: " << e.what() << "\n";
     }
   };
-  std::vector<TargetResults> targets{run_local_cpu(types, o, on_done)};
+  if (a.no_cpu && a.no_gpu) {
+    std::cerr << "vladbud run: --no-cpu and --no-gpu leave no local target\n";
+    throw CLI::RuntimeError(kUsage);
+  }
+  std::vector<TargetResults> targets;
+  if (!a.no_cpu) targets.push_back(run_local_cpu(types, o, on_done));
   // The local GPU, when there is one: the CUDA starters at rung 5.
   std::string why_no_gpu;
   target_id = "local-gpu0";
@@ -97,6 +128,9 @@ void add_run(CLI::App& app) {
   c->add_flag("--quick", args->quick, "fewer sizes per stage and short timing windows");
   c->add_flag("--progress", args->progress, "print per-case progress to stderr");
   c->add_flag("--no-gpu", args->no_gpu, "evaluate the CPU only, even when a GPU is present");
+  c->add_flag("--no-cpu", args->no_cpu, "skip the local CPU (e.g. only the GPU on a GPU machine)");
+  c->add_flag("--no-pytorch", args->no_pytorch,
+              "do not time PyTorch on the same problems (speedup_vs_pytorch n/a)");
   c->add_option("--results", args->results, "results.tsv to append to")->capture_default_str();
   c->callback([args] { run_run(*args); });
 }

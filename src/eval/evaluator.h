@@ -95,6 +95,10 @@ struct EvalReport {
   std::optional<TimingResult> timing;
   std::uint64_t seed = 42, fresh_seed = 0;
   double seconds = 0;  ///< wall time of the whole evaluation
+  /// PyTorch's median latency (us) on the same problem, device and protocol, when the caller
+  /// timed it (`vladbud bench` / `vladbud run` through the bridge); speedup = this / ours.
+  std::optional<double> pytorch_us;
+  std::string pytorch_op;  ///< what PyTorch ran ("torch.mm", "F.rms_norm", ...)
 
   bool correct() const { return verdict == "PASS" || verdict == "INVALID"; }
 };

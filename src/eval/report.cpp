@@ -169,6 +169,11 @@ json report_to_json(const EvalReport& r) {
     j["latency_us"] = nullptr;
     j["pct_peak"] = nullptr;
   }
+  if (r.pytorch_us && r.timing) {
+    j["pytorch_latency_us"] = *r.pytorch_us;
+    j["pytorch_op"] = r.pytorch_op;
+    j["speedup_vs_pytorch"] = *r.pytorch_us / r.timing->median_us;
+  }
   return j;
 }
 
@@ -186,6 +191,8 @@ ResultsRow results_row(const EvalReport& r, const std::string& target, const std
     row.pct_peak = r.timing->roofline.pct_peak;
     row.bandwidth_gb_s = r.timing->roofline.achieved_gbs;
     d += " size=" + r.timing->size_label + " dtype=" + std::string(dtype_name(r.timing->dtype));
+    if (r.pytorch_us)
+      row.speedup_vs_pytorch = fmt::format("{:.3f}", *r.pytorch_us / r.timing->median_us);
   }
   if (r.verdict != "PASS") d += " failed=" + r.failed_stage + " guard=" + r.guard;
   row.description = d;

@@ -15,7 +15,7 @@ namespace vb {
 using json = nlohmann::json;
 
 TargetResults run_local_cpu(const std::vector<const KernelType*>& types, const EvalOptions& opts,
-                            const std::function<void(std::size_t, const EvalReport&)>& on_done) {
+                            const std::function<void(std::size_t, EvalReport&)>& on_done) {
   TargetResults t;
   const CpuInfo cpu = detect_cpu();
   t.id = "local-cpu";
@@ -45,7 +45,7 @@ TargetResults run_local_cpu(const std::vector<const KernelType*>& types, const E
 
 std::optional<TargetResults> run_local_gpu(
     const std::vector<const KernelType*>& types, const EvalOptions& opts,
-    const std::function<void(std::size_t, const EvalReport&)>& on_done, std::string* why_none) {
+    const std::function<void(std::size_t, EvalReport&)>& on_done, std::string* why_none) {
   std::string why;
   const auto gpus = detect_nvidia_gpus(&why);
   if (gpus.empty()) {
@@ -151,7 +151,7 @@ std::string format_run_table(const std::vector<TargetResults>& targets, bool mar
     if (markdown) o << "\n";
     const std::vector<std::string> head{"kernel",       "correctness", "accuracy",   "stability",
                                         "determinism",  "size",        "latency_us", "performance",
-                                        "% of ceiling", "bound"};
+                                        "% of ceiling", "bound",      "vs PyTorch"};
     std::vector<std::vector<std::string>> rows;
     for (const auto& r : t.kernels) {
       std::vector<std::string> row{
@@ -164,7 +164,9 @@ std::string format_run_table(const std::vector<TargetResults>& targets, bool mar
           r.timing ? fmt::format("{:.1f}", r.timing->median_us) : "-",
           perf_cell(r),
           r.timing ? fmt::format("{:.1f}%", r.timing->roofline.pct_peak) : "-",
-          r.timing ? r.timing->roofline.bound : "-"};
+          r.timing ? r.timing->roofline.bound : "-",
+          r.timing && r.pytorch_us ? fmt::format("{:.2f}x", *r.pytorch_us / r.timing->median_us)
+                                   : "n/a"};
       rows.push_back(row);
     }
     if (markdown) {

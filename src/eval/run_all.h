@@ -24,9 +24,10 @@ struct TargetResults {
 };
 
 /// Evaluates the starter of each kernel type in `types` on the local CPU.
-/// `on_done` (may be empty) is called after each kernel with its index and report.
+/// `on_done` (may be empty) is called after each kernel with its index and report (it may add
+/// to the report, e.g. the PyTorch latency).
 TargetResults run_local_cpu(const std::vector<const KernelType*>& types, const EvalOptions& opts,
-                            const std::function<void(std::size_t, const EvalReport&)>& on_done);
+                            const std::function<void(std::size_t, EvalReport&)>& on_done);
 
 /// Evaluates the CUDA starter (kernels/cuda/<type>.cu) of each kernel type on the first local
 /// NVIDIA GPU, as target "local-gpu0" at rung 5 with that GPU's measured ceilings. A missing
@@ -34,7 +35,7 @@ TargetResults run_local_cpu(const std::vector<const KernelType*>& types, const E
 /// writes the reason ("no GPU: libcuda.so.1 not found ...") to `why_none`.
 std::optional<TargetResults> run_local_gpu(
     const std::vector<const KernelType*>& types, const EvalOptions& opts,
-    const std::function<void(std::size_t, const EvalReport&)>& on_done, std::string* why_none);
+    const std::function<void(std::size_t, EvalReport&)>& on_done, std::string* why_none);
 
 /// The kernel x (accuracy, stability, determinism, performance, % of ceiling, bound) table as
 /// aligned text (markdown = false) or a Markdown table (markdown = true).

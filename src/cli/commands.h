@@ -12,6 +12,9 @@ void add_bench(CLI::App& app);
 void add_run(CLI::App& app);
 void add_research(CLI::App&);
 void add_targets(CLI::App& app);
+void add_optimize(CLI::App& app);
+void add_status(CLI::App& app);
+void add_report(CLI::App& app);
 
 /// Exit codes shared by the subcommands.
 enum ExitCode : int {

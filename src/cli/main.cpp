@@ -36,6 +36,9 @@ int main(int argc, char** argv) {
   vb::cli::add_run(app);
   vb::cli::add_research(app);
   vb::cli::add_targets(app);
+  vb::cli::add_optimize(app);
+  vb::cli::add_status(app);
+  vb::cli::add_report(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

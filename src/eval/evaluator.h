@@ -23,6 +23,10 @@ struct EvalOptions {
   std::uint64_t fresh_seed = 0;  ///< 0 = derive a new one from the clock (reported)
   bool quick = false;            ///< fewer sizes per stage and a shorter timing window
   bool timing = true;            ///< run the timing protocol after correctness
+  /// false: skip the five correctness stages (each reported SKIP) and only time. For callers
+  /// that have already run the stages on this exact source (the optimizer's interleaved
+  /// baseline/candidate timing); the timing protocol still verifies outputs and guards.
+  bool stages = true;
   std::vector<DType> dtypes{DType::F16, DType::BF16, DType::F32};  ///< correctness dtypes
   DType timing_dtype = DType::F32;                                 ///< dtype of the timed problem
   std::optional<Size> timing_size;  ///< default: KernelType::benchmark_size(backend)

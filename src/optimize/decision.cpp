@@ -8,6 +8,16 @@
 
 namespace vb::opt {
 
+double t_critical(int df) {
+  // Student's t, one-sided 0.5 % quantiles (standard tables).
+  static const double t[] = {0, 63.657, 9.925, 5.841, 4.604, 4.032, 3.707, 3.499, 3.355, 3.250,
+                             3.169, 3.106, 3.055, 3.012, 2.977, 2.947, 2.921, 2.898, 2.878, 2.861,
+                             2.845};
+  if (df < 1) return t[1];
+  if (df <= 20) return t[df];
+  return df <= 40 ? 2.704 : 2.576;
+}
+
 double median_of(std::vector<double> v) {
   if (v.empty()) return 0;
   std::sort(v.begin(), v.end());
@@ -16,7 +26,7 @@ double median_of(std::vector<double> v) {
 }
 
 KeepDecision decide_keep(const std::vector<TimingSample>& base,
-                         const std::vector<TimingSample>& cand, double z) {
+                         const std::vector<TimingSample>& cand, double strictness) {
   if (base.empty() || base.size() != cand.size())
     throw std::invalid_argument(
         "decide_keep needs the same non-zero number of baseline and candidate rounds");
@@ -35,10 +45,20 @@ KeepDecision decide_keep(const std::vector<TimingSample>& base,
     d.reason = "baseline latency is not positive";
     return d;
   }
-  // (a) spread of the round medians, pooled over both sides.
+  // (a) spread of the round medians, pooled over both sides. With an odd number of rounds
+  // one deviation per side is zero by construction (the median itself): leave it out.
   std::vector<double> dev;
-  for (double x : b) dev.push_back(std::fabs(x - d.base_us));
-  for (double x : c) dev.push_back(std::fabs(x - d.cand_us));
+  for (const auto* side : {&b, &c}) {
+    const double med = median_of(*side);
+    bool skipped = side->size() % 2 == 0;
+    for (double x : *side) {
+      if (!skipped && x == med) {
+        skipped = true;
+        continue;
+      }
+      dev.push_back(std::fabs(x - med));
+    }
+  }
   const double sigma_rounds = 1.4826 * median_of(dev);
   // (b) within-round spread: the standard error of one round's median.
   std::vector<double> within;
@@ -50,7 +70,7 @@ KeepDecision decide_keep(const std::vector<TimingSample>& base,
   const double sigma = std::max(sigma_rounds, sigma_within);
   const double se_diff = 1.2533 * sigma * std::sqrt(2.0 / static_cast<double>(n));
   d.gain = (d.base_us - d.cand_us) / d.base_us;
-  d.threshold = z * se_diff / d.base_us;
+  d.threshold = strictness * t_critical(static_cast<int>(2 * n - 2)) * se_diff / d.base_us;
   const bool beats_noise = d.gain > d.threshold;
   const bool consistent = d.pairs_faster * 5 >= d.pairs * 4;
   d.keep = beats_noise && consistent;

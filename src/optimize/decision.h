@@ -29,11 +29,16 @@ struct KeepDecision {
 /// sigma of one round's median: the larger of (a) 1.4826 x the pooled MAD of the round medians
 /// around their side's median and (b) the within-round spread, 1.4826 x noise x median /
 /// sqrt(reps) x 1.2533 (the standard error of a median). Keep iff the gain exceeds
-/// z x 1.2533 x sigma x sqrt(2 / n) (the standard error of the difference of two medians of n
-/// rounds, z = 3 by default) AND the candidate won at least 80 % of the interleaved pairs.
+/// strictness x t(2n-2) x 1.2533 x sigma x sqrt(2 / n) -- the standard error of the difference
+/// of two medians of n rounds times Student's one-sided 0.5 % critical value for the pooled
+/// degrees of freedom (t_critical) -- AND the candidate won at least 80 % of the interleaved
+/// pairs.
 /// Throws std::invalid_argument when the sides are empty or of different lengths.
 KeepDecision decide_keep(const std::vector<TimingSample>& base,
-                         const std::vector<TimingSample>& cand, double z = 3.0);
+                         const std::vector<TimingSample>& cand, double strictness = 1.0);
+
+/// Student's t one-sided 0.5 % critical value for `df` degrees of freedom (table; 2.576 beyond 40).
+double t_critical(int df);
 
 /// Median of a non-empty vector (0 when empty).
 double median_of(std::vector<double> v);

@@ -589,7 +589,7 @@ class Loop {
       if (!bad.empty()) {
         cmp = {{"keep", false}, {"error", bad}, {"verdict", last_b.verdict}, {"guard", last_b.guard}};
       } else {
-        const KeepDecision d = decide_keep(a, b, opt_.z);
+        const KeepDecision d = decide_keep(a, b, opt_.strictness);
         cmp = {{"keep", d.keep},         {"reason", d.reason}, {"base_us", d.base_us},
                {"cand_us", d.cand_us},   {"gain", d.gain},     {"threshold", d.threshold},
                {"pct_peak", last_b.pct_peak * d.cand_us / std::max(last_b.median_us, 1e-12)},

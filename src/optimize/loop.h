@@ -36,7 +36,7 @@ struct OptimizeOptions {
   double ceiling_pct = 90;   ///< stop when the best reaches this % of its ceiling (0 = never)
   int max_experiments = 0;   ///< stop after this many experiments in this call (0 = no limit)
   int rounds = 3;            ///< interleaved ABBA rounds per side before a keep
-  double z = 3.0;            ///< noise multiple a gain must exceed (decide_keep)
+  double strictness = 1.0;   ///< multiplier of the noise threshold (decide_keep)
   std::filesystem::path workspace;  ///< empty = derived from the folder (see above)
   bool git = true;                  ///< commit kept versions when inside a git repository
   /// The ladder's rung-0 static screen (issue 4), run after the built-in one. May be empty.

@@ -149,7 +149,8 @@ class SearchProposer : public Proposer {
     tried_.clear();
     for (const auto& t : j.value("tried", nlohmann::json::array())) tried_.insert(t.get<std::string>());
     stats_.clear();
-    for (const auto& [k, v] : j.value("arms", nlohmann::json::object()).items())
+    const nlohmann::json arms = j.value("arms", nlohmann::json::object());
+    for (const auto& [k, v] : arms.items())
       stats_[k] = {v[0].get<double>(), v[1].get<double>()};
     pruned_ = j.value("pruned", 0);
     last_arm_ = j.value("last_arm", "");

@@ -180,6 +180,7 @@ TEST(OptimizeOrchestrator, ChoosesByExpectedEndToEndGain) {
   e[1].pct_peak = 85;
   e[1].baseline_us = 100;
   e[1].best_us = 50;
+  e[1].speedup_x = 2;
   EXPECT_NEAR(expected_gain(e[1]), 0.3 * (1 - 85.0 / 90), 1e-12);
   EXPECT_EQ(choose_next(e).value(), 0u);
   e[0].status = "plateau";

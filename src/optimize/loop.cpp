@@ -295,6 +295,7 @@ class Loop {
     s.since_keep = experiments_ - last_keep_;
     s.baseline_us = baseline_us_;
     s.best_us = best_us_;
+    s.speedup_vs_starter = speedup_;
     s.pct_peak = best_pct_;
     s.seconds = elapsed();
     return s;
@@ -333,6 +334,7 @@ class Loop {
       }
       baseline_us_ = meta.value("baseline_us", st.value("baseline_us", 0.0));
       best_pct_ = meta.value("pct_peak", 0.0);
+      speedup_ = meta.value("speedup", 1.0);
       experiments_ = st.value("experiments", 0);
       kept_ = st.value("kept", 0);
       last_keep_ = st.value("last_keep", 0);
@@ -414,7 +416,7 @@ class Loop {
 
   void live() const {
     say(fmt::format("{}: exp {} | kept {} | best {:.3f}x ({:.1f} us, {:.0f}% of ceiling) | {} left",
-                    kdir_, experiments_, kept_, baseline_us_ / std::max(best_us_, 1e-9), best_us_,
+                    kdir_, experiments_, kept_, speedup_, best_us_,
                     best_pct_, fmt_left(opt_.budget_s - elapsed())));
   }
 
@@ -469,6 +471,7 @@ class Loop {
                            {"best_us", best_us_},
                            {"baseline_us", baseline_us_},
                            {"pct_peak", best_pct_},
+                           {"speedup", speedup_},
                            {"source", src_.filename().string()},
                            {"history", hist.filename().string()},
                            {"saved_at", utc_now_iso8601()}}
@@ -480,7 +483,7 @@ class Loop {
       const std::string c = git_commit_files(
           dir_, branch_, {src_, best_file_, best_file_.parent_path() / "best.json", hist},
           fmt::format("vladbud: {} experiment {}: {:.2f} us ({:.3f}x the starter)", kdir_, n,
-                      best_us_, baseline_us_ / std::max(best_us_, 1e-9)),
+                      best_us_, speedup_),
           &err);
       if (!c.empty()) say(fmt::format("{}: committed {} on {}", kdir_, c.substr(0, 10), branch_));
     }
@@ -611,6 +614,7 @@ class Loop {
     shown.pct_peak = cmp.value("pct_peak", q.pct_peak);
     const bool keep = cmp["keep"].get<bool>();
     if (keep) {
+      speedup_ *= cmp["base_us"].get<double>() / std::max(shown.median_us, 1e-12);
       best_us_ = shown.median_us;
       best_quick_us_ = shown.median_us;
       best_pct_ = shown.pct_peak;
@@ -620,7 +624,6 @@ class Loop {
       fb.kept = true;
     } else {
       best_quick_us_ = cmp["base_us"].get<double>();  // a fresh measurement of the best
-      best_us_ = best_quick_us_;
     }
     return finish(base_row(keep ? "keep" : "revert", shown),
                   fmt::format("quick {:.2f} us, full stages PASS, {}{}", q.median_us,
@@ -639,6 +642,7 @@ class Loop {
                      {"baseline_us", baseline_us_},
                      {"best_us", best_us_},
                      {"best_pct_peak", best_pct_},
+                     {"speedup", speedup_},
                      {"best_hash", content_hash(best_text_)},
                      {"branch", branch_},
                      {"proposer", proposer_->name()},
@@ -658,7 +662,7 @@ class Loop {
   std::unique_ptr<Proposer> proposer_;
   Clock::time_point start_;
   int experiments_ = 0, experiments_at_start_ = 0, kept_ = 0, last_keep_ = 0;
-  double baseline_us_ = 0, best_us_ = 0, best_quick_us_ = 0, best_pct_ = 0;
+  double baseline_us_ = 0, best_us_ = 0, best_quick_us_ = 0, best_pct_ = 0, speedup_ = 1.0;
 };
 
 }  // namespace

@@ -57,12 +57,15 @@ struct KernelSummary {
   int experiments = 0, kept = 0, pruned = 0, since_keep = 0;
   int experiments_run = 0;  ///< experiments done in this call (the others were resumed)
   double baseline_us = 0;  ///< the starting source's quick latency (the starter)
-  double best_us = 0;      ///< the best version's latency (latest interleaved median)
+  double best_us = 0;      ///< the best version's latency when it was kept (interleaved median)
+  /// Speedup over the starter: the product of the kept versions' interleaved gains (each
+  /// best/candidate ratio measured back to back), robust to load drift between keeps.
+  double speedup_vs_starter = 1.0;
   double pct_peak = 0;     ///< the best version's % of its roofline ceiling
   double seconds = 0;      ///< time spent in this call
   std::string stop_reason;  ///< "budget", "plateau", "ceiling", "exhausted", "max_experiments",
                             ///< "interrupted"
-  double speedup() const { return best_us > 0 ? baseline_us / best_us : 1.0; }
+  double speedup() const { return speedup_vs_starter; }
 };
 
 /// Optimizes the kernel folder `dir`. Resumes from state.json when present. Throws

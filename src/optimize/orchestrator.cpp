@@ -84,6 +84,7 @@ std::vector<KernelEntry> load_entries(const fs::path& ws) {
     e.baseline_us = st.value("baseline_us", 0.0);
     e.best_us = st.value("best_us", 0.0);
     e.pct_peak = st.value("best_pct_peak", 0.0);
+    e.speedup_x = st.value("speedup", 1.0);
     e.experiments = st.value("experiments", 0);
     e.kept = st.value("kept", 0);
     if (e.status != "error" && orch.contains("kernels"))
@@ -166,6 +167,7 @@ json run_orchestrator(const fs::path& ws_in, const OrchestratorOptions& o) {
       e.kept = s.kept;
       e.baseline_us = s.baseline_us;
       e.best_us = s.best_us;
+      e.speedup_x = s.speedup();
       e.pct_peak = s.pct_peak;
       if (s.stop_reason == "plateau")
         e.status = "plateau", e.reason = fmt::format("no keep in {} experiments", o.plateau_k);

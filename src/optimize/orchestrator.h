@@ -20,12 +20,13 @@ struct KernelEntry {
   std::string kernel;  ///< kernel type
   double time_share = 0;  ///< share of model time (problem.json)
   double baseline_us = 0, best_us = 0, pct_peak = 0;
+  double speedup_x = 1.0;  ///< achieved speedup over the starter (KernelSummary::speedup)
   int experiments = 0, kept = 0;
   double budget_s = 0, spent_s = 0;  ///< this invocation's per-kernel budget and use
   /// "pending", "active", "plateau", "ceiling", "budget", "exhausted", "error"
   std::string status = "pending";
   std::string reason;
-  double speedup() const { return best_us > 0 && baseline_us > 0 ? baseline_us / best_us : 1.0; }
+  double speedup() const { return speedup_x; }
 };
 
 /// Expected end-to-end gain of working on `e`, as a fraction of the original model time:

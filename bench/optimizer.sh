@@ -6,6 +6,9 @@
 # (date, machine, load average, command, experiments/hour, kept improvements, speedups).
 # Usage: bench/optimizer.sh [BUDGET]   (default 10m; any `--budget` form: 90s, 10m, 1h)
 # Env: VB_BENCH_WS=DIR keeps the workspace there (default: a fresh temporary folder).
+#      VB_BENCH_BACKEND=cuda optimizes the CUDA starters (kernels/cuda/*.cu, needs the CUDA backend
+#      and annotated starters) at LLaMA-small shapes (softmax 16384x2048, RMSNorm 8192x4096) and
+#      writes bench/results/optimizer-cuda.md instead.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 budget="${1:-10m}"
@@ -13,16 +16,26 @@ vb="$here/build/vladbud"
 [ -x "$vb" ] || { echo "optimizer.sh: build first (scripts/setup.sh)" >&2; exit 2; }
 ws="${VB_BENCH_WS:-$(mktemp -d)/workspace}"
 rm -rf "$ws"
+backend="${VB_BENCH_BACKEND:-cpu}"
 mkdir -p "$ws/kernels/01_softmax" "$ws/kernels/02_rmsnorm"
-cp "$here/kernels/cpu/softmax.cpp" "$ws/kernels/01_softmax/"
-cp "$here/kernels/cpu/rmsnorm.cpp" "$ws/kernels/02_rmsnorm/"
-cat >"$ws/kernels/01_softmax/problem.json" <<'J'
-{"kernel": "softmax", "dtype": "fp32", "backend": "cpu", "model": "gpt2-small",
- "size": {"label": "gpt2-attn-3072x256", "dims": {"R": 3072, "C": 256}}, "time_share": 0.5}
+if [ "$backend" = cuda ]; then
+  ext=cu; out="$here/bench/results/optimizer-cuda.md"
+  sm='"label": "llama-attn-16384x2048", "dims": {"R": 16384, "C": 2048}'
+  rn='"label": "llama-8192x4096", "dims": {"M": 8192, "N": 4096}'
+else
+  ext=cpp; out="$here/bench/results/optimizer.md"
+  sm='"label": "gpt2-attn-3072x256", "dims": {"R": 3072, "C": 256}'
+  rn='"label": "llm-512x2048", "dims": {"M": 512, "N": 2048}'
+fi
+cp "$here/kernels/$backend/softmax.$ext" "$ws/kernels/01_softmax/"
+cp "$here/kernels/$backend/rmsnorm.$ext" "$ws/kernels/02_rmsnorm/"
+cat >"$ws/kernels/01_softmax/problem.json" <<J
+{"kernel": "softmax", "dtype": "fp32", "backend": "$backend", "model": "bench",
+ "size": {$sm}, "time_share": 0.5}
 J
-cat >"$ws/kernels/02_rmsnorm/problem.json" <<'J'
-{"kernel": "rmsnorm", "dtype": "fp32", "backend": "cpu", "model": "llama-like",
- "size": {"label": "llm-512x2048", "dims": {"M": 512, "N": 2048}}, "time_share": 0.5}
+cat >"$ws/kernels/02_rmsnorm/problem.json" <<J
+{"kernel": "rmsnorm", "dtype": "fp32", "backend": "$backend", "model": "bench",
+ "size": {$rn}, "time_share": 0.5}
 J
 cmd="vladbud optimize --workspace $ws --budget $budget --plateau 100000 --no-git"
 load_before="$(cut -d' ' -f1-3 /proc/loadavg)"
@@ -32,27 +45,29 @@ t1=$(date +%s)
 load_after="$(cut -d' ' -f1-3 /proc/loadavg)"
 "$vb" report --workspace "$ws" >/dev/null 2>&1 || true
 mkdir -p "$here/bench/results"
-python3 - "$ws" "$((t1 - t0))" "$cmd" "$load_before" "$load_after" "$budget" >"$here/bench/results/optimizer.md" <<'PY'
+python3 - "$ws" "$((t1 - t0))" "$cmd" "$load_before" "$load_after" "$budget" "$backend" >"$out" <<'PY'
 import json, sys, platform, datetime, subprocess
-ws, wall, cmd, lb, la, budget = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5], sys.argv[6]
+ws, wall, cmd, lb, la, budget, backend = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5], sys.argv[6], sys.argv[7]
 o = json.load(open(f"{ws}/orchestration.json"))
 rows = [l.rstrip("\n").split("\t") for l in open(f"{ws}/results.tsv")][1:]
 exps = [r for r in rows if r[1] != "baseline"]
 cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), platform.machine())
 import os
-print("# Optimizer throughput (CPU)\n")
+print(f"# Optimizer throughput ({backend})\n")
 print(f"* date: {datetime.datetime.utcnow():%Y-%m-%d %H:%M} UTC")
 print(f"* machine: {cpu}, {os.cpu_count()} logical cores")
 print(f"* load average (1/5/15 min) before: {lb}; after: {la} (other helpers' builds share the cores)")
-print(f"* command: `bench/optimizer.sh {budget}` = `{cmd}`")
+print(f"* command: `VB_BENCH_BACKEND={backend} bench/optimizer.sh {budget}` = `{cmd}`")
 print(f"* wall time: {wall} s; experiments: {len(exps)} (plus {len(rows) - len(exps)} baseline rows)")
-print(f"* **experiments per hour: {3600 * len(exps) / max(wall, 1):.0f}** (goal >= 800; AutoKernel ~40)\n")
+goal = 400 if backend == "cuda" else 800
+print(f"* **experiments per hour: {3600 * len(exps) / max(wall, 1):.0f}** (goal >= {goal}; AutoKernel ~40)\n")
 print("| kernel | shape | starter (us) | best (us) | speedup over the starter | kept | experiments | % of ceiling |")
 print("|---|---|---|---|---|---|---|---|")
 for k in o["kernels"]:
     p = json.load(open(f"{ws}/kernels/{k['dir']}/problem.json"))
     print(f"| {k['dir']} | {p['size']['label']} fp32 | {k['baseline_us']:.1f} | {k['best_us']:.1f} | "
-          f"{k['speedup']:.3f}x | {k['kept']} | {k['experiments']} | {k['pct_peak']:.1f}% |")
+          f"{k['speedup']:.3f}x | {k['kept']} | {k['experiments']} | {k['pct_peak']:.1f}% |"
+          + (f" error: {k['reason'][:200]}" if k.get("status") == "error" else ""))
 print("\nKept versions (each passed the five stages and beat the previous best beyond the noise of "
       "interleaved timings):\n")
 for r in rows:
@@ -63,5 +78,5 @@ print("\nThe starter latency is the first quick-screen measurement; best is the 
       "interleaved comparison. Latencies on a loaded 2-core machine are noisy; the keep rule "
       "accounts for it.")
 PY
-cat "$here/bench/results/optimizer.md"
+cat "$out"
 echo "workspace: $ws" >&2

@@ -417,6 +417,8 @@ TEST(OptimizeLoop, RefusesBadFolders) {
   std::ofstream(d / "b.cpp") << kSource;
   EXPECT_NE(msg(d).find("several"), std::string::npos);
   fs::remove(d / "b.cpp");
+  std::ofstream(d / "a.cpp", std::ios::trunc) << "int f() { return 1; }\n";
+  EXPECT_NE(msg(d).find("declares no tunable parameters"), std::string::npos) << msg(d);
   fs::remove(d / "problem.json");
   EXPECT_NE(msg(d).find("problem.json"), std::string::npos);
   fs::remove_all(ws);

@@ -316,6 +316,12 @@ class Loop {
   }
 
   void setup() {
+    if (opt_.proposer == "search" && parse_params(read_file(src_)).empty())
+      throw std::runtime_error(
+          src_.string() +
+          " declares no tunable parameters: add '// @vb-param NAME DEFAULT {V1,V2,...} "
+          "description' lines with their #ifndef/#define defaults (README: The optimizer), or "
+          "use --proposer agent");
     const fs::path best_dir = dir_ / "best";
     best_file_ = best_dir / src_.filename();
     const json st = read_kernel_state(dir_);

@@ -316,9 +316,12 @@ class Loop {
   }
 
   void setup() {
-    if (opt_.proposer == "search" && parse_params(read_file(src_)).empty())
+    // The best version when one is saved (the source may hold an interrupted edit).
+    const fs::path start =
+        fs::exists(dir_ / "best" / src_.filename()) ? dir_ / "best" / src_.filename() : src_;
+    if (opt_.proposer == "search" && parse_params(read_file(start)).empty())
       throw std::runtime_error(
-          src_.string() +
+          start.string() +
           " declares no tunable parameters: add '// @vb-param NAME DEFAULT {V1,V2,...} "
           "description' lines with their #ifndef/#define defaults (README: The optimizer), or "
           "use --proposer agent");

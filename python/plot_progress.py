@@ -4,8 +4,9 @@
 Usage: plot_progress.py PROGRESS_JSON OUT_PNG
 PROGRESS_JSON: {kernel_dir: {"baseline_us": float, "points": [{"experiment", "speedup",
 "best_speedup", "kind": "kept"|"reverted"|"failed"}, ...]}, ...}
-One panel per kernel: experiment number vs speedup over the starter (baseline latency /
-latency); the line is the best so far, kept and reverted points are drawn differently.
+One panel per kernel: experiment number vs speedup over the starter (log scale; each point's
+ratio is measured against the best of its time, chained over the kept versions); the line is
+the best so far, kept, reverted and failed points are drawn differently.
 Exit 3 when matplotlib is missing.
 """
 import json
@@ -40,6 +41,7 @@ def main() -> int:
             ax.scatter([p["experiment"] for p in sel], [p["speedup"] for p in sel],
                        label=kind, **style)
         ax.axhline(1.0, color="k", lw=0.5)
+        ax.set_yscale("log")
         ax.set_title(f"{k} (starter {data[k]['baseline_us']:.1f} us)")
         ax.set_xlabel("experiment")
         ax.set_ylabel("speedup vs starter")

@@ -49,7 +49,8 @@ load_before="$(cut -d' ' -f1-3 /proc/loadavg)"
 t0=$(date +%s)
 "$vb" optimize --workspace "$ws" --budget "$budget" --plateau 100000 --no-git >"$ws/status.txt" 2>"$ws/optimize.log" || true
 t1=$(date +%s)
-cpu_times="$(times | tail -1)"  # user and system CPU time of the children (vladbud, g++, runner)
+times >"$ws/times.txt"  # user and system CPU time of the children (vladbud, g++, runner)
+cpu_times="$(tail -1 "$ws/times.txt")"
 load_after="$(cut -d' ' -f1-3 /proc/loadavg)"
 "$vb" report --workspace "$ws" >/dev/null 2>&1 || true
 mkdir -p "$here/bench/results"

@@ -166,6 +166,15 @@ TEST(OptimizeInput, BudgetsAndProblemFiles) {
   std::ofstream(d / "problem.json", std::ios::trunc)
       << R"({"kernel":"rmsnorm","dtype":"fp32","backend":"cpu","size":{"label":"m","dims":{"M":4}},"time_share":0.1})";
   EXPECT_THROW(read_problem_file(d), std::runtime_error);  // N missing for rmsnorm
+  // The form `vladbud extract` writes: top-level dims/attrs/size_label, "share", model object.
+  std::ofstream(d / "problem.json", std::ios::trunc)
+      << R"({"kernel":"rmsnorm","dims":{"M":4,"N":8},"attrs":{"eps":1e-6},"dtype":"fp32",)"
+         R"("size_label":"","share":0.4,"backend":"cpu","model":{"name":"gpt2"}})";
+  const auto q = read_problem_file(d);
+  EXPECT_EQ(q.size.dims.at("M"), 4);
+  EXPECT_EQ(q.size.label, "M4-N8");
+  EXPECT_EQ(q.time_share, 0.4);
+  EXPECT_EQ(q.model, "gpt2");
   fs::remove_all(d);
   EXPECT_THROW(read_problem_file(d), std::runtime_error);
 }

@@ -9,6 +9,11 @@ namespace vb::opt {
 
 namespace {
 
+// The one line that depends on how the evaluator spells "timing only": this branch's
+// EvalOptions::stages; main's EvalOptions::correctness = false (verdict UNVERIFIED, mapped
+// back to PASS in measure()). At merge: keep main's evaluator and write `o.correctness = false`.
+void timing_only(EvalOptions& o) { o.stages = false; }
+
 class EvaluatorMeasurer : public Measurer {
  public:
   EvaluatorMeasurer(const KernelProblem& p, const KernelType& t, const Backend& b,
@@ -26,7 +31,7 @@ class EvaluatorMeasurer : public Measurer {
         // verified on the first and last batch), two rotating sets, three calls. The five
         // stages run only for candidates that pass it.
         o.quick = true;
-        o.stages = false;
+        timing_only(o);
         o.min_time_s = 0.001;  // three calls suffice for a screen
         o.max_time_s = 0.3;
         o.min_reps = 3;
@@ -37,7 +42,7 @@ class EvaluatorMeasurer : public Measurer {
         break;
       case EvalMode::TimingOnly:
         o.quick = true;
-        o.stages = false;
+        timing_only(o);
         o.min_time_s = 0.05;
         o.max_time_s = 0.5;
         break;
@@ -61,6 +66,9 @@ class EvaluatorMeasurer : public Measurer {
       return m;
     }
     m.verdict = r.verdict;
+    // An evaluator whose timing-only runs report UNVERIFIED (main's EvalOptions::correctness):
+    // the timing protocol's own output checks passed, which is all these modes ask.
+    if (mode != EvalMode::Full && m.verdict == "UNVERIFIED") m.verdict = "PASS";
     m.guard = r.guard;
     m.failed_stage = r.failed_stage;
     m.reason = r.reason;

@@ -1,5 +1,7 @@
 #include "optimize/problem_file.h"
 
+#include <fmt/format.h>
+
 #include <stdexcept>
 
 #include "core/paths.h"
@@ -53,24 +55,43 @@ KernelProblem read_problem_file(const std::filesystem::path& path) {
     bad(f, "field 'dtype' is '" + dt + "'; expected fp32, fp16 or bf16");
   p.dtype = *d;
   p.backend = field(f, j, "backend", "", json::value_t::string).get<std::string>();
-  const json& s = field(f, j, "size", "", json::value_t::object);
-  p.size.label = field(f, s, "label", "size.", json::value_t::string).get<std::string>();
-  const json& dims = field(f, s, "dims", "size.", json::value_t::object);
+  // The size: {"size": {"label", "dims", "attrs"}} (the optimizer's contract) or, as
+  // `vladbud extract` writes it, top-level "dims", "attrs" and "size_label".
+  const bool nested = j.contains("size");
+  const json& s = nested ? field(f, j, "size", "", json::value_t::object) : j;
+  const std::string pre = nested ? "size." : "";
+  if (nested) {
+    p.size.label = field(f, s, "label", pre, json::value_t::string).get<std::string>();
+  } else if (j.contains("size_label") && j["size_label"].is_string()) {
+    p.size.label = j["size_label"].get<std::string>();
+  }
+  if (!nested && !j.contains("dims")) bad(f, "missing field 'size' (or top-level 'dims')");
+  const json& dims = field(f, s, "dims", pre, json::value_t::object);
   for (const auto& [k, v] : dims.items()) {
-    if (!v.is_number_integer()) bad(f, "field 'size.dims." + k + "' must be an integer");
+    if (!v.is_number_integer()) bad(f, "field '" + pre + "dims." + k + "' must be an integer");
     p.size.dims[k] = v.get<std::int64_t>();
   }
   if (s.contains("attrs")) {
-    if (!s["attrs"].is_object()) bad(f, "field 'size.attrs' must be an object");
+    if (!s["attrs"].is_object()) bad(f, "field '" + pre + "attrs' must be an object");
     for (const auto& [k, v] : s["attrs"].items()) {
-      if (!v.is_number()) bad(f, "field 'size.attrs." + k + "' must be a number");
+      if (!v.is_number()) bad(f, "field '" + pre + "attrs." + k + "' must be a number");
       p.size.attrs[k] = v.get<double>();
     }
   }
-  p.time_share = field(f, j, "time_share", "", json::value_t::number_float).get<double>();
+  if (p.size.label.empty())
+    for (const auto& [k, v] : p.size.dims) p.size.label += fmt::format("{}{}{}", p.size.label.empty() ? "" : "-", k, v);
+  // Share of model time: "time_share" (contract) or "share" (`vladbud extract`).
+  const char* share_key = j.contains("time_share") || !j.contains("share") ? "time_share" : "share";
+  p.time_share = field(f, j, share_key, "", json::value_t::number_float).get<double>();
   if (!(p.time_share >= 0 && p.time_share <= 1))
-    bad(f, "field 'time_share' must be a fraction of the model's time in [0, 1]");
+    bad(f, std::string("field '") + share_key + "' must be a fraction of the model's time in [0, 1]");
   if (j.contains("model") && j["model"].is_string()) p.model = j["model"].get<std::string>();
+  if (j.contains("model") && j["model"].is_object())
+    for (const char* k : {"name", "id", "class_name", "class"})
+      if (j["model"].contains(k) && j["model"][k].is_string()) {
+        p.model = j["model"][k].get<std::string>();
+        break;
+      }
   // The shape must be a valid problem of the type (names the missing dimension otherwise).
   try {
     (void)find_kernel_type(p.kernel)->make_problem(p.size, p.dtype);

@@ -24,6 +24,8 @@ struct KernelProblem {
 };
 
 /// Reads `path` (a problem.json, or a kernel folder holding one). Tolerates extra fields.
+/// Accepts both the nested form {"size": {"label", "dims", "attrs"}, "time_share"} and the one
+/// `vladbud extract` writes (top-level "dims", "attrs", "size_label", "share"; "model" an object).
 /// Throws std::runtime_error naming the file and the missing or malformed field, e.g.
 /// "workspace/kernels/01_softmax/problem.json: missing field 'size.dims'".
 KernelProblem read_problem_file(const std::filesystem::path& path);

@@ -13,6 +13,24 @@
 // independent of the thread split, so results are bitwise deterministic.
 #include "vb_kernel.h"
 
+// Tunable parameters (read by `vladbud optimize`; the defaults are the starter's behaviour):
+// @vb-param KC 256 {128,256,384,512}  depth of one packed K slice
+#ifndef KC
+#define KC 256
+#endif
+// @vb-param MC_ROWS 144 {72,144,216,288}  rows per block (a multiple of MR = 12)
+#ifndef MC_ROWS
+#define MC_ROWS 144
+#endif
+// @vb-param NC_COLS 1024 {512,1024,2048}  columns per panel (a multiple of NR = 32)
+#ifndef NC_COLS
+#define NC_COLS 1024
+#endif
+// @vb-param NUM_THREADS 0 {0,1,2,4,8,16,32,64}  OpenMP threads (0 = the runtime's default)
+#ifndef NUM_THREADS
+#define NUM_THREADS 0
+#endif
+
 #include <omp.h>
 
 #include <algorithm>
@@ -30,9 +48,8 @@ using i64 = std::int64_t;
 
 constexpr int MR = 12;        // rows of the register tile
 constexpr int NR = 32;        // columns of the register tile (2 × 16 fp32 lanes)
-constexpr int KC = 256;       // depth of one packed slice (B micro-panel 32 KiB stays in L1)
-constexpr i64 MC_MAX = 144;   // rows per block (A block 144×256×4 = 144 KiB in L2)
-constexpr i64 NC_MAX = 1024;  // columns per panel
+constexpr i64 MC_MAX = MC_ROWS;   // rows per block (A block 144×256×4 = 144 KiB in L2)
+constexpr i64 NC_MAX = NC_COLS;  // columns per panel
 
 /// acc[MR][NR] = Σ_p a[p][:] ⊗ b[p][:]; c[i][j] += acc[i][j]. a: kc×MR, b: kc×NR (packed).
 inline void micro_kernel(int kc, const float* __restrict a, const float* __restrict b,
@@ -129,7 +146,8 @@ extern "C" int vb_kernel_run(const DLTensor* inputs, int n_inputs, DLTensor* out
   }
 
   const double flops = 2.0 * static_cast<double>(M) * static_cast<double>(N) * static_cast<double>(K);
-  const int nth = flops >= 2.0e6 ? std::max(1, omp_get_max_threads()) : 1;
+  const int nth =
+      flops >= 2.0e6 ? std::max(1, NUM_THREADS > 0 ? NUM_THREADS : omp_get_max_threads()) : 1;
 
   // Panel width: at most NC_MAX columns, packed B panel (K × nc) at most ~16 MiB.
   const i64 n_pad = (N + NR - 1) / NR * NR;

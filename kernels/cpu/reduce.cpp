@@ -11,6 +11,24 @@
 // cancellation), the row is re-summed in double so the result matches the fp64 oracle.
 #include "vb_kernel.h"
 
+// Tunable parameters (read by `vladbud optimize`; the defaults are the starter's behaviour):
+// @vb-param LANES 64 {16,32,64,128}  fp32 accumulator lanes (PIECE stays a multiple)
+#ifndef LANES
+#define LANES 64
+#endif
+// @vb-param CHUNK_LOG2 16 {14,16,18,20}  elements per work item = 2^k
+#ifndef CHUNK_LOG2
+#define CHUNK_LOG2 16
+#endif
+// @vb-param NUM_THREADS 0 {0,1,2,4,8,16,32,64}  OpenMP threads (0 = the runtime's default)
+#ifndef NUM_THREADS
+#define NUM_THREADS 0
+#endif
+// @vb-param PAR_MIN_LOG2 15 {12,15,18,21}  use threads from 2^k elements on
+#ifndef PAR_MIN_LOG2
+#define PAR_MIN_LOG2 15
+#endif
+
 #include <omp.h>
 
 #include <algorithm>
@@ -21,8 +39,7 @@ namespace {
 
 using vbk::Dt;
 using i64 = std::int64_t;
-constexpr int LANES = 64;
-constexpr i64 CHUNK = 1 << 16;  // elements per work item
+constexpr i64 CHUNK = i64{1} << CHUNK_LOG2;  // elements per work item
 constexpr i64 PIECE = 2048;     // conversion piece (8 KiB of fp32 on the stack)
 
 inline float combine_sum(float* acc) {
@@ -95,9 +112,10 @@ extern "C" int vb_kernel_run(const DLTensor* inputs, int n_inputs, DLTensor* out
   if (!part.ok() || !rows.ok()) return vbk::fail("out of memory (partial sums)");
   float* const ps = part.get();
   float* const ys = rows.get();
-  const bool par = items > 1 && M * N >= (i64{1} << 15);
+  const bool par = items > 1 && M * N >= (i64{1} << PAR_MIN_LOG2);
+  const int n_threads = NUM_THREADS > 0 ? NUM_THREADS : omp_get_max_threads();
 
-#pragma omp parallel if (par)
+#pragma omp parallel if (par) num_threads(n_threads)
   {
 #pragma omp for schedule(static)
     for (i64 it = 0; it < items; ++it) {

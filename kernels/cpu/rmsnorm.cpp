@@ -11,6 +11,24 @@
 // output lines). The weight is converted to fp32 once per call.
 #include "vb_kernel.h"
 
+// Tunable parameters (read by `vladbud optimize`; the defaults are the starter's behaviour):
+// @vb-param LANES 64 {16,32,64,128}  fp32 accumulator lanes of the row reductions (fixed order)
+#ifndef LANES
+#define LANES 64
+#endif
+// @vb-param NUM_THREADS 0 {0,1,2,4,8,16,32,64}  OpenMP threads (0 = the runtime's default)
+#ifndef NUM_THREADS
+#define NUM_THREADS 0
+#endif
+// @vb-param PAR_MIN_LOG2 15 {12,15,18,21}  split rows over threads from 2^k elements on
+#ifndef PAR_MIN_LOG2
+#define PAR_MIN_LOG2 15
+#endif
+// @vb-param STREAM_STORES 1 {0,1}  1 non-temporal output stores, 0 ordinary stores
+#ifndef STREAM_STORES
+#define STREAM_STORES 1
+#endif
+
 #include <omp.h>
 
 #include <cmath>
@@ -20,7 +38,6 @@ namespace {
 
 using vbk::Dt;
 using i64 = std::int64_t;
-constexpr int LANES = 64;
 
 inline float combine_sum(float* acc) {
   for (int w = LANES / 2; w > 0; w /= 2)
@@ -89,9 +106,10 @@ extern "C" int vb_kernel_run(const DLTensor* inputs, int n_inputs, DLTensor* out
     w = wbuf.get();
   }
 
-  const bool par = M > 1 && M * N >= (i64{1} << 15);
+  const bool par = M > 1 && M * N >= (i64{1} << PAR_MIN_LOG2);
+  const int n_threads = NUM_THREADS > 0 ? NUM_THREADS : omp_get_max_threads();
   bool oom = false;
-#pragma omp parallel if (par)
+#pragma omp parallel if (par) num_threads(n_threads)
   {
     // Thread-local row [N] (the fp32 result) + staging for the 16-bit output [N/2 floats].
     vbk::Scratch buf(N + (N + 1) / 2);
@@ -111,7 +129,11 @@ extern "C" int vb_kernel_run(const DLTensor* inputs, int n_inputs, DLTensor* out
         xr = b;
       }
       apply(xr, w, b, N, inv_rms(xr, N, eps));
+#if STREAM_STORES
       vbk::stream_store_f32(b, dt, y, r * N, N, b + N);  // written once: non-temporal stores
+#else
+      vbk::store_f32(b, dt, y, r * N, N);
+#endif
     }
     vbk::stream_fence();
   }

@@ -12,6 +12,24 @@
 // The lane structure is fixed, so results are bitwise deterministic.
 #include "vb_kernel.h"
 
+// Tunable parameters (read by `vladbud optimize`; the defaults are the starter's behaviour):
+// @vb-param LANES 64 {16,32,64,128}  fp32 accumulator lanes of the row reductions (fixed order)
+#ifndef LANES
+#define LANES 64
+#endif
+// @vb-param NUM_THREADS 0 {0,1,2,4,8,16,32,64}  OpenMP threads (0 = the runtime's default)
+#ifndef NUM_THREADS
+#define NUM_THREADS 0
+#endif
+// @vb-param PAR_MIN_LOG2 15 {12,15,18,21}  split rows over threads from 2^k elements on
+#ifndef PAR_MIN_LOG2
+#define PAR_MIN_LOG2 15
+#endif
+// @vb-param STREAM_STORES 1 {0,1}  1 non-temporal output stores, 0 ordinary stores
+#ifndef STREAM_STORES
+#define STREAM_STORES 1
+#endif
+
 #include <omp.h>
 
 #include <algorithm>
@@ -21,7 +39,6 @@ namespace {
 
 using vbk::Dt;
 using i64 = std::int64_t;
-constexpr int LANES = 64;  // 4 × 16 fp32 accumulators
 
 /// Pairwise combine of the 64 lane accumulators (fixed order).
 inline float combine_sum(float* acc) {
@@ -90,10 +107,11 @@ extern "C" int vb_kernel_run(const DLTensor* inputs, int n_inputs, DLTensor* out
   const void* x = vbk::data_ptr(tx);
   void* y = vbk::data_ptr(ty);
   const bool f32 = dt == Dt::F32;
-  const bool par = R > 1 && R * C >= (i64{1} << 15);
+  const bool par = R > 1 && R * C >= (i64{1} << PAR_MIN_LOG2);
+  const int n_threads = NUM_THREADS > 0 ? NUM_THREADS : omp_get_max_threads();
   bool oom = false;
 
-#pragma omp parallel if (par)
+#pragma omp parallel if (par) num_threads(n_threads)
   {
     // Thread-local fp32 row [C] + staging for a 16-bit output row [C/2 floats].
     vbk::Scratch buf(C + (C + 1) / 2);
@@ -115,7 +133,11 @@ extern "C" int vb_kernel_run(const DLTensor* inputs, int n_inputs, DLTensor* out
       const float m = row_max(xr, C);
       const float s = exp_shift_sum(xr, row, C, m);
       scale_row(row, C, 1.0f / s);
+#if STREAM_STORES
       vbk::stream_store_f32(row, dt, y, r * C, C, row + C);  // written once: non-temporal stores
+#else
+      vbk::store_f32(row, dt, y, r * C, C);
+#endif
     }
     vbk::stream_fence();
   }

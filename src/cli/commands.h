@@ -15,6 +15,9 @@ void add_targets(CLI::App& app);
 void add_profile(CLI::App& app);
 void add_extract(CLI::App& app);
 void add_verify(CLI::App& app);
+void add_optimize(CLI::App& app);
+void add_status(CLI::App& app);
+void add_report(CLI::App& app);
 
 /// Exit codes shared by the subcommands.
 enum ExitCode : int {

@@ -41,6 +41,9 @@ int main(int argc, char** argv) {
   vb::cli::add_profile(app);
   vb::cli::add_extract(app);
   vb::cli::add_verify(app);
+  vb::cli::add_optimize(app);
+  vb::cli::add_status(app);
+  vb::cli::add_report(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

@@ -1,0 +1,184 @@
+// `vladbud optimize`: the autonomous loop on one kernel folder (--kernel) or, without it, the
+// orchestrator over every workspace/kernels/* folder (src/optimize/).
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <csignal>
+#include <iostream>
+
+#include "cli/commands.h"
+#include "eval/report.h"
+#include "kernels/kernel_type.h"
+#include "optimize/loop.h"
+#include "optimize/orchestrator.h"
+
+namespace vb::cli {
+
+namespace {
+
+std::atomic<bool> g_stop{false};
+
+extern "C" void on_stop_signal(int sig) {
+  if (g_stop.exchange(true)) {  // second Ctrl-C: stop at once (the best version is in place)
+    std::signal(sig, SIG_DFL);
+    std::raise(sig);
+  }
+}
+
+struct OptimizeArgs {
+  std::string budget = "30m", kernel, workspace = "workspace", proposer = "search", agent_cmd,
+              reproduce;
+  double agent_timeout = 900, ceiling = 90;
+  std::uint64_t seed = 1;
+  int plateau = 20, max_experiments = 0, rounds = 3;
+  bool json = false, no_git = false, verbose = false;
+};
+
+[[noreturn]] void usage_error(const std::string& msg) {
+  std::cerr << "vladbud optimize: " << msg << "\n";
+  throw CLI::RuntimeError(kUsage);
+}
+
+std::function<void(const std::string&)> live_printer() {
+  const bool tty = ::isatty(2);
+  return [tty](const std::string& s) {
+    if (tty) std::fprintf(stderr, "\r\33[K%s", s.c_str());
+    else std::fprintf(stderr, "%s\n", s.c_str());
+    std::fflush(stderr);
+  };
+}
+
+void reproduce(const OptimizeArgs& a) {
+  const auto p = opt::read_problem_file(a.kernel);
+  const KernelType* kt = find_kernel_type(p.kernel);
+  const Backend* be = find_backend(p.backend);
+  if (!be) usage_error("backend '" + p.backend + "' is not built into this vladbud");
+  if (!std::filesystem::is_regular_file(a.reproduce))
+    usage_error("--reproduce '" + a.reproduce + "' is not a file");
+  EvalOptions o;
+  o.timing_size = p.size;
+  o.timing_dtype = p.dtype;
+  o.progress = progress_printer(a.verbose);
+  const EvalReport r = evaluate(*kt, *be, a.reproduce, o);
+  if (a.json) std::cout << report_to_json(r).dump(2) << "\n";
+  else std::cout << format_key_values(r);
+  if (const int c = exit_code_for(r.verdict)) throw CLI::RuntimeError(c);
+}
+
+void run_optimize(const OptimizeArgs& a) {
+  double budget = 0;
+  try {
+    budget = opt::parse_budget(a.budget);
+  } catch (const std::invalid_argument& e) {
+    usage_error(std::string("--budget ") + e.what());
+  }
+  if (a.proposer != "search" && a.proposer != "agent")
+    usage_error("--proposer must be 'search' or 'agent' (got '" + a.proposer + "')");
+  if (a.proposer == "agent" && a.agent_cmd.empty())
+    usage_error("--proposer agent needs --agent-cmd 'COMMAND' (run in the kernel folder, which "
+                "holds program.md)");
+  if (a.rounds < 2 || a.rounds > 20) usage_error("--rounds must be in [2, 20]");
+  if (!a.reproduce.empty()) {
+    if (a.kernel.empty()) usage_error("--reproduce needs --kernel DIR (the folder's problem.json)");
+    return reproduce(a);
+  }
+  g_stop = false;
+  std::signal(SIGINT, on_stop_signal);
+  std::signal(SIGTERM, on_stop_signal);
+  opt::OptimizeOptions o;
+  o.budget_s = budget;
+  o.proposer = a.proposer;
+  o.agent_cmd = a.agent_cmd;
+  o.agent_timeout_s = a.agent_timeout;
+  o.seed = a.seed;
+  o.max_experiments = a.max_experiments;
+  o.rounds = a.rounds;
+  o.ceiling_pct = a.ceiling;
+  o.git = !a.no_git;
+  o.progress = live_printer();
+  o.eval_progress = progress_printer(a.verbose && !a.json);
+  o.stop = &g_stop;
+  nlohmann::json out;
+  try {
+    if (!a.kernel.empty()) {
+      o.plateau_k = 0;  // one folder: run for the whole budget
+      if (!a.workspace.empty() && a.workspace != "workspace") o.workspace = a.workspace;
+      const auto s = opt::optimize_kernel(a.kernel, o);
+      out = {{"dir", s.dir},           {"kernel", s.kernel},       {"experiments", s.experiments},
+             {"kept", s.kept},         {"pruned", s.pruned},       {"baseline_us", s.baseline_us},
+             {"best_us", s.best_us},   {"speedup", s.speedup()},   {"pct_peak", s.pct_peak},
+             {"seconds", s.seconds},   {"stop_reason", s.stop_reason},
+             {"experiments_run", s.experiments_run},
+             {"experiments_per_hour", s.seconds > 0 ? 3600.0 * s.experiments_run / s.seconds : 0.0}};
+    } else {
+      if (!std::filesystem::is_directory(a.workspace))
+        usage_error("workspace '" + a.workspace +
+                    "' does not exist: run `vladbud extract` first, or pass --kernel DIR");
+      opt::OrchestratorOptions oo;
+      oo.budget_s = budget;
+      oo.plateau_k = a.plateau;
+      oo.ceiling_pct = a.ceiling;
+      oo.loop = o;
+      out = opt::run_orchestrator(a.workspace, oo);
+    }
+  } catch (const CLI::RuntimeError&) {
+    throw;
+  } catch (const std::exception& e) {
+    if (::isatty(2)) std::fprintf(stderr, "\n");
+    usage_error(e.what());
+  }
+  if (::isatty(2)) std::fprintf(stderr, "\n");
+  if (a.json) {
+    std::cout << out.dump(2) << "\n";
+  } else if (!a.kernel.empty()) {
+    std::cout << fmt::format(
+        "kernel: {}\nexperiments: {}\nkept: {}\npruned: {}\nbaseline_us: {:.3f}\nbest_us: {:.3f}\n"
+        "speedup: {:.3f}x\npct_peak: {:.1f}\nseconds: {:.1f}\nexperiments_per_hour: {:.0f}\n"
+        "stop_reason: {}\n",
+        out["dir"].get<std::string>(), out["experiments"].get<int>(), out["kept"].get<int>(),
+        out["pruned"].get<int>(), out["baseline_us"].get<double>(), out["best_us"].get<double>(),
+        out["speedup"].get<double>(), out["pct_peak"].get<double>(), out["seconds"].get<double>(),
+        out["experiments_per_hour"].get<double>(), out["stop_reason"].get<std::string>());
+  } else {
+    std::cout << opt::format_status(a.workspace);
+  }
+  if (g_stop) throw CLI::RuntimeError(130);
+}
+
+}  // namespace
+
+void add_optimize(CLI::App& app) {
+  auto a = std::make_shared<OptimizeArgs>();
+  auto* c = app.add_subcommand(
+      "optimize",
+      "The autonomous loop: propose a candidate (search over the source's @vb-param space, or an "
+      "external agent), build, run the quick checks, then the full five stages, time it "
+      "interleaved with the best, keep it only when faster beyond the measured noise. Every "
+      "experiment is a results.tsv row. With --kernel DIR: one kernel folder; without: every "
+      "workspace/kernels/* folder, the next one by expected end-to-end gain (Amdahl). Ctrl-C "
+      "stops after the current phase; the best version is always in place; re-running resumes.");
+  c->add_option("--budget", a->budget, "wall-clock budget: 90s, 30m, 1h, 1h30m")->capture_default_str();
+  c->add_option("--kernel", a->kernel, "one kernel folder (problem.json + one editable source)");
+  c->add_option("--workspace", a->workspace,
+                "workspace (kernels/, results.tsv, orchestration.json)")->capture_default_str();
+  c->add_option("--proposer", a->proposer, "search or agent")->capture_default_str();
+  c->add_option("--agent-cmd", a->agent_cmd,
+                "the agent command (bash -c, in the kernel folder, with program.md)");
+  c->add_option("--agent-timeout", a->agent_timeout, "seconds an agent run may take")->capture_default_str();
+  c->add_option("--seed", a->seed, "seed of the search proposer")->capture_default_str();
+  c->add_option("--plateau", a->plateau,
+                "orchestrator: move on after this many experiments without a keep")->capture_default_str();
+  c->add_option("--ceiling", a->ceiling, "stop a kernel at this % of its roofline ceiling")->capture_default_str();
+  c->add_option("--max-experiments", a->max_experiments, "stop after N experiments (0: budget only)");
+  c->add_option("--rounds", a->rounds, "interleaved timing rounds per side before a keep")->capture_default_str();
+  c->add_option("--reproduce", a->reproduce,
+                "evaluate one candidate file (from a results.tsv row) at the folder's problem, "
+                "all five stages and timing, then exit");
+  c->add_flag("--no-git", a->no_git, "do not commit kept versions even inside a git repository");
+  c->add_flag("--verbose", a->verbose, "print the evaluator's progress lines");
+  c->add_flag("--json", a->json, "print the summary as JSON");
+  c->callback([a] { run_optimize(*a); });
+}
+
+}  // namespace vb::cli

@@ -1,0 +1,39 @@
+// `vladbud status`: where the orchestrator stands (workspace/orchestration.json and the kernel
+// folders' state.json).
+#include <filesystem>
+#include <iostream>
+
+#include "cli/commands.h"
+#include "core/paths.h"
+#include "optimize/orchestrator.h"
+
+namespace vb::cli {
+
+void add_status(CLI::App& app) {
+  auto ws = std::make_shared<std::string>("workspace");
+  auto json = std::make_shared<bool>(false);
+  auto* c = app.add_subcommand(
+      "status", "Show the optimizer's progress: per kernel its share of model time, starter and "
+                "best latency, speedup, % of ceiling, experiments, keeps and status.");
+  c->add_option("--workspace", *ws, "workspace folder")->capture_default_str();
+  c->add_flag("--json", *json, "print orchestration.json (or the per-kernel entries) as JSON");
+  c->callback([ws, json] {
+    try {
+      if (*json) {
+        const auto entries = opt::load_entries(*ws);
+        nlohmann::json j = opt::orchestration_json(entries, 0, 0, "");
+        if (std::filesystem::exists(std::filesystem::path(*ws) / "orchestration.json"))
+          j["orchestration"] =
+              nlohmann::json::parse(read_file(std::filesystem::path(*ws) / "orchestration.json"));
+        std::cout << j.dump(2) << "\n";
+      } else {
+        std::cout << opt::format_status(*ws);
+      }
+    } catch (const std::exception& e) {
+      std::cerr << "vladbud status: " << e.what() << "\n";
+      throw CLI::RuntimeError(kUsage);
+    }
+  });
+}
+
+}  // namespace vb::cli

@@ -1,0 +1,684 @@
+#include "optimize/loop.h"
+
+#include <fmt/format.h>
+
+#include <chrono>
+#include <cmath>
+#include <ctime>
+#include <fstream>
+#include <regex>
+#include <sstream>
+#include <stdexcept>
+
+#include "backends/backend.h"
+#include "core/paths.h"
+#include "core/process.h"
+#include "core/util.h"
+#include "eval/report.h"
+#include "optimize/cache.h"
+#include "optimize/decision.h"
+#include "optimize/proposer.h"
+#include "targets/cpu_info.h"
+
+namespace vb::opt {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+double parse_budget(const std::string& text) {
+  static const std::regex whole(R"(^\s*(\d+(\.\d+)?)\s*$)");
+  static const std::regex part(R"((\d+(\.\d+)?)([hms]))");
+  const std::string form =
+      "'" + text + "' is not a budget; use e.g. 90s, 30m, 1h, 1h30m or a number of seconds";
+  std::smatch m;
+  double s = 0;
+  if (std::regex_match(text, m, whole)) {
+    s = std::stod(m[1]);
+  } else {
+    std::string rest = text;
+    if (rest.empty()) throw std::invalid_argument(form);
+    while (!rest.empty()) {
+      if (!std::regex_search(rest, m, part) || m.position(0) != 0) throw std::invalid_argument(form);
+      const double v = std::stod(m[1]);
+      const char u = m[3].str()[0];
+      s += v * (u == 'h' ? 3600 : u == 'm' ? 60 : 1);
+      rest = m.suffix();
+    }
+  }
+  if (!(s > 0)) throw std::invalid_argument("--budget must be positive (got '" + text + "')");
+  return s;
+}
+
+fs::path editable_source(const fs::path& dir, const std::string& backend) {
+  std::string ext;
+  if (const Backend* b = find_backend(backend)) ext = b->source_extension();
+  else if (backend == "cpu") ext = ".cpp";
+  else if (backend == "cuda") ext = ".cu";
+  else
+    throw std::runtime_error("problem.json names backend '" + backend +
+                             "', which this vladbud does not know (available: " + backend_names() +
+                             ")");
+  std::vector<fs::path> found;
+  for (const auto& e : fs::directory_iterator(dir))
+    if (e.is_regular_file() && e.path().extension() == ext) found.push_back(e.path());
+  if (found.empty())
+    throw std::runtime_error(dir.string() + " holds no editable source (*" + ext +
+                             "): copy the starter in, e.g. `cp kernels/" + backend + "/<type>" +
+                             ext + " " + dir.string() + "/` or run `vladbud extract`");
+  if (found.size() > 1) {
+    std::string names;
+    for (const auto& f : found) names += " " + f.filename().string();
+    throw std::runtime_error(dir.string() + " holds several *" + ext + " files (" + names.substr(1) +
+                             "); a kernel folder has exactly one editable source");
+  }
+  return found.front();
+}
+
+fs::path default_workspace(const fs::path& dir) {
+  const fs::path d = fs::absolute(dir).lexically_normal();
+  const fs::path clean = d.filename().empty() ? d.parent_path() : d;
+  if (clean.parent_path().filename() == "kernels") return clean.parent_path().parent_path();
+  return clean;
+}
+
+json read_kernel_state(const fs::path& dir) {
+  try {
+    if (fs::exists(dir / "state.json")) {
+      auto j = json::parse(read_file(dir / "state.json"));
+      if (j.is_object()) return j;
+    }
+  } catch (const std::exception&) {
+  }
+  return json::object();
+}
+
+namespace {
+
+std::string git_out(const fs::path& dir, std::vector<std::string> args, const std::string& index,
+                    bool* ok) {
+  std::vector<std::string> argv;
+  if (!index.empty()) argv = {"env", "GIT_INDEX_FILE=" + index};
+  argv.push_back("git");
+  argv.push_back("-C");
+  argv.push_back(dir.string());
+  for (auto& a : args) argv.push_back(std::move(a));
+  ProcessResult r = run_process(argv, std::chrono::seconds(60));
+  *ok = r.ok();
+  std::string out = r.ok() ? r.out : r.err;
+  while (!out.empty() && (out.back() == '\n' || out.back() == '\r')) out.pop_back();
+  return out;
+}
+
+}  // namespace
+
+std::string git_commit_files(const fs::path& dir, const std::string& branch,
+                             const std::vector<fs::path>& files, const std::string& message,
+                             std::string* error) {
+  auto fail = [&](const std::string& e) {
+    if (error) *error = e;
+    return std::string();
+  };
+  if (!have_program("git")) return fail("git is not installed");
+  bool ok = false;
+  const std::string top = git_out(dir, {"rev-parse", "--show-toplevel"}, "", &ok);
+  if (!ok) return fail("not inside a git repository");
+  const std::string ref = "refs/heads/" + branch;
+  std::string parent = git_out(dir, {"rev-parse", "--verify", "-q", ref}, "", &ok);
+  if (!ok) parent = git_out(dir, {"rev-parse", "--verify", "-q", "HEAD"}, "", &ok);
+  if (!ok) parent.clear();
+  const fs::path index = fs::temp_directory_path() /
+                         fmt::format("vladbud-index-{}-{}", ::getpid(), content_hash(branch));
+  fs::remove(index);
+  if (!parent.empty()) {
+    git_out(top, {"read-tree", parent}, index.string(), &ok);
+    if (!ok) return fail("git read-tree failed");
+  }
+  for (const auto& f : files) {
+    const std::string blob = git_out(top, {"hash-object", "-w", fs::absolute(f).string()}, "", &ok);
+    if (!ok) return fail("git hash-object failed: " + blob);
+    const std::string rel = fs::relative(fs::absolute(f), top).string();
+    git_out(top, {"update-index", "--add", "--cacheinfo", "100644," + blob + "," + rel},
+            index.string(), &ok);
+    if (!ok) return fail("git update-index failed for " + rel);
+  }
+  const std::string tree = git_out(top, {"write-tree"}, index.string(), &ok);
+  fs::remove(index);
+  if (!ok) return fail("git write-tree failed: " + tree);
+  std::vector<std::string> ct;
+  git_out(top, {"config", "user.email"}, "", &ok);
+  if (!ok) ct = {"-c", "user.name=vladbud", "-c", "user.email=vladbud@localhost"};
+  ct.insert(ct.end(), {"commit-tree", tree, "-m", message});
+  if (!parent.empty()) ct.insert(ct.end(), {"-p", parent});
+  const std::string commit = git_out(top, ct, "", &ok);
+  if (!ok) return fail("git commit-tree failed: " + commit);
+  const std::vector<std::string> upd = {"update-ref", ref, commit};
+  git_out(top, upd, "", &ok);
+  if (!ok) return fail("git update-ref failed");
+  return commit;
+}
+
+namespace {
+
+std::string today_yyyymmdd() {
+  const std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  ::gmtime_r(&t, &tm);
+  char b[16];
+  std::strftime(b, sizeof b, "%Y%m%d", &tm);
+  return b;
+}
+
+std::string sanitize_ref(std::string s) {
+  for (char& c : s)
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.')) c = '-';
+  return s.empty() ? std::string("model") : s;
+}
+
+std::string fmt_left(double s) {
+  s = std::max(0.0, s);
+  const int m = static_cast<int>(s) / 60, sec = static_cast<int>(s) % 60;
+  return m >= 60 ? fmt::format("{}h{:02d}m", m / 60, m % 60) : fmt::format("{}m{:02d}s", m, sec);
+}
+
+json measurement_json(const Measurement& m) {
+  return {{"verdict", m.verdict}, {"guard", m.guard},      {"failed_stage", m.failed_stage},
+          {"reason", m.reason},   {"timed", m.timed},      {"median_us", m.median_us},
+          {"noise", m.noise},     {"reps", m.reps},        {"pct_peak", m.pct_peak},
+          {"tflops", m.tflops},   {"gbs", m.gbs}};
+}
+
+Measurement measurement_from(const json& j) {
+  Measurement m;
+  m.verdict = j.value("verdict", "FAIL");
+  m.guard = j.value("guard", "");
+  m.failed_stage = j.value("failed_stage", "");
+  m.reason = j.value("reason", "");
+  m.timed = j.value("timed", false);
+  m.median_us = j.value("median_us", 0.0);
+  m.noise = j.value("noise", 0.0);
+  m.reps = j.value("reps", 0);
+  m.pct_peak = j.value("pct_peak", 0.0);
+  m.tflops = j.value("tflops", 0.0);
+  m.gbs = j.value("gbs", 0.0);
+  return m;
+}
+
+// Lines of results.tsv that belong to kernel folder `kdir` (by the "kdir=" token).
+std::vector<std::string> kernel_rows(const fs::path& results, const std::string& kdir) {
+  std::vector<std::string> out;
+  std::ifstream in(results);
+  std::string line;
+  const std::string tok = "kdir=" + kdir + " ";
+  while (std::getline(in, line))
+    if (line.find(tok) != std::string::npos) out.push_back(line);
+  return out;
+}
+
+int max_experiment_in_rows(const std::vector<std::string>& rows) {
+  static const std::regex re(R"( exp=(\d+) )");
+  int n = 0;
+  for (const auto& r : rows) {
+    std::smatch m;
+    if (std::regex_search(r, m, re)) n = std::max(n, std::stoi(m[1]));
+  }
+  return n;
+}
+
+class Loop {
+ public:
+  Loop(const fs::path& dir, const OptimizeOptions& o) : opt_(o) {
+    if (!fs::exists(dir))
+      throw std::runtime_error("kernel folder " + dir.string() +
+                               " does not exist (create it with `vladbud extract`, or pass an "
+                               "existing workspace/kernels/NN_<type> folder)");
+    if (!fs::is_directory(dir))
+      throw std::runtime_error(dir.string() + " is not a folder (--kernel takes a kernel folder "
+                                              "holding problem.json and one editable source)");
+    dir_ = fs::absolute(dir).lexically_normal();
+    if (dir_.filename().empty()) dir_ = dir_.parent_path();
+    kdir_ = dir_.filename().string();
+    problem_ = read_problem_file(dir_);
+    src_ = editable_source(dir_, problem_.backend);
+    ext_ = src_.extension().string();
+    ws_ = o.workspace.empty() ? default_workspace(dir_) : fs::absolute(o.workspace);
+    results_ = ws_ / "results.tsv";
+    cache_ = std::make_unique<MeasurementCache>(ws_ / "cache" / "measurements.jsonl");
+    if (o.measurer) {
+      meas_ = o.measurer;
+    } else {
+      owned_ = make_evaluator_measurer(problem_, o.eval_progress);
+      meas_ = owned_.get();
+    }
+    machine_ = machine_id(detect_cpu());
+    std::string dims;
+    for (const auto& [k, v] : problem_.size.dims) dims += fmt::format("{}{}", k, v);
+    for (const auto& [k, v] : problem_.size.attrs) dims += fmt::format("@{}{}", k, v);
+    key_suffix_ = fmt::format("|{}|{}|{}|{}|{}", problem_.kernel, problem_.size.label, dims,
+                              dtype_name(problem_.dtype), machine_);
+  }
+
+  KernelSummary run() {
+    start_ = Clock::now();
+    KernelSummary s;
+    s.dir = dir_.string();
+    s.kernel = problem_.kernel;
+    setup();
+    while (true) {
+      std::string why = stop_reason();
+      if (!why.empty()) {
+        s.stop_reason = why;
+        break;
+      }
+      ProposeContext ctx{best_text_, dir_, src_.filename().string(), problem_.backend,
+                         experiments_ + 1, recent_results()};
+      std::optional<Proposal> p;
+      p = proposer_->propose(ctx);
+      if (!p) {
+        s.stop_reason = "exhausted";
+        break;
+      }
+      if (stopping()) {
+        s.stop_reason = "interrupted";
+        break;
+      }
+      Feedback fb = experiment(*p);
+      proposer_->observe(*p, fb);
+      save_state();
+      live();
+    }
+    save_state();
+    s.experiments = experiments_;
+    s.experiments_run = experiments_ - experiments_at_start_;
+    s.kept = kept_;
+    s.pruned = proposer_->pruned();
+    s.since_keep = experiments_ - last_keep_;
+    s.baseline_us = baseline_us_;
+    s.best_us = best_us_;
+    s.speedup_vs_starter = speedup_;
+    s.pct_peak = best_pct_;
+    s.seconds = elapsed();
+    return s;
+  }
+
+ private:
+  double elapsed() const { return std::chrono::duration<double>(Clock::now() - start_).count(); }
+  bool stopping() const { return opt_.stop && opt_.stop->load(); }
+
+  std::string stop_reason() const {
+    if (stopping()) return "interrupted";
+    if (elapsed() >= opt_.budget_s) return "budget";
+    if (opt_.max_experiments > 0 && experiments_ - experiments_at_start_ >= opt_.max_experiments)
+      return "max_experiments";
+    if (opt_.plateau_k > 0 && experiments_ - last_keep_ >= opt_.plateau_k) return "plateau";
+    if (opt_.ceiling_pct > 0 && best_pct_ >= opt_.ceiling_pct) return "ceiling";
+    return "";
+  }
+
+  void setup() {
+    // The best version when one is saved (the source may hold an interrupted edit).
+    const fs::path start =
+        fs::exists(dir_ / "best" / src_.filename()) ? dir_ / "best" / src_.filename() : src_;
+    if (opt_.proposer == "search" && parse_params(read_file(start)).empty())
+      throw std::runtime_error(
+          start.string() +
+          " declares no tunable parameters: add '// @vb-param NAME DEFAULT {V1,V2,...} "
+          "description' lines with their #ifndef/#define defaults (README: The optimizer), or "
+          "use --proposer agent");
+    const fs::path best_dir = dir_ / "best";
+    best_file_ = best_dir / src_.filename();
+    const json st = read_kernel_state(dir_);
+    if (fs::exists(best_file_)) {
+      best_text_ = read_file(best_file_);
+      if (read_file(src_) != best_text_) {
+        // A run stopped between writing a candidate and restoring (agent edit) or between the
+        // two renames of a keep: the best version wins.
+        write_file_atomic(src_, best_text_);
+        say(fmt::format("{}: restored the best version into {}", kdir_, src_.filename().string()));
+      }
+      json meta = json::object();
+      try {
+        meta = json::parse(read_file(best_dir / "best.json"));
+      } catch (const std::exception&) {
+      }
+      baseline_us_ = meta.value("baseline_us", st.value("baseline_us", 0.0));
+      best_pct_ = meta.value("pct_peak", 0.0);
+      speedup_ = meta.value("speedup", 1.0);
+      experiments_ = st.value("experiments", 0);
+      kept_ = st.value("kept", 0);
+      last_keep_ = st.value("last_keep", 0);
+      experiments_ = std::max(experiments_, max_experiment_in_rows(kernel_rows(results_, kdir_)));
+      // The machine may be busier or quieter than when the run stopped: measure the best now.
+      const Measurement m = meas_->measure(best_file_, EvalMode::Quick);
+      if (!m.correct() || !m.timed)
+        throw std::runtime_error(fmt::format(
+            "{}: the saved best version fails the quick checks now ({} {}: {}); inspect it or "
+            "remove {} to start over from the editable source",
+            best_file_.string(), m.verdict, m.guard, m.reason, best_dir.string()));
+      best_quick_us_ = m.median_us;
+      best_us_ = meta.value("hash", "") == content_hash(best_text_) ? meta.value("best_us", m.median_us)
+                                                                   : m.median_us;
+      if (baseline_us_ <= 0) baseline_us_ = m.median_us;
+      if (best_pct_ <= 0) best_pct_ = m.pct_peak;
+    } else {
+      best_text_ = read_file(src_);
+      const Measurement m = meas_->measure(src_, EvalMode::Quick);
+      if (!m.correct() || !m.timed)
+        throw std::runtime_error(fmt::format(
+            "{}: the starting source fails the quick checks ({} in {}, guard {}: {}); the loop "
+            "needs a correct baseline (try `vladbud bench --kernel {} --source {}`)",
+            src_.string(), m.verdict, m.failed_stage, m.guard, m.reason, problem_.kernel,
+            src_.string()));
+      baseline_us_ = best_us_ = best_quick_us_ = m.median_us;
+      best_pct_ = m.pct_peak;
+      install(best_text_, 0);
+      ResultsRow row = base_row("baseline", m);
+      row.description = prefix(0) + "baseline: the starting source " + src_.filename().string() +
+                        "; reproduce: " + reproduce_cmd(src_);
+      append_results_row(results_, row);
+    }
+    experiments_at_start_ = experiments_;
+    branch_ = st.value("branch", "");
+    if (branch_.empty()) {
+      std::string model = problem_.model;
+      if (model.empty()) {
+        try {
+          const auto prof = json::parse(read_file(ws_ / "profile.json"));
+          if (prof.is_object() && prof.contains("model") && prof["model"].is_string())
+            model = prof["model"].get<std::string>();
+        } catch (const std::exception&) {
+        }
+      }
+      if (model.empty()) model = ws_.filename().string();
+      branch_ = "vladbud/" + today_yyyymmdd() + "-" + sanitize_ref(model);
+    }
+    if (opt_.proposer == "search") {
+      auto params = parse_params(best_text_);
+      proposer_ = make_search_proposer(
+          opt_.seed, chain_pruners({builtin_pruner(params, problem_.backend, local_cpu_limits()),
+                                    opt_.extra_pruner}));
+    } else if (opt_.proposer == "agent") {
+      if (opt_.agent_cmd.empty())
+        throw std::runtime_error("--proposer agent needs --agent-cmd 'COMMAND' (run in the kernel "
+                                 "folder with program.md)");
+      AgentOptions ao;
+      ao.command = opt_.agent_cmd;
+      ao.timeout_s = opt_.agent_timeout_s;
+      ao.protected_files.push_back(fs::read_symlink("/proc/self/exe"));
+      if (fs::exists(runner_path())) ao.protected_files.push_back(runner_path());
+      const fs::path inc = vladbud_home() / "kernels" / "include";
+      if (fs::exists(inc))
+        for (const auto& e : fs::directory_iterator(inc))
+          if (e.is_regular_file()) ao.protected_files.push_back(e.path());
+      proposer_ = make_agent_proposer(ao);
+    } else {
+      throw std::runtime_error("--proposer must be 'search' or 'agent' (got '" + opt_.proposer + "')");
+    }
+    if (st.value("proposer", "") == proposer_->name() && st.contains("proposer_state"))
+      proposer_->restore(st["proposer_state"]);
+    save_state();
+  }
+
+  void say(const std::string& s) const {
+    if (opt_.progress) opt_.progress(s);
+  }
+
+  void live() const {
+    say(fmt::format("{}: exp {} | kept {} | best {:.3f}x ({:.1f} us, {:.0f}% of ceiling) | {} left",
+                    kdir_, experiments_, kept_, speedup_, best_us_,
+                    best_pct_, fmt_left(opt_.budget_s - elapsed())));
+  }
+
+  std::string prefix(int n) const {
+    return fmt::format("kdir={} exp={} proposer={} ", kdir_, n, opt_.proposer);
+  }
+
+  std::string reproduce_cmd(const fs::path& f) const {
+    return fmt::format("vladbud optimize --kernel {} --reproduce {}", dir_.string(), f.string());
+  }
+
+  ResultsRow base_row(const std::string& tag, const Measurement& m) const {
+    ResultsRow r;
+    r.tag = tag;
+    r.kernel_type = problem_.kernel;
+    r.correctness = m.verdict;
+    r.target = meas_->target();
+    r.backend = problem_.backend;
+    if (m.timed) {
+      r.latency_us = m.median_us;
+      r.throughput_tflops = m.tflops;
+      r.pct_peak = m.pct_peak;
+      r.bandwidth_gb_s = m.gbs;
+      if (problem_.raw.contains("pytorch_us") && problem_.raw["pytorch_us"].is_number() &&
+          m.median_us > 0)
+        r.speedup_vs_pytorch =
+            fmt::format("{:.3f}", problem_.raw["pytorch_us"].get<double>() / m.median_us);
+    }
+    return r;
+  }
+
+  std::string recent_results() const {
+    auto rows = kernel_rows(results_, kdir_);
+    if (rows.size() > 30) rows.erase(rows.begin(), rows.end() - 30);
+    std::string s = results_header() + "\n";
+    for (const auto& r : rows) s += r + "\n";
+    return s;
+  }
+
+  // Writes `text` as the new best (history, best/, then the editable source, each an atomic
+  // rename) and commits it when the workspace is in a git repository.
+  void install(const std::string& text, int n) {
+    const std::string h = content_hash(text);
+    const fs::path hist = dir_ / "history" / fmt::format("{:04d}_{}{}", n, h, ext_);
+    fs::create_directories(hist.parent_path());
+    write_file_atomic(hist, text);
+    fs::create_directories(best_file_.parent_path());
+    write_file_atomic(best_file_, text);
+    write_file_atomic(best_file_.parent_path() / "best.json",
+                      json{{"hash", h},
+                           {"experiment", n},
+                           {"best_us", best_us_},
+                           {"baseline_us", baseline_us_},
+                           {"pct_peak", best_pct_},
+                           {"speedup", speedup_},
+                           {"source", src_.filename().string()},
+                           {"history", hist.filename().string()},
+                           {"saved_at", utc_now_iso8601()}}
+                          .dump(2));
+    write_file_atomic(src_, text);
+    best_text_ = text;
+    if (opt_.git) {
+      std::string err;
+      const std::string c = git_commit_files(
+          dir_, branch_, {src_, best_file_, best_file_.parent_path() / "best.json", hist},
+          fmt::format("vladbud: {} experiment {}: {:.2f} us ({:.3f}x the starter)", kdir_, n,
+                      best_us_, speedup_),
+          &err);
+      if (!c.empty()) say(fmt::format("{}: committed {} on {}", kdir_, c.substr(0, 10), branch_));
+    }
+  }
+
+  Measurement cached_measure(const std::string& key, const fs::path& f, EvalMode mode, bool* hit) {
+    if (auto j = cache_->get(key)) {
+      *hit = true;
+      return measurement_from(*j);
+    }
+    const Measurement m = meas_->measure(f, mode);
+    cache_->put(key, measurement_json(m));
+    return m;
+  }
+
+  Feedback experiment(const Proposal& p) {
+    const int n = experiments_ + 1;
+    Feedback fb;
+    fb.best_us = best_quick_us_;
+    const std::string h = content_hash(p.source);
+    const fs::path cand = dir_ / "tried" / (h + ext_);
+    if (!fs::exists(cand)) {
+      fs::create_directories(cand.parent_path());
+      write_file_atomic(cand, p.source);
+    }
+    const std::string head = prefix(n) + p.description + ": ";
+    const std::string repro = "; reproduce: " + reproduce_cmd(cand);
+    auto finish = [&](ResultsRow row, const std::string& what) {
+      row.description = head + what + repro;
+      append_results_row(results_, row);
+      experiments_ = n;
+      return fb;
+    };
+    Measurement none;
+    none.verdict = "FAIL";
+    // Rejected before building: the agent broke the rules, or the rung-0 screen refuses it.
+    std::string reject = p.reject_reason, guard = p.reject_guard;
+    if (reject.empty() && p.config.empty()) {
+      try {
+        const auto params = parse_params(p.source);
+        const Config cfg = current_config(p.source, params);
+        auto pr = chain_pruners({builtin_pruner(params, problem_.backend, local_cpu_limits()),
+                                 opt_.extra_pruner});
+        if (auto r = pr(p.source, cfg)) reject = *r, guard = "static_screen";
+      } catch (const std::invalid_argument& e) {
+        reject = std::string("malformed @vb-param: ") + e.what(), guard = "static_screen";
+      }
+    }
+    if (!reject.empty()) {
+      none.guard = guard;
+      ResultsRow row = base_row("revert", none);
+      return finish(row, "rejected unevaluated (" + guard + "): " + reject);
+    }
+    bool hit_q = false, hit_f = false, hit_c = false;
+    const std::string key = h + key_suffix_;
+    const Measurement q = cached_measure("quick|" + key, cand, EvalMode::Quick, &hit_q);
+    const std::string cached_note = hit_q ? " [replayed from the cache]" : "";
+    fb.correct = q.correct() && q.timed;
+    fb.cand_us = q.median_us;
+    if (!fb.correct) {
+      return finish(base_row("revert", q),
+                    fmt::format("quick checks failed in {} (guard {}): {}{}", q.failed_stage,
+                                q.guard, q.reason, cached_note));
+    }
+    if (q.median_us >= best_quick_us_) {
+      return finish(base_row("revert", q),
+                    fmt::format("quick screen: {:.2f} us vs best {:.2f} us: not faster{}",
+                                q.median_us, best_quick_us_, cached_note));
+    }
+    if (stopping()) return fb;  // interrupted: no row for an unfinished experiment
+    const Measurement f = cached_measure("full|" + key, cand, EvalMode::Full, &hit_f);
+    if (!f.correct()) {
+      Measurement shown = q;
+      shown.verdict = f.verdict;
+      fb.correct = false;
+      return finish(base_row("revert", shown),
+                    fmt::format("passed the quick screen ({:.2f} us) but failed the full stages in "
+                                "{} (guard {}): {}",
+                                q.median_us, f.failed_stage, f.guard, f.reason));
+    }
+    if (stopping()) return fb;
+    // Interleaved ABBA rounds of the best (A) and the candidate (B).
+    const std::string ck = "cmp|" + key + "|" + content_hash(best_text_);
+    json cmp;
+    if (auto c = cache_->get(ck)) {
+      cmp = *c;
+      hit_c = true;
+    } else {
+      std::vector<TimingSample> a, b;
+      Measurement last_b;
+      std::string bad;
+      for (int r = 0; r < opt_.rounds && bad.empty(); ++r) {
+        for (int side : r % 2 == 0 ? std::vector<int>{0, 1} : std::vector<int>{1, 0}) {
+          const Measurement m = meas_->measure(side == 0 ? best_file_ : cand, EvalMode::TimingOnly);
+          if (!m.correct() || !m.timed) {
+            bad = fmt::format("{} failed during the interleaved timing ({} guard {}: {})",
+                              side == 0 ? "the best version" : "the candidate", m.verdict, m.guard,
+                              m.reason);
+            if (side == 1) last_b = m;
+            break;
+          }
+          (side == 0 ? a : b).push_back({m.median_us, m.noise, m.reps});
+          if (side == 1) last_b = m;
+        }
+      }
+      if (!bad.empty()) {
+        cmp = {{"keep", false}, {"error", bad}, {"verdict", last_b.verdict}, {"guard", last_b.guard}};
+      } else {
+        const KeepDecision d = decide_keep(a, b, opt_.strictness);
+        cmp = {{"keep", d.keep},         {"reason", d.reason}, {"base_us", d.base_us},
+               {"cand_us", d.cand_us},   {"gain", d.gain},     {"threshold", d.threshold},
+               {"pct_peak", last_b.pct_peak * d.cand_us / std::max(last_b.median_us, 1e-12)},
+               {"tflops", last_b.tflops}, {"gbs", last_b.gbs}};
+      }
+      if (stopping()) return fb;
+      cache_->put(ck, cmp);
+    }
+    const std::string note = hit_c ? " [replayed from the cache]" : "";
+    if (cmp.contains("error")) {
+      Measurement shown = q;
+      shown.verdict = cmp.value("verdict", "FAIL");
+      if (shown.verdict == "PASS") shown.verdict = "FAIL";
+      fb.correct = false;
+      return finish(base_row("revert", shown), cmp["error"].get<std::string>() + note);
+    }
+    Measurement shown = q;
+    shown.median_us = cmp["cand_us"].get<double>();
+    shown.pct_peak = cmp.value("pct_peak", q.pct_peak);
+    const bool keep = cmp["keep"].get<bool>();
+    if (keep) {
+      speedup_ *= cmp["base_us"].get<double>() / std::max(shown.median_us, 1e-12);
+      best_us_ = shown.median_us;
+      best_quick_us_ = shown.median_us;
+      best_pct_ = shown.pct_peak;
+      install(p.source, n);
+      ++kept_;
+      last_keep_ = n;
+      fb.kept = true;
+    } else {
+      best_quick_us_ = cmp["base_us"].get<double>();  // a fresh measurement of the best
+    }
+    return finish(base_row(keep ? "keep" : "revert", shown),
+                  fmt::format("quick {:.2f} us, full stages PASS, {}{}", q.median_us,
+                              cmp["reason"].get<std::string>(), note));
+  }
+
+  void save_state() const {
+    if (!proposer_) return;
+    const json st = {{"version", 1},
+                     {"kernel", problem_.kernel},
+                     {"dir", dir_.string()},
+                     {"source", src_.filename().string()},
+                     {"experiments", experiments_},
+                     {"kept", kept_},
+                     {"last_keep", last_keep_},
+                     {"baseline_us", baseline_us_},
+                     {"best_us", best_us_},
+                     {"best_pct_peak", best_pct_},
+                     {"speedup", speedup_},
+                     {"best_hash", content_hash(best_text_)},
+                     {"branch", branch_},
+                     {"proposer", proposer_->name()},
+                     {"proposer_state", proposer_->state()},
+                     {"pruned", proposer_->pruned()},
+                     {"updated_at", utc_now_iso8601()}};
+    write_file_atomic(dir_ / "state.json", st.dump(2));
+  }
+
+  OptimizeOptions opt_;
+  fs::path dir_, src_, ws_, results_, best_file_;
+  std::string kdir_, ext_, machine_, key_suffix_, branch_, best_text_;
+  KernelProblem problem_;
+  std::unique_ptr<MeasurementCache> cache_;
+  std::unique_ptr<Measurer> owned_;
+  Measurer* meas_ = nullptr;
+  std::unique_ptr<Proposer> proposer_;
+  Clock::time_point start_;
+  int experiments_ = 0, experiments_at_start_ = 0, kept_ = 0, last_keep_ = 0;
+  double baseline_us_ = 0, best_us_ = 0, best_quick_us_ = 0, best_pct_ = 0, speedup_ = 1.0;
+};
+
+}  // namespace
+
+KernelSummary optimize_kernel(const fs::path& dir, const OptimizeOptions& opts) {
+  Loop loop(dir, opts);
+  return loop.run();
+}
+
+}  // namespace vb::opt

@@ -1,0 +1,100 @@
+// The optimization loop (issue 7 item 1) over one kernel folder:
+//   proposer -> rung-0 screen -> build + quick checks and timing (the screen) -> the full five
+//   stages -> interleaved timing against the current best -> keep or revert.
+// Every experiment appends one results.tsv row (DESIGN §7) whose description holds a
+// reproduce command. Kept versions go to best/ and history/NNNN_<hash><ext> (and a git commit on
+// vladbud/<date>-<model> when the workspace is inside a git repository). The editable source is
+// only ever replaced by an atomic rename and always holds the best version between experiments;
+// state.json (written atomically) lets a killed run resume where it stopped.
+//
+// Folder layout: <dir>/problem.json, <dir>/<type><ext> (the one editable source), and written
+// here: best/, history/, tried/ (every candidate, content-addressed), state.json; the workspace
+// (default: <dir>/../.. when <dir> is in a "kernels" folder, else <dir>) holds results.tsv and
+// cache/measurements.jsonl.
+#pragma once
+
+#include <atomic>
+#include <filesystem>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "optimize/measure.h"
+#include "optimize/params.h"
+#include "optimize/problem_file.h"
+
+namespace vb::opt {
+
+/// Knobs of one optimize_kernel call.
+struct OptimizeOptions {
+  double budget_s = 1800;           ///< wall-clock budget of this call, seconds
+  std::string proposer = "search";  ///< "search" or "agent"
+  std::string agent_cmd;            ///< --agent-cmd (agent proposer)
+  double agent_timeout_s = 900;
+  std::uint64_t seed = 1;
+  int plateau_k = 0;         ///< stop after K experiments without a keep (0 = never)
+  double ceiling_pct = 90;   ///< stop when the best reaches this % of its ceiling (0 = never)
+  int max_experiments = 0;   ///< stop after this many experiments in this call (0 = no limit)
+  int rounds = 3;            ///< interleaved ABBA rounds per side before a keep
+  double strictness = 1.0;   ///< multiplier of the noise threshold (decide_keep)
+  std::filesystem::path workspace;  ///< empty = derived from the folder (see above)
+  bool git = true;                  ///< commit kept versions when inside a git repository
+  /// The ladder's rung-0 static screen (issue 4), run after the built-in one. May be empty.
+  Pruner extra_pruner;
+  /// Measurer to use; nullptr = the evaluator (tests pass synthetic ones).
+  Measurer* measurer = nullptr;
+  /// Live status lines ("01_softmax: exp 37 | kept 3 | best 1.23x | 12m04s left").
+  std::function<void(const std::string&)> progress;
+  /// Evaluator progress lines (verbose); may be empty.
+  std::function<void(const std::string&)> eval_progress;
+  /// Polled between phases; true = stop now (Ctrl-C). nullptr = never.
+  const std::atomic<bool>* stop = nullptr;
+};
+
+/// Where one kernel stands (also the orchestrator's per-kernel record).
+struct KernelSummary {
+  std::string dir, kernel;
+  int experiments = 0, kept = 0, pruned = 0, since_keep = 0;
+  int experiments_run = 0;  ///< experiments done in this call (the others were resumed)
+  double baseline_us = 0;  ///< the starting source's quick latency (the starter)
+  double best_us = 0;      ///< the best version's latency when it was kept (interleaved median)
+  /// Speedup over the starter: the product of the kept versions' interleaved gains (each
+  /// best/candidate ratio measured back to back), robust to load drift between keeps.
+  double speedup_vs_starter = 1.0;
+  double pct_peak = 0;     ///< the best version's % of its roofline ceiling
+  double seconds = 0;      ///< time spent in this call
+  std::string stop_reason;  ///< "budget", "plateau", "ceiling", "exhausted", "max_experiments",
+                            ///< "interrupted"
+  double speedup() const { return speedup_vs_starter; }
+};
+
+/// Optimizes the kernel folder `dir`. Resumes from state.json when present. Throws
+/// std::runtime_error (naming the problem and the fix) for a bad folder: missing, no
+/// problem.json, no or several editable sources, a starting source that fails the quick checks.
+KernelSummary optimize_kernel(const std::filesystem::path& dir, const OptimizeOptions& opts);
+
+/// The one editable source of a kernel folder for `backend` (the single file with the backend's
+/// extension directly in `dir`). Throws std::runtime_error naming the folder when there is none
+/// or more than one.
+std::filesystem::path editable_source(const std::filesystem::path& dir, const std::string& backend);
+
+/// The workspace of a kernel folder: <dir>/../.. when <dir>'s parent is named "kernels", else
+/// <dir> itself.
+std::filesystem::path default_workspace(const std::filesystem::path& dir);
+
+/// Reads <dir>/state.json (empty object when absent or unreadable).
+nlohmann::json read_kernel_state(const std::filesystem::path& dir);
+
+/// Parses a budget: "90s", "30m", "1h", "1h30m", "45" (seconds). Throws std::invalid_argument
+/// with the accepted forms for anything else or a non-positive value.
+double parse_budget(const std::string& text);
+
+/// Commits `files` (paths inside the repository) on branch `branch` of the git repository
+/// holding `dir`, without touching the user's checkout or index (plumbing with a temporary
+/// index). Returns the commit id, or "" when `dir` is not inside a git repository or git fails
+/// (`error` then says why).
+std::string git_commit_files(const std::filesystem::path& dir, const std::string& branch,
+                             const std::vector<std::filesystem::path>& files,
+                             const std::string& message, std::string* error = nullptr);
+
+}  // namespace vb::opt

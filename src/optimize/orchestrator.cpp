@@ -1,0 +1,219 @@
+#include "optimize/orchestrator.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+
+#include "core/paths.h"
+#include "core/util.h"
+#include "optimize/problem_file.h"
+
+namespace vb::opt {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+double expected_gain(const KernelEntry& e, double ceiling_pct) {
+  const double share_now = e.time_share / std::max(e.speedup(), 1e-9);
+  const double headroom =
+      e.pct_peak > 0 ? std::clamp(1.0 - e.pct_peak / ceiling_pct, 0.0, 1.0) : 1.0;
+  return share_now * headroom;
+}
+
+std::optional<std::size_t> choose_next(const std::vector<KernelEntry>& entries, double ceiling_pct) {
+  std::optional<std::size_t> best;
+  double g = -1;
+  for (std::size_t i = 0; i < entries.size(); ++i) {
+    const auto& e = entries[i];
+    if (e.status != "pending" && e.status != "active") continue;
+    if (e.budget_s > 0 && e.spent_s >= e.budget_s) continue;
+    const double x = expected_gain(e, ceiling_pct);
+    if (x > g) g = x, best = i;
+  }
+  return best;
+}
+
+double amdahl_speedup(const std::vector<KernelEntry>& entries) {
+  double rest = 1, now = 0;
+  for (const auto& e : entries) {
+    rest -= e.time_share;
+    now += e.time_share / std::max(e.speedup(), 1e-9);
+  }
+  return 1.0 / std::max(std::max(rest, 0.0) + now, 1e-9);
+}
+
+void assign_budgets(std::vector<KernelEntry>& entries, double total_s) {
+  double sum = 0;
+  for (const auto& e : entries) sum += e.time_share;
+  const double n = static_cast<double>(std::max<std::size_t>(entries.size(), 1));
+  for (auto& e : entries)
+    e.budget_s = total_s * (0.5 / n + (sum > 0 ? 0.5 * e.time_share / sum : 0.5 / n));
+}
+
+std::vector<KernelEntry> load_entries(const fs::path& ws) {
+  const fs::path kd = ws / "kernels";
+  if (!fs::is_directory(kd))
+    throw std::runtime_error(kd.string() +
+                             " does not exist: run `vladbud extract` first (or pass --kernel DIR "
+                             "for one kernel folder)");
+  std::vector<fs::path> dirs;
+  for (const auto& e : fs::directory_iterator(kd))
+    if (e.is_directory() && fs::exists(e.path() / "problem.json")) dirs.push_back(e.path());
+  std::sort(dirs.begin(), dirs.end());
+  if (dirs.empty())
+    throw std::runtime_error(kd.string() + " holds no kernel folder with a problem.json");
+  json orch = json::object();
+  try {
+    if (fs::exists(ws / "orchestration.json")) orch = json::parse(read_file(ws / "orchestration.json"));
+  } catch (const std::exception&) {
+  }
+  std::vector<KernelEntry> out;
+  for (const auto& d : dirs) {
+    KernelEntry e;
+    e.dir = d.filename().string();
+    try {
+      const KernelProblem p = read_problem_file(d);
+      e.kernel = p.kernel;
+      e.time_share = p.time_share;
+    } catch (const std::exception& ex) {
+      e.status = "error";
+      e.reason = ex.what();
+    }
+    const json st = read_kernel_state(d);
+    e.baseline_us = st.value("baseline_us", 0.0);
+    e.best_us = st.value("best_us", 0.0);
+    e.pct_peak = st.value("best_pct_peak", 0.0);
+    e.speedup_x = st.value("speedup", 1.0);
+    e.experiments = st.value("experiments", 0);
+    e.kept = st.value("kept", 0);
+    if (e.status != "error" && orch.contains("kernels"))
+      for (const auto& k : orch["kernels"])
+        if (k.value("dir", "") == e.dir) {
+          const std::string s = k.value("status", "pending");
+          // Finished kernels stay finished; budget use starts over with each invocation.
+          if (s == "plateau" || s == "ceiling" || s == "exhausted") e.status = s;
+          else if (e.experiments > 0) e.status = "active";
+          e.reason = k.value("reason", "");
+        }
+    out.push_back(e);
+  }
+  return out;
+}
+
+json orchestration_json(const std::vector<KernelEntry>& entries, double budget_s, double spent_s,
+                        const std::string& current) {
+  json ks = json::array();
+  for (const auto& e : entries)
+    ks.push_back({{"dir", e.dir},
+                  {"kernel", e.kernel},
+                  {"time_share", e.time_share},
+                  {"baseline_us", e.baseline_us},
+                  {"best_us", e.best_us},
+                  {"speedup", e.speedup()},
+                  {"pct_peak", e.pct_peak},
+                  {"experiments", e.experiments},
+                  {"kept", e.kept},
+                  {"budget_s", e.budget_s},
+                  {"spent_s", e.spent_s},
+                  {"expected_gain", expected_gain(e)},
+                  {"status", e.status},
+                  {"reason", e.reason}});
+  return {{"updated_at", utc_now_iso8601()}, {"budget_s", budget_s},
+          {"spent_s", spent_s},              {"current", current},
+          {"amdahl_speedup", amdahl_speedup(entries)}, {"kernels", ks}};
+}
+
+json run_orchestrator(const fs::path& ws_in, const OrchestratorOptions& o) {
+  const fs::path ws = fs::absolute(ws_in).lexically_normal();
+  auto entries = load_entries(ws);
+  assign_budgets(entries, o.budget_s);
+  const auto t0 = std::chrono::steady_clock::now();
+  auto spent = [&] {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  };
+  auto save = [&](const std::string& cur) {
+    write_file_atomic(ws / "orchestration.json",
+                      orchestration_json(entries, o.budget_s, spent(), cur).dump(2));
+  };
+  save("");
+  while (spent() < o.budget_s && !(o.loop.stop && o.loop.stop->load())) {
+    const auto pick = choose_next(entries, o.ceiling_pct);
+    if (!pick) break;
+    KernelEntry& e = entries[*pick];
+    e.status = "active";
+    save(e.dir);
+    OptimizeOptions lo = o.loop;
+    lo.workspace = ws;
+    lo.plateau_k = o.plateau_k;
+    lo.ceiling_pct = o.ceiling_pct;
+    lo.budget_s = std::min(e.budget_s - e.spent_s, o.budget_s - spent());
+    const double left_total = o.budget_s - spent();
+    auto inner = o.loop.progress;
+    lo.progress = [inner, left_total, t_start = std::chrono::steady_clock::now()](const std::string& s) {
+      if (!inner) return;
+      const double el =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
+      inner(fmt::format("{} | total {:.0f}s left", s, std::max(0.0, left_total - el)));
+    };
+    if (lo.budget_s <= 0) {
+      e.status = "budget";
+      continue;
+    }
+    try {
+      const KernelSummary s = optimize_kernel(ws / "kernels" / e.dir, lo);
+      e.spent_s += s.seconds;
+      e.experiments = s.experiments;
+      e.kept = s.kept;
+      e.baseline_us = s.baseline_us;
+      e.best_us = s.best_us;
+      e.speedup_x = s.speedup();
+      e.pct_peak = s.pct_peak;
+      if (s.stop_reason == "plateau")
+        e.status = "plateau", e.reason = fmt::format("no keep in {} experiments", o.plateau_k);
+      else if (s.stop_reason == "ceiling")
+        e.status = "ceiling", e.reason = fmt::format("{:.0f}% of its ceiling", s.pct_peak);
+      else if (s.stop_reason == "exhausted")
+        e.status = "exhausted", e.reason = "every configuration of its parameter space was tried";
+      else if (s.stop_reason == "budget" && e.spent_s >= e.budget_s - 1)
+        e.status = "budget", e.reason = fmt::format("spent its {:.0f} s budget", e.budget_s);
+      else if (s.stop_reason == "budget")
+        e.spent_s = e.budget_s;  // the global budget ran out
+    } catch (const std::exception& ex) {
+      e.status = "error";
+      e.reason = ex.what();
+    }
+    save("");
+  }
+  save("");
+  return orchestration_json(entries, o.budget_s, spent(), "");
+}
+
+std::string format_status(const fs::path& ws) {
+  auto entries = load_entries(ws);
+  json orch = json::object();
+  try {
+    if (fs::exists(ws / "orchestration.json")) orch = json::parse(read_file(ws / "orchestration.json"));
+  } catch (const std::exception&) {
+  }
+  std::string s = fmt::format("workspace: {}\n", fs::absolute(ws).string());
+  if (orch.contains("updated_at"))
+    s += fmt::format("orchestration: updated {}, {:.0f} of {:.0f} s spent, current: {}\n",
+                     orch.value("updated_at", ""), orch.value("spent_s", 0.0),
+                     orch.value("budget_s", 0.0),
+                     orch.value("current", "").empty() ? "none" : orch.value("current", ""));
+  for (auto& e : entries)
+    if (orch.contains("kernels"))
+      for (const auto& k : orch["kernels"])
+        if (k.value("dir", "") == e.dir) e.status = k.value("status", e.status), e.reason = k.value("reason", "");
+  s += fmt::format("{:<22} {:>6} {:>10} {:>10} {:>8} {:>7} {:>5} {:>5}  {}\n", "kernel", "share",
+                   "start_us", "best_us", "speedup", "%peak", "exps", "kept", "status");
+  for (const auto& e : entries)
+    s += fmt::format("{:<22} {:>5.1f}% {:>10.2f} {:>10.2f} {:>7.3f}x {:>6.1f}% {:>5} {:>5}  {}{}\n",
+                     e.dir, 100 * e.time_share, e.baseline_us, e.best_us, e.speedup(), e.pct_peak,
+                     e.experiments, e.kept, e.status, e.reason.empty() ? "" : " (" + e.reason + ")");
+  s += fmt::format("end-to-end (Amdahl over the kernels' shares): {:.3f}x\n", amdahl_speedup(entries));
+  return s;
+}
+
+}  // namespace vb::opt

@@ -1,0 +1,72 @@
+// The orchestrator (issue 7 item 4): `vladbud optimize` over every workspace/kernels/* folder.
+// It picks the kernel with the largest expected end-to-end gain (Amdahl), runs the loop on it
+// until it plateaus (no keep in K experiments), reaches the ceiling (>= 90 % of its roofline)
+// or spends its own budget, then moves on. State: workspace/orchestration.json (atomic).
+#pragma once
+
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "optimize/loop.h"
+
+namespace vb::opt {
+
+/// One kernel as the orchestrator sees it.
+struct KernelEntry {
+  std::string dir;     ///< folder name under workspace/kernels ("01_softmax")
+  std::string kernel;  ///< kernel type
+  double time_share = 0;  ///< share of model time (problem.json)
+  double baseline_us = 0, best_us = 0, pct_peak = 0;
+  double speedup_x = 1.0;  ///< achieved speedup over the starter (KernelSummary::speedup)
+  int experiments = 0, kept = 0;
+  double budget_s = 0, spent_s = 0;  ///< this invocation's per-kernel budget and use
+  /// "pending", "active", "plateau", "ceiling", "budget", "exhausted", "error"
+  std::string status = "pending";
+  std::string reason;
+  double speedup() const { return speedup_x; }
+};
+
+/// Expected end-to-end gain of working on `e`, as a fraction of the original model time:
+/// its current share (time_share / achieved speedup) times its headroom to the target
+/// fraction of its ceiling, max(0, 1 - pct_peak / ceiling_pct) (1 when not yet measured).
+double expected_gain(const KernelEntry& e, double ceiling_pct = 90);
+
+/// Index of the next kernel to optimize: the largest expected gain among pending/active
+/// entries with budget left (ties: lower index); nullopt when none is left.
+std::optional<std::size_t> choose_next(const std::vector<KernelEntry>& entries,
+                                       double ceiling_pct = 90);
+
+/// Amdahl: the model's speedup when each kernel's share is divided by its achieved speedup.
+double amdahl_speedup(const std::vector<KernelEntry>& entries);
+
+/// Per-kernel budgets: half of `total_s` split evenly, half by time share.
+void assign_budgets(std::vector<KernelEntry>& entries, double total_s);
+
+/// Kernel folders of the workspace (workspace/kernels/* holding problem.json), merged with
+/// workspace/orchestration.json and each folder's state.json. Throws std::runtime_error naming
+/// the folder when workspace/kernels is missing or empty.
+std::vector<KernelEntry> load_entries(const std::filesystem::path& workspace);
+
+/// Knobs of an orchestrated run.
+struct OrchestratorOptions {
+  double budget_s = 1800;
+  int plateau_k = 20;
+  double ceiling_pct = 90;
+  OptimizeOptions loop;  ///< proposer, seed, measurer, progress, stop... (budget ignored)
+};
+
+/// Runs the orchestrator; returns the final orchestration.json content.
+nlohmann::json run_orchestrator(const std::filesystem::path& workspace,
+                                const OrchestratorOptions& opts);
+
+/// orchestration.json content of `entries`.
+nlohmann::json orchestration_json(const std::vector<KernelEntry>& entries, double budget_s,
+                                  double spent_s, const std::string& current);
+
+/// `vladbud status` text: one line per kernel plus the totals and the Amdahl estimate.
+std::string format_status(const std::filesystem::path& workspace);
+
+}  // namespace vb::opt

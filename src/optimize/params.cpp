@@ -1,0 +1,207 @@
+#include "optimize/params.h"
+
+#include <fmt/format.h>
+
+#include <cctype>
+#include <regex>
+#include <set>
+#include <sstream>
+#include <stdexcept>
+
+#include "targets/cpu_info.h"
+
+namespace vb::opt {
+
+namespace {
+
+std::vector<std::string> split_lines(const std::string& s) {
+  std::vector<std::string> out;
+  std::string line;
+  std::istringstream in(s);
+  while (std::getline(in, line)) out.push_back(line);
+  return out;
+}
+
+bool is_identifier(const std::string& s) {
+  if (s.empty() || !(std::isalpha(static_cast<unsigned char>(s[0])) || s[0] == '_')) return false;
+  for (char c : s)
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_')) return false;
+  return true;
+}
+
+std::string trim(std::string s) {
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.pop_back();
+  std::size_t i = 0;
+  while (i < s.size() && std::isspace(static_cast<unsigned char>(s[i]))) ++i;
+  return s.substr(i);
+}
+
+// Matches "#define NAME VALUE" (leading whitespace and spaces after '#' allowed).
+const std::regex& define_re() {
+  static const std::regex re(R"(^\s*#\s*define\s+([A-Za-z_][A-Za-z0-9_]*)\s+(\S.*?)\s*$)");
+  return re;
+}
+
+bool ends_with(const std::string& s, const std::string& suf) {
+  return s.size() >= suf.size() && s.compare(s.size() - suf.size(), suf.size(), suf) == 0;
+}
+
+std::optional<long long> to_int(const std::string& v) {
+  try {
+    std::size_t pos = 0;
+    long long x = std::stoll(v, &pos, 0);
+    if (pos == v.size()) return x;
+  } catch (...) {
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::vector<TunableParam> parse_params(const std::string& source) {
+  std::vector<TunableParam> out;
+  std::set<std::string> names;
+  const auto lines = split_lines(source);
+  for (std::size_t i = 0; i < lines.size(); ++i) {
+    const auto pos = lines[i].find("@vb-param");
+    if (pos == std::string::npos) continue;
+    const int ln = static_cast<int>(i + 1);
+    std::string rest = lines[i].substr(pos + 9);
+    std::istringstream in(rest);
+    TunableParam p;
+    p.line = ln;
+    in >> p.name >> p.default_value;
+    if (!is_identifier(p.name))
+      throw std::invalid_argument(fmt::format(
+          "line {}: @vb-param needs 'NAME DEFAULT {{V1,V2,...}} description', got '{}'", ln,
+          trim(rest)));
+    const auto lb = rest.find('{'), rb = rest.find('}');
+    if (lb == std::string::npos || rb == std::string::npos || rb < lb)
+      throw std::invalid_argument(
+          fmt::format("line {}: @vb-param {} has no domain {{V1,V2,...}}", ln, p.name));
+    std::string dom = rest.substr(lb + 1, rb - lb - 1);
+    std::istringstream ds(dom);
+    std::string v;
+    while (std::getline(ds, v, ',')) {
+      v = trim(v);
+      if (!v.empty()) p.domain.push_back(v);
+    }
+    if (p.domain.empty())
+      throw std::invalid_argument(fmt::format("line {}: @vb-param {} has an empty domain", ln, p.name));
+    if (std::find(p.domain.begin(), p.domain.end(), p.default_value) == p.domain.end())
+      throw std::invalid_argument(fmt::format(
+          "line {}: @vb-param {}: default {} is not in its domain {{{}}}", ln, p.name,
+          p.default_value, dom));
+    if (!names.insert(p.name).second)
+      throw std::invalid_argument(fmt::format("line {}: @vb-param {} declared twice", ln, p.name));
+    p.description = trim(rest.substr(rb + 1));
+    out.push_back(std::move(p));
+  }
+  return out;
+}
+
+Config current_config(const std::string& source, const std::vector<TunableParam>& params) {
+  Config cfg;
+  for (const auto& p : params) cfg[p.name] = p.default_value;
+  std::set<std::string> seen;
+  for (const auto& line : split_lines(source)) {
+    std::smatch m;
+    if (std::regex_match(line, m, define_re())) {
+      const std::string n = m[1];
+      if (cfg.count(n) && seen.insert(n).second) cfg[n] = trim(m[2]);
+    }
+  }
+  return cfg;
+}
+
+std::string apply_config(const std::string& source, const Config& cfg) {
+  auto lines = split_lines(source);
+  std::set<std::string> done;
+  for (auto& line : lines) {
+    std::smatch m;
+    if (!std::regex_match(line, m, define_re())) continue;
+    const std::string n = m[1];
+    auto it = cfg.find(n);
+    if (it == cfg.end() || done.count(n)) continue;
+    line = fmt::format("#define {} {}", n, it->second);
+    done.insert(n);
+  }
+  std::string head;
+  for (const auto& [n, v] : cfg)
+    if (!done.count(n)) head += fmt::format("#define {} {}\n", n, v);
+  std::string out = head;
+  for (const auto& l : lines) {
+    out += l;
+    out += '\n';
+  }
+  return out;
+}
+
+std::string config_string(const Config& cfg) {
+  std::string s;
+  for (const auto& [n, v] : cfg) s += fmt::format("{}{}={}", s.empty() ? "" : " ", n, v);
+  return s;
+}
+
+TargetLimits local_cpu_limits() {
+  const CpuInfo c = detect_cpu();
+  TargetLimits l;
+  l.logical_cores = c.logical_cores;
+  l.vector_width_bytes = c.has("avx512f")                  ? 64
+                         : c.has("avx2") || c.has("avx")   ? 32
+                         : c.has("sse2") || c.has("neon")  ? 16
+                                                           : 0;
+  return l;
+}
+
+Pruner builtin_pruner(const std::vector<TunableParam>& params, const std::string& backend,
+                      const TargetLimits& limits) {
+  return [params, backend, limits](const std::string&, const Config& cfg) -> std::optional<std::string> {
+    long long block_product = 1;
+    bool any_block = false;
+    for (const auto& p : params) {
+      auto it = cfg.find(p.name);
+      if (it == cfg.end()) continue;
+      const std::string& v = it->second;
+      if (std::find(p.domain.begin(), p.domain.end(), v) == p.domain.end())
+        return fmt::format("{}={} is outside its declared domain", p.name, v);
+      const auto x = to_int(v);
+      if (!x) continue;
+      const bool threads = p.name == "NUM_THREADS" || ends_with(p.name, "_THREADS");
+      if (backend == "cpu" && threads && limits.logical_cores > 0 && *x > limits.logical_cores)
+        return fmt::format("{}={} exceeds the {} logical cores of this CPU", p.name, v,
+                           limits.logical_cores);
+      if (backend == "cuda" && (threads || p.name.rfind("BLOCK_", 0) == 0) &&
+          p.name.find("THREADS") != std::string::npos) {
+        any_block = true;
+        block_product *= *x;
+      }
+      const bool vec_bytes = (p.name.rfind("VEC", 0) == 0 || p.name.rfind("VECTOR", 0) == 0) &&
+                             ends_with(p.name, "_BYTES");
+      if (vec_bytes && limits.vector_width_bytes > 0 && *x > limits.vector_width_bytes)
+        return fmt::format("{}={} exceeds the native vector width ({} bytes)", p.name, v,
+                           limits.vector_width_bytes);
+      const bool smem = (p.name.rfind("SMEM", 0) == 0 || p.name.rfind("SHARED", 0) == 0) &&
+                        ends_with(p.name, "_BYTES");
+      if (smem && limits.shared_memory_per_block_bytes > 0 &&
+          *x > limits.shared_memory_per_block_bytes)
+        return fmt::format("{}={} exceeds the shared memory per block ({} bytes)", p.name, v,
+                           limits.shared_memory_per_block_bytes);
+    }
+    if (any_block && block_product > limits.max_threads_per_block)
+      return fmt::format("{} threads per block exceed the limit of {}", block_product,
+                         limits.max_threads_per_block);
+    return std::nullopt;
+  };
+}
+
+Pruner chain_pruners(std::vector<Pruner> pruners) {
+  return [pruners](const std::string& src, const Config& cfg) -> std::optional<std::string> {
+    for (const auto& p : pruners)
+      if (p)
+        if (auto r = p(src, cfg)) return r;
+    return std::nullopt;
+  };
+}
+
+}  // namespace vb::opt

@@ -1,0 +1,76 @@
+// Tunable parameters declared in a kernel source, and candidate sources written from them.
+//
+// Convention (one line per parameter, anywhere in the file):
+//   // @vb-param NAME DEFAULT {V1,V2,...}  free-text description
+//   #ifndef NAME
+//   #define NAME DEFAULT
+//   #endif
+// Structural choices are parameters too (`// @vb-param ALGO 0 {0,1,2} 0 scalar, 1 omp simd`).
+// A configuration assigns one domain value to each parameter; a candidate source is the
+// source with the `#define NAME VALUE` defaults rewritten (or `#define`s prepended when the
+// source has none for that name).
+#pragma once
+
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace vb::opt {
+
+/// One @vb-param declaration.
+struct TunableParam {
+  std::string name;                 ///< C identifier, e.g. BLOCK_THREADS
+  std::string default_value;        ///< as written, e.g. "256"
+  std::vector<std::string> domain;  ///< allowed values in declaration order
+  std::string description;
+  int line = 0;  ///< 1-based line of the declaration
+};
+
+/// NAME -> value.
+using Config = std::map<std::string, std::string>;
+
+/// Parses every `@vb-param` line of `source`. Throws std::invalid_argument naming the line for
+/// a malformed declaration (no domain, default not in the domain, duplicate name, bad name).
+std::vector<TunableParam> parse_params(const std::string& source);
+
+/// The configuration the source currently selects: for each parameter the value of its
+/// `#define NAME VALUE` line (the first one), else its declared default.
+Config current_config(const std::string& source, const std::vector<TunableParam>& params);
+
+/// `source` with each parameter of `cfg` set: the first `#define NAME ...` line is rewritten to
+/// `#define NAME VALUE`; a name without one gets `#define NAME VALUE` prepended.
+std::string apply_config(const std::string& source, const Config& cfg);
+
+/// "BLOCK=64 UNROLL=4" (names in order).
+std::string config_string(const Config& cfg);
+
+/// A rung-0 screen: returns a reason when the candidate must not be built, else nullopt. The
+/// ladder's static screen (issue 4) plugs in here; `builtin_pruner` is the optimizer's own.
+using Pruner =
+    std::function<std::optional<std::string>(const std::string& source, const Config& cfg)>;
+
+/// Limits a candidate must respect (from the target's knowledge card / detected hardware).
+struct TargetLimits {
+  int vector_width_bytes = 0;        ///< native SIMD width (0 = unknown: no check)
+  int logical_cores = 0;             ///< CPU threads available (0 = unknown)
+  int max_threads_per_block = 1024;  ///< GPU block size limit (CUDA: 1024)
+  long long shared_memory_per_block_bytes = 0;  ///< GPU on-chip memory per block (0 = unknown)
+};
+
+/// The limits of this machine's CPU (vector width from its ISA: avx512f 64 B, avx2/avx 32 B,
+/// sse2/neon 16 B; logical cores).
+TargetLimits local_cpu_limits();
+
+/// The optimizer's own screen: every value in its declared domain; parameters named *_THREADS
+/// or NUM_THREADS within the CPU's logical cores (cpu backend) or the block limit (cuda, with
+/// BLOCK_* products); VEC*_BYTES / VECTOR_BYTES within the native vector width; SMEM*_BYTES /
+/// SHARED*_BYTES within the shared-memory limit.
+Pruner builtin_pruner(const std::vector<TunableParam>& params, const std::string& backend,
+                      const TargetLimits& limits);
+
+/// Runs several screens in order; the first rejection wins.
+Pruner chain_pruners(std::vector<Pruner> pruners);
+
+}  // namespace vb::opt

@@ -1,0 +1,199 @@
+#include "optimize/report_md.h"
+
+#include <fmt/format.h>
+
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <regex>
+#include <sstream>
+
+#include "core/paths.h"
+#include "core/process.h"
+#include "core/util.h"
+#include "optimize/orchestrator.h"
+
+namespace vb::opt {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+namespace {
+
+struct Row {
+  int experiment = 0, exp_in_kernel = 0;
+  std::string tag, kernel, correctness, description, speedup_vs_pytorch;
+  double latency_us = 0, pct_peak = 0;
+};
+
+std::vector<std::string> split_tab(const std::string& l) {
+  std::vector<std::string> out;
+  std::string f;
+  std::istringstream in(l);
+  while (std::getline(in, f, '\t')) out.push_back(f);
+  return out;
+}
+
+double num(const std::string& s) {
+  try {
+    return std::stod(s);
+  } catch (...) {
+    return 0;
+  }
+}
+
+}  // namespace
+
+ReportFiles write_report(const fs::path& ws, const std::string& python) {
+  const fs::path results = ws / "results.tsv";
+  if (!fs::exists(results))
+    throw std::runtime_error(results.string() + " does not exist: run `vladbud optimize` first");
+  std::map<std::string, std::vector<Row>> by_kdir;
+  {
+    std::ifstream in(results);
+    std::string line;
+    std::getline(in, line);  // header
+    static const std::regex kd(R"(kdir=(\S+) exp=(\d+) )");
+    while (std::getline(in, line)) {
+      const auto c = split_tab(line);
+      if (c.size() < 14) continue;
+      std::smatch m;
+      if (!std::regex_search(c[9], m, kd)) continue;
+      Row r;
+      r.experiment = static_cast<int>(num(c[0]));
+      r.exp_in_kernel = std::stoi(m[2]);
+      r.tag = c[1];
+      r.kernel = c[2];
+      r.latency_us = num(c[4]);
+      r.pct_peak = num(c[5]);
+      r.speedup_vs_pytorch = c[6];
+      r.correctness = c[7];
+      r.description = c[9];
+      by_kdir[m[1]].push_back(r);
+    }
+  }
+  std::vector<KernelEntry> entries;
+  try {
+    entries = load_entries(ws);
+  } catch (const std::exception&) {
+    // A single folder run with --kernel: the workspace may hold no kernels/ folder.
+  }
+  std::string md = "# VladBud report\n\n";
+  md += fmt::format("Workspace `{}`, written {}.\n\n", fs::absolute(ws).string(), utc_now_iso8601());
+  md += "## Kernels\n\n| kernel | baseline (us) | best (us) | speedup vs starter | speedup vs "
+        "PyTorch | % of ceiling | experiments | kept | keep rate |\n|---|---|---|---|---|---|---|---|---|\n";
+  json progress = json::object();
+  for (const auto& [kdir, rows] : by_kdir) {
+    double base = 0, best = 0, pct = 0;
+    int exps = 0, kept = 0;
+    std::string vs_pt = "n/a";
+    json pts = json::array();
+    // Speedups from the ratios measured back to back (load drift cancels): a kept version's
+    // interleaved best/candidate ratio multiplies the chain; other rows are shown relative to
+    // the best of their time.
+    static const std::regex inter(R"(interleaved \d+ rounds: best ([0-9.]+) us, candidate ([0-9.]+) us)");
+    static const std::regex screen(R"(quick screen: ([0-9.]+) us vs best ([0-9.]+) us)");
+    double chain = 1;
+    for (const auto& r : rows) {
+      if (r.tag == "baseline") {
+        if (base <= 0) base = best = r.latency_us, pct = r.pct_peak;
+        if (r.speedup_vs_pytorch != "n/a") vs_pt = r.speedup_vs_pytorch;
+        continue;
+      }
+      ++exps;
+      const bool keep = r.tag == "keep";
+      double rel = 0;
+      std::smatch m;
+      if (std::regex_search(r.description, m, inter) && num(m[2]) > 0)
+        rel = num(m[1]) / num(m[2]);
+      else if (std::regex_search(r.description, m, screen) && num(m[1]) > 0)
+        rel = num(m[2]) / num(m[1]);
+      if (keep) {
+        ++kept;
+        best = r.latency_us, pct = r.pct_peak;
+        if (rel > 0) chain *= rel;
+        if (r.speedup_vs_pytorch != "n/a") vs_pt = r.speedup_vs_pytorch;
+      }
+      pts.push_back({{"experiment", r.exp_in_kernel},
+                     {"latency_us", r.latency_us},
+                     {"speedup", keep ? chain : rel > 0 ? chain * rel : 0.0},
+                     {"best_speedup", chain},
+                     {"kind", keep ? "kept" : r.correctness == "PASS" ? "reverted" : "failed"}});
+    }
+    for (auto& e : entries)
+      if (e.dir == kdir) {
+        if (e.baseline_us <= 0) e.baseline_us = base;
+        if (kept > 0 || e.best_us <= 0) e.best_us = best;
+        if (kept > 0) e.speedup_x = chain;
+        if (e.pct_peak <= 0) e.pct_peak = pct;
+      }
+    md += fmt::format("| {} | {:.2f} | {:.2f} | {:.3f}x | {} | {:.1f}% | {} | {} | {:.0f}% |\n", kdir,
+                      base, best, chain, vs_pt == "n/a" ? vs_pt : vs_pt + "x",
+                      pct, exps, kept, exps ? 100.0 * kept / exps : 0.0);
+    progress[kdir] = {{"baseline_us", base}, {"points", pts}};
+  }
+  md += "\nSpeedups are medians of interleaved timings against the previous best at the model's "
+        "shape and dtype (problem.json); a kept version passed all five correctness stages.\n";
+  if (!entries.empty()) {
+    md += "\n## Amdahl breakdown\n\n| kernel | share of model time | speedup | share after | "
+          "status |\n|---|---|---|---|---|\n";
+    double covered = 0;
+    for (const auto& e : entries) {
+      covered += e.time_share;
+      md += fmt::format("| {} | {:.1f}% | {:.3f}x | {:.1f}% | {} |\n", e.dir, 100 * e.time_share,
+                        e.speedup(), 100 * e.time_share / std::max(e.speedup(), 1e-9), e.status);
+    }
+    md += fmt::format(
+        "| rest of the model | {:.1f}% | 1.000x | {:.1f}% | not optimized |\n\nExpected "
+        "end-to-end speedup: **{:.3f}x** (1 / (rest + sum of share / speedup)).\n",
+        100 * std::max(0.0, 1 - covered), 100 * std::max(0.0, 1 - covered), amdahl_speedup(entries));
+  }
+  md += "\n## End-to-end verification\n\n";
+  if (fs::exists(ws / "verify.json")) {
+    try {
+      const json v = json::parse(read_file(ws / "verify.json"));
+      std::string lines;
+      for (const char* k : {"verdict", "status", "passed", "speedup", "max_abs_error",
+                            "max_rel_error", "baseline_ms", "optimized_ms", "model"})
+        if (v.contains(k)) lines += fmt::format("* {}: {}\n", k, v[k].dump());
+      md += lines.empty() ? "```json\n" + v.dump(2) + "\n```\n" : lines;
+    } catch (const std::exception& e) {
+      md += fmt::format("verify.json is not readable: {}\n", e.what());
+    }
+  } else {
+    md += "Not run: workspace/verify.json does not exist (run `vladbud verify`).\n";
+  }
+  ReportFiles out;
+  out.report_md = ws / "report.md";
+  out.progress_json = ws / "progress.json";
+  out.progress_png = ws / "progress.png";
+  write_file_atomic(out.progress_json, progress.dump(1));
+  // The plot.
+  std::string py = python;
+  if (py.empty()) {
+    const fs::path venv = vladbud_home() / ".venv" / "bin" / "python";
+    py = fs::exists(venv) ? venv.string() : "python3";
+  }
+  const fs::path script = vladbud_home() / "python" / "plot_progress.py";
+  if (!fs::exists(script)) {
+    out.png_note = script.string() + " is missing";
+  } else if (!have_program(py)) {
+    out.png_note = "no Python interpreter (" + py + "); run scripts/setup.sh";
+  } else {
+    const ProcessResult r = run_process({py, script.string(), out.progress_json.string(),
+                                         out.progress_png.string()},
+                                        std::chrono::seconds(120));
+    if (r.ok()) out.png_written = true;
+    else if (r.exit_code == 3)
+      out.png_note = "matplotlib is not installed for " + py +
+                     " (scripts/setup.sh installs it into .venv from scripts/requirements.txt)";
+    else
+      out.png_note = "plot_progress.py failed: " + r.err.substr(0, 300);
+  }
+  md += out.png_written ? "\n![progress](progress.png)\n"
+                        : "\nNo progress.png: " + out.png_note + "\n";
+  write_file_atomic(out.report_md, md);
+  return out;
+}
+
+}  // namespace vb::opt

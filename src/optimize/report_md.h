@@ -1,0 +1,25 @@
+// `vladbud report` (issue 7 item 5): workspace/report.md (per kernel: baseline, best, speedup vs
+// the starter and vs PyTorch when measured, % of ceiling, experiments, keep rate; the Amdahl
+// breakdown; the verify result) and workspace/progress.png drawn by python/plot_progress.py
+// (matplotlib) from workspace/progress.json.
+#pragma once
+
+#include <filesystem>
+#include <string>
+
+namespace vb::opt {
+
+/// What write_report produced.
+struct ReportFiles {
+  std::filesystem::path report_md, progress_json, progress_png;
+  bool png_written = false;
+  std::string png_note;  ///< why there is no PNG (matplotlib missing, ...) or ""
+};
+
+/// Writes the report of workspace `ws` from results.tsv, the kernel folders and (when present)
+/// orchestration.json and verify.json. `python` is the interpreter to draw with (empty: the
+/// project's .venv/bin/python, else python3). Throws std::runtime_error naming the file when the
+/// workspace has no results.tsv.
+ReportFiles write_report(const std::filesystem::path& ws, const std::string& python = "");
+
+}  // namespace vb::opt

@@ -1,0 +1,509 @@
+// The optimizer (src/optimize): keep/revert on synthetic timings, @vb-param parsing and
+// candidate writing, the pruning hook, problem.json, budgets, the orchestrator's choice, and the
+// loop itself driven by a synthetic measurer (no compiler): broken and cheating candidates are
+// never kept, the replay cache makes re-runs cheap, the agent proposer is checked by checksum.
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <fstream>
+#include <random>
+#include <sstream>
+
+#include "core/paths.h"
+#include "eval/report.h"
+#include "optimize/decision.h"
+#include "optimize/loop.h"
+#include "optimize/orchestrator.h"
+#include "optimize/params.h"
+#include "optimize/problem_file.h"
+#include "optimize/proposer.h"
+#include "optimize/report_md.h"
+
+namespace fs = std::filesystem;
+using namespace vb;
+using namespace vb::opt;
+
+namespace {
+
+fs::path temp_dir(const std::string& tag) {
+  static std::mt19937_64 r(std::random_device{}());
+  const fs::path d = fs::temp_directory_path() / fmt::format("vb_opt_{}_{:x}", tag, r());
+  fs::create_directories(d);
+  return d;
+}
+
+std::vector<TimingSample> rounds(std::mt19937_64& rng, double median, double noise, int n) {
+  std::normal_distribution<double> g(0, noise);
+  std::vector<TimingSample> out;
+  for (int i = 0; i < n; ++i) out.push_back({median * (1 + g(rng)), noise, 20});
+  return out;
+}
+
+}  // namespace
+
+TEST(OptimizeDecision, NoiseAloneNeverCausesAKeep) {
+  std::mt19937_64 rng(7);
+  int keeps = 0;
+  for (int t = 0; t < 2000; ++t) {
+    const auto a = rounds(rng, 100, 0.03, 3), b = rounds(rng, 100, 0.03, 3);
+    keeps += decide_keep(a, b).keep;
+  }
+  EXPECT_LE(keeps, 4) << "identical distributions kept " << keeps << " times in 2000";
+}
+
+TEST(OptimizeDecision, ARealGainIsKept) {
+  std::mt19937_64 rng(8);
+  int keeps = 0;
+  for (int t = 0; t < 500; ++t)
+    keeps += decide_keep(rounds(rng, 100, 0.02, 3), rounds(rng, 80, 0.02, 3)).keep;
+  EXPECT_GE(keeps, 475);  // >= 95 % power for a 20 % gain at 2 % noise, 3 rounds
+  const auto d = decide_keep({{100, 0.01, 20}, {101, 0.01, 20}, {99, 0.01, 20}},
+                             {{90, 0.01, 20}, {91, 0.01, 20}, {89, 0.01, 20}});
+  EXPECT_TRUE(d.keep) << d.reason;
+  EXPECT_NEAR(d.gain, 0.1, 1e-9);
+  EXPECT_NE(d.reason.find("keep"), std::string::npos);
+}
+
+TEST(OptimizeDecision, WithinRoundSpreadRaisesTheBar) {
+  // 5 % faster with steady round medians but calls spread by 40 %: not significant.
+  const std::vector<TimingSample> a(3, {100, 0.4, 5}), b(3, {95, 0.4, 5});
+  EXPECT_FALSE(decide_keep(a, b).keep);
+  const std::vector<TimingSample> c(3, {100, 0.005, 50}), d(3, {95, 0.005, 50});
+  EXPECT_TRUE(decide_keep(c, d).keep);
+  EXPECT_THROW(decide_keep({}, {}), std::invalid_argument);
+}
+
+TEST(OptimizeParams, ParseApplyAndCurrentConfig) {
+  const std::string src =
+      "// @vb-param BLOCK_THREADS 256 {64,128,256,512,1024}  threads per block\n"
+      "#ifndef BLOCK_THREADS\n#define BLOCK_THREADS 256\n#endif\n"
+      "// @vb-param ALGO 0 {0,1,2} 0 scalar, 1 omp simd, 2 blocked\n"
+      "int f() { return BLOCK_THREADS; }\n";
+  const auto ps = parse_params(src);
+  ASSERT_EQ(ps.size(), 2u);
+  EXPECT_EQ(ps[0].name, "BLOCK_THREADS");
+  EXPECT_EQ(ps[0].domain.size(), 5u);
+  EXPECT_EQ(ps[0].description, "threads per block");
+  EXPECT_EQ(ps[1].description, "0 scalar, 1 omp simd, 2 blocked");
+  EXPECT_EQ(current_config(src, ps), (Config{{"ALGO", "0"}, {"BLOCK_THREADS", "256"}}));
+  const std::string c = apply_config(src, {{"ALGO", "2"}, {"BLOCK_THREADS", "64"}});
+  EXPECT_NE(c.find("#define BLOCK_THREADS 64\n"), std::string::npos);
+  EXPECT_EQ(c.find("#define BLOCK_THREADS 256"), std::string::npos);
+  EXPECT_EQ(c.rfind("#define ALGO 2\n", 0), 0u) << "a name without #define is prepended";
+  EXPECT_EQ(current_config(c, ps), (Config{{"ALGO", "2"}, {"BLOCK_THREADS", "64"}}));
+  EXPECT_THROW(parse_params("// @vb-param X 3 {1,2}\n"), std::invalid_argument);
+  EXPECT_THROW(parse_params("// @vb-param X 1\n"), std::invalid_argument);
+  EXPECT_THROW(parse_params("// @vb-param X 1 {1}\n// @vb-param X 1 {1}\n"), std::invalid_argument);
+  EXPECT_THROW(parse_params("// @vb-param 9X 1 {1}\n"), std::invalid_argument);
+}
+
+TEST(OptimizeParams, StartersDeclareTunablesWithTheirDefaults) {
+  for (const char* k : {"softmax", "rmsnorm"}) {
+    const std::string src = read_file(vladbud_home() / "kernels" / "cpu" / (std::string(k) + ".cpp"));
+    const auto ps = parse_params(src);
+    ASSERT_GE(ps.size(), 3u) << k;
+    for (const auto& p : ps)
+      EXPECT_EQ(current_config(src, ps).at(p.name), p.default_value) << k << " " << p.name;
+  }
+}
+
+TEST(OptimizeParams, BuiltinPrunerRespectsDomainsAndLimits) {
+  const auto ps = parse_params(
+      "// @vb-param NUM_THREADS 0 {0,1,2,64} threads\n// @vb-param VEC_BYTES 32 {16,32,64,128} v\n"
+      "// @vb-param BLOCK_THREADS 256 {256,1024} b\n// @vb-param SMEM_BYTES 0 {0,65536} s\n");
+  TargetLimits l;
+  l.logical_cores = 2;
+  l.vector_width_bytes = 32;
+  const auto cpu = builtin_pruner(ps, "cpu", l);
+  Config ok{{"NUM_THREADS", "2"}, {"VEC_BYTES", "32"}};
+  EXPECT_FALSE(cpu("", ok));
+  auto r = cpu("", {{"NUM_THREADS", "64"}});
+  ASSERT_TRUE(r);
+  EXPECT_NE(r->find("logical cores"), std::string::npos);
+  r = cpu("", {{"VEC_BYTES", "64"}});
+  ASSERT_TRUE(r);
+  EXPECT_NE(r->find("vector width"), std::string::npos);
+  EXPECT_TRUE(cpu("", {{"VEC_BYTES", "48"}}));  // outside the domain
+  l.shared_memory_per_block_bytes = 49152;
+  const auto cuda = builtin_pruner(ps, "cuda", l);
+  EXPECT_TRUE(cuda("", {{"SMEM_BYTES", "65536"}}));
+  EXPECT_FALSE(cuda("", {{"BLOCK_THREADS", "1024"}, {"SMEM_BYTES", "0"}}));
+  // A hook (the ladder's screen) chained after the built-in one.
+  const auto chained = chain_pruners(
+      {cpu, [](const std::string& s, const Config&) -> std::optional<std::string> {
+         if (s.find("forbidden") != std::string::npos) return "forbidden call";
+         return std::nullopt;
+       }});
+  EXPECT_EQ(chained("forbidden()", ok).value_or(""), "forbidden call");
+}
+
+TEST(OptimizeInput, BudgetsAndProblemFiles) {
+  EXPECT_EQ(parse_budget("30m"), 1800);
+  EXPECT_EQ(parse_budget("1h30m"), 5400);
+  EXPECT_EQ(parse_budget("90s"), 90);
+  EXPECT_EQ(parse_budget("45"), 45);
+  for (const char* bad : {"", "abc", "10x", "-5m", "0", "m30"})
+    EXPECT_THROW(parse_budget(bad), std::invalid_argument) << bad;
+  const fs::path d = temp_dir("problem");
+  std::ofstream(d / "problem.json")
+      << R"({"kernel":"rmsnorm","dtype":"bf16","backend":"cpu","extra":[1,2],)"
+         R"("size":{"label":"m","dims":{"M":4,"N":8},"attrs":{"eps":1e-5}},"time_share":0.25})";
+  const auto p = read_problem_file(d);
+  EXPECT_EQ(p.kernel, "rmsnorm");
+  EXPECT_EQ(p.dtype, DType::BF16);
+  EXPECT_EQ(p.size.dims.at("N"), 8);
+  EXPECT_EQ(p.size.attrs.at("eps"), 1e-5);
+  EXPECT_EQ(p.time_share, 0.25);
+  std::ofstream(d / "problem.json", std::ios::trunc)
+      << R"({"kernel":"rmsnorm","dtype":"fp32","backend":"cpu","size":{"label":"m"},"time_share":0.1})";
+  try {
+    read_problem_file(d);
+    FAIL() << "no error";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("missing field 'size.dims'"), std::string::npos) << e.what();
+  }
+  std::ofstream(d / "problem.json", std::ios::trunc)
+      << R"({"kernel":"rmsnorm","dtype":"fp32","backend":"cpu","size":{"label":"m","dims":{"M":4}},"time_share":0.1})";
+  EXPECT_THROW(read_problem_file(d), std::runtime_error);  // N missing for rmsnorm
+  // The form `vladbud extract` writes: top-level dims/attrs/size_label, "share", model object.
+  std::ofstream(d / "problem.json", std::ios::trunc)
+      << R"({"kernel":"rmsnorm","dims":{"M":4,"N":8},"attrs":{"eps":1e-6},"dtype":"fp32",)"
+         R"("size_label":"","share":0.4,"backend":"cpu","model":{"name":"gpt2"}})";
+  const auto q = read_problem_file(d);
+  EXPECT_EQ(q.size.dims.at("M"), 4);
+  EXPECT_EQ(q.size.label, "M4-N8");
+  EXPECT_EQ(q.time_share, 0.4);
+  EXPECT_EQ(q.model, "gpt2");
+  fs::remove_all(d);
+  EXPECT_THROW(read_problem_file(d), std::runtime_error);
+}
+
+TEST(OptimizeOrchestrator, ChoosesByExpectedEndToEndGain) {
+  std::vector<KernelEntry> e(3);
+  e[0] = {"01_softmax", "softmax", 0.10};
+  e[1] = {"02_matmul", "matmul", 0.60};
+  e[2] = {"03_rmsnorm", "rmsnorm", 0.05};
+  EXPECT_EQ(choose_next(e).value(), 1u);  // the largest share first
+  // matmul at 85 % of a 90 % target has little headroom left; softmax has more to give.
+  e[1].pct_peak = 85;
+  e[1].baseline_us = 100;
+  e[1].best_us = 50;
+  e[1].speedup_x = 2;
+  EXPECT_NEAR(expected_gain(e[1]), 0.3 * (1 - 85.0 / 90), 1e-12);
+  EXPECT_EQ(choose_next(e).value(), 0u);
+  e[0].status = "plateau";
+  EXPECT_EQ(choose_next(e).value(), 2u);  // rmsnorm's 5 % beats matmul's 1.7 % of headroom
+  e[2].budget_s = 10;
+  e[2].spent_s = 10;
+  EXPECT_EQ(choose_next(e).value(), 1u);
+  e[1].status = "ceiling";
+  EXPECT_FALSE(choose_next(e));
+  EXPECT_NEAR(amdahl_speedup(e), 1.0 / (0.25 + 0.1 + 0.3 + 0.05), 1e-12);
+  assign_budgets(e, 600);
+  double sum = 0;
+  for (const auto& x : e) sum += x.budget_s;
+  EXPECT_NEAR(sum, 600, 1e-9);
+  EXPECT_GT(e[1].budget_s, e[0].budget_s);
+}
+
+TEST(OptimizeOrchestrator, ReadsAHandMadeWorkspace) {
+  const fs::path ws = temp_dir("ws");
+  auto mk = [&](const std::string& name, const std::string& k, const std::string& dims, double sh) {
+    fs::create_directories(ws / "kernels" / name);
+    std::ofstream(ws / "kernels" / name / "problem.json")
+        << fmt::format(R"({{"kernel":"{}","dtype":"fp32","backend":"cpu","size":{{"label":"x","dims":{}}},"time_share":{}}})",
+                       k, dims, sh);
+  };
+  mk("01_softmax", "softmax", R"({"R":64,"C":512})", 0.05);
+  mk("02_matmul", "matmul", R"({"M":64,"N":64,"K":64})", 0.55);
+  mk("03_rmsnorm", "rmsnorm", R"({"M":64,"N":512})", 0.10);
+  const auto entries = load_entries(ws);
+  ASSERT_EQ(entries.size(), 3u);
+  EXPECT_EQ(entries[choose_next(entries).value()].dir, "02_matmul");
+  EXPECT_NE(format_status(ws).find("02_matmul"), std::string::npos);
+  fs::remove_all(ws / "kernels");
+  EXPECT_THROW(load_entries(ws), std::runtime_error);
+  fs::remove_all(ws);
+}
+
+namespace {
+
+// A kernel folder whose source declares UNROLL {1,2,4,8} and MODE {0,1,2}; the synthetic
+// measurer derives the latency from the #defines: UNROLL=4 is 20 % faster (a real gain),
+// UNROLL=2 1 % (noise), MODE=1 fails to build, MODE=2 cheats: very fast and passes the screen,
+// but fails the full stages (guard fresh_inputs).
+const char* kSource =
+    "// @vb-param UNROLL 1 {1,2,4,8}  unroll factor\n#ifndef UNROLL\n#define UNROLL 1\n#endif\n"
+    "// @vb-param MODE 0 {0,1,2}  0 honest, 1 broken, 2 cheating\n#ifndef MODE\n#define MODE 0\n"
+    "#endif\nint body() { return UNROLL + MODE; }\n";
+
+class SyntheticMeasurer : public Measurer {
+ public:
+  explicit SyntheticMeasurer(double noise, std::uint64_t seed = 3) : noise_(noise), rng_(seed) {}
+  Measurement measure(const fs::path& f, EvalMode mode) override {
+    ++calls;
+    const std::string s = read_file(f);
+    const Config c = current_config(s, parse_params(s));
+    Measurement m;
+    if (c.at("MODE") == "1") {
+      m.verdict = "FAIL", m.guard = "build", m.failed_stage = "build",
+      m.reason = "compilation failed: error: expected ';'";
+      return m;
+    }
+    if (c.at("MODE") == "2" && mode == EvalMode::Full) {
+      m.verdict = "FAIL", m.guard = "fresh_inputs", m.failed_stage = "smoke",
+      m.reason = "stale output for fresh inputs";
+      return m;
+    }
+    if (mode == EvalMode::Full) return m;
+    const std::map<std::string, double> lat{{"1", 100}, {"2", 99}, {"4", 80}, {"8", 101}};
+    double us = lat.at(c.at("UNROLL"));
+    if (c.at("MODE") == "2") us = 10;
+    std::normal_distribution<double> g(0, noise_);
+    m.timed = true;
+    m.median_us = us * (1 + g(rng_));
+    m.noise = noise_;
+    m.reps = 20;
+    m.pct_peak = 40 * 100 / us;
+    return m;
+  }
+  std::string target() const override { return "synthetic"; }
+  int calls = 0;
+
+ private:
+  double noise_;
+  std::mt19937_64 rng_;
+};
+
+fs::path make_kernel_folder(const fs::path& ws, const std::string& src = kSource) {
+  const fs::path d = ws / "kernels" / "01_softmax";
+  fs::create_directories(d);
+  std::ofstream(d / "problem.json")
+      << R"({"kernel":"softmax","dtype":"fp32","backend":"cpu","size":{"label":"t","dims":{"R":8,"C":64}},"time_share":0.3,"model":"unit"})";
+  std::ofstream(d / "softmax.cpp") << src;
+  return d;
+}
+
+std::vector<std::vector<std::string>> rows_of(const fs::path& tsv) {
+  std::vector<std::vector<std::string>> out;
+  std::ifstream in(tsv);
+  std::string line;
+  std::getline(in, line);
+  while (std::getline(in, line)) {
+    std::vector<std::string> c;
+    std::string f;
+    std::istringstream ls(line);
+    while (std::getline(ls, f, '\t')) c.push_back(f);
+    out.push_back(c);
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST(OptimizeLoop, KeepsRealGainsOnlyAndNeverBrokenOrCheatingCandidates) {
+  const fs::path ws = temp_dir("loop");
+  const fs::path d = make_kernel_folder(ws);
+  SyntheticMeasurer m(0.02);
+  OptimizeOptions o;
+  o.budget_s = 60;
+  o.max_experiments = 40;
+  o.measurer = &m;
+  o.git = false;
+  o.seed = 5;
+  const KernelSummary s = optimize_kernel(d, o);
+  EXPECT_EQ(s.stop_reason, "exhausted");  // 12 configurations, all tried
+  EXPECT_EQ(s.experiments, 11);
+  EXPECT_GE(s.kept, 1);
+  const std::string best = read_file(d / "softmax.cpp");
+  EXPECT_EQ(best, read_file(d / "best" / "softmax.cpp"));
+  const Config c = current_config(best, parse_params(best));
+  EXPECT_EQ(c.at("UNROLL"), "4");
+  EXPECT_EQ(c.at("MODE"), "0");
+  const auto rows = rows_of(ws / "results.tsv");
+  ASSERT_EQ(rows.size(), 12u);  // baseline + 11 experiments
+  int keeps = 0;
+  for (const auto& r : rows) {
+    ASSERT_EQ(r.size(), 14u);
+    EXPECT_NE(r[9].find("reproduce: vladbud optimize --kernel"), std::string::npos);
+    if (r[1] == "keep") {
+      ++keeps;
+      EXPECT_EQ(r[7], "PASS");
+      EXPECT_EQ(r[9].find("MODE=1"), std::string::npos) << r[9];
+      EXPECT_EQ(r[9].find("MODE=2"), std::string::npos) << r[9];
+    }
+    if (r[9].find("MODE=2") != std::string::npos && r[9].find("UNROLL=1 ") != std::string::npos)
+      EXPECT_NE(r[9].find("failed the full stages"), std::string::npos) << r[9];
+  }
+  EXPECT_EQ(keeps, s.kept);
+  // History holds the starter and every kept version; state.json is resumable.
+  int hist = 0;
+  for (const auto& e : fs::directory_iterator(d / "history")) hist += e.is_regular_file();
+  EXPECT_EQ(hist, s.kept + 1);
+  EXPECT_EQ(read_kernel_state(d).value("experiments", 0), 11);
+
+  // A re-run in a fresh copy of the folder replays the cache: almost nothing is measured.
+  const int first_calls = m.calls;
+  fs::remove_all(d);
+  make_kernel_folder(ws);
+  fs::remove(ws / "results.tsv");
+  SyntheticMeasurer m2(0.02);
+  o.measurer = &m2;
+  const KernelSummary s2 = optimize_kernel(d, o);
+  EXPECT_EQ(s2.experiments, 11);
+  EXPECT_LT(m2.calls * 3, first_calls) << m2.calls << " vs " << first_calls;
+  EXPECT_NE(read_file(ws / "results.tsv").find("[replayed from the cache]"), std::string::npos);
+
+  // The report reads it all.
+  const auto rep = write_report(ws, "/nonexistent/python");
+  const std::string md = read_file(rep.report_md);
+  EXPECT_NE(md.find("| 01_softmax |"), std::string::npos);
+  EXPECT_NE(md.find("Amdahl"), std::string::npos);
+  EXPECT_FALSE(rep.png_written);
+  fs::remove_all(ws);
+}
+
+TEST(OptimizeLoop, SameSeedSameSequence) {
+  auto run = [](std::uint64_t seed) {
+    const fs::path ws = temp_dir("seed");
+    const fs::path d = make_kernel_folder(ws);
+    SyntheticMeasurer m(0.0);
+    OptimizeOptions o;
+    o.max_experiments = 6;
+    o.measurer = &m;
+    o.git = false;
+    o.seed = seed;
+    optimize_kernel(d, o);
+    std::vector<std::string> descs;
+    for (const auto& r : rows_of(ws / "results.tsv")) descs.push_back(r[9].substr(0, r[9].find(':')));
+    fs::remove_all(ws);
+    return descs;
+  };
+  EXPECT_EQ(run(11), run(11));
+}
+
+TEST(OptimizeLoop, ResumesWhereItStoppedAndRestoresTheBest) {
+  const fs::path ws = temp_dir("resume");
+  const fs::path d = make_kernel_folder(ws);
+  SyntheticMeasurer m(0.01);
+  OptimizeOptions o;
+  o.max_experiments = 4;
+  o.measurer = &m;
+  o.git = false;
+  optimize_kernel(d, o);
+  // A run killed in the middle of an agent edit left a half-written source behind.
+  std::ofstream(d / "softmax.cpp", std::ios::trunc) << "garbage";
+  const KernelSummary s = optimize_kernel(d, o);
+  EXPECT_EQ(read_file(d / "softmax.cpp"), read_file(d / "best" / "softmax.cpp"));
+  EXPECT_EQ(s.experiments_run, 4);
+  EXPECT_EQ(s.experiments, 8);
+  const auto rows = rows_of(ws / "results.tsv");
+  EXPECT_EQ(rows.size(), 9u);
+  EXPECT_NE(rows.back()[9].find("exp=8 "), std::string::npos);
+  fs::remove_all(ws);
+}
+
+TEST(OptimizeLoop, RefusesBadFolders) {
+  const fs::path ws = temp_dir("bad");
+  SyntheticMeasurer m(0);
+  OptimizeOptions o;
+  o.measurer = &m;
+  o.git = false;
+  auto msg = [&](const fs::path& d) {
+    try {
+      optimize_kernel(d, o);
+    } catch (const std::runtime_error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_NE(msg(ws / "nope").find("does not exist"), std::string::npos);
+  const fs::path d = make_kernel_folder(ws);
+  fs::remove(d / "softmax.cpp");
+  EXPECT_NE(msg(d).find("no editable source"), std::string::npos) << msg(d);
+  std::ofstream(d / "a.cpp") << kSource;
+  std::ofstream(d / "b.cpp") << kSource;
+  EXPECT_NE(msg(d).find("several"), std::string::npos);
+  fs::remove(d / "b.cpp");
+  std::ofstream(d / "a.cpp", std::ios::trunc) << "int f() { return 1; }\n";
+  EXPECT_NE(msg(d).find("declares no tunable parameters"), std::string::npos) << msg(d);
+  fs::remove(d / "problem.json");
+  EXPECT_NE(msg(d).find("problem.json"), std::string::npos);
+  fs::remove_all(ws);
+}
+
+TEST(OptimizeAgent, FakeAgentEditIsEvaluatedAndProtectedFilesAreChecked) {
+  const fs::path ws = temp_dir("agent");
+  const fs::path d = make_kernel_folder(ws);
+  SyntheticMeasurer m(0.01);
+  OptimizeOptions o;
+  o.measurer = &m;
+  o.git = false;
+  o.proposer = "agent";
+  o.max_experiments = 1;
+  o.agent_cmd = "sed -i 's/^#define UNROLL .*/#define UNROLL 4/' softmax.cpp";
+  KernelSummary s = optimize_kernel(d, o);
+  EXPECT_EQ(s.kept, 1);
+  EXPECT_NE(read_file(d / "softmax.cpp").find("#define UNROLL 4"), std::string::npos);
+  EXPECT_TRUE(fs::exists(d / "program.md"));
+  EXPECT_NE(read_file(d / "program.md").find("What you must not touch"), std::string::npos);
+  // The same edit again changes nothing: reverted as such.
+  s = optimize_kernel(d, o);
+  EXPECT_EQ(s.kept, 1);
+  // An agent that also edits problem.json: rejected unevaluated, problem.json restored.
+  const std::string problem = read_file(d / "problem.json");
+  o.agent_cmd =
+      "sed -i 's/^#define UNROLL .*/#define UNROLL 8/' softmax.cpp && echo '{}' > problem.json "
+      "&& touch extra.txt";
+  const int before = m.calls;
+  s = optimize_kernel(d, o);
+  EXPECT_EQ(m.calls, before + 1) << "only the best's setup measurement; the candidate is not run";
+  EXPECT_EQ(read_file(d / "problem.json"), problem);
+  EXPECT_FALSE(fs::exists(d / "extra.txt"));
+  EXPECT_NE(read_file(d / "softmax.cpp").find("#define UNROLL 4"), std::string::npos);
+  const auto rows = rows_of(ws / "results.tsv");
+  EXPECT_NE(rows[rows.size() - 2][9].find("agent_no_change"), std::string::npos);
+  EXPECT_NE(rows.back()[9].find("agent_touched_protected"), std::string::npos);
+  EXPECT_NE(rows.back()[9].find("problem.json (modified)"), std::string::npos);
+  // A broken edit (compile error) is evaluated and reverted.
+  o.agent_cmd = "sed -i 's/^#define MODE .*/#define MODE 1/' softmax.cpp";
+  s = optimize_kernel(d, o);
+  EXPECT_EQ(s.kept, 1);
+  EXPECT_EQ(rows_of(ws / "results.tsv").back()[7], "FAIL");
+  fs::remove_all(ws);
+}
+
+TEST(OptimizeGit, CommitsKeptVersionsOnABranchWithoutTouchingTheCheckout) {
+  if (std::system("git --version >/dev/null 2>&1") != 0) GTEST_SKIP() << "git is not installed";
+  const fs::path repo = temp_dir("git");
+  ASSERT_EQ(std::system(("cd " + repo.string() +
+                         " && git init -q && git -c user.name=t -c user.email=t@t commit -q "
+                         "--allow-empty -m init")
+                            .c_str()),
+            0);
+  const fs::path d = make_kernel_folder(repo / "workspace");
+  SyntheticMeasurer m(0.01);
+  OptimizeOptions o;
+  o.measurer = &m;
+  o.proposer = "agent";
+  o.max_experiments = 1;
+  o.agent_cmd = "sed -i 's/^#define UNROLL .*/#define UNROLL 4/' softmax.cpp";
+  ASSERT_EQ(optimize_kernel(d, o).kept, 1);
+  const std::string branches = [&] {
+    std::string out;
+    FILE* p = ::popen(("git -C " + repo.string() + " branch --list 'vladbud/*'").c_str(), "r");
+    char buf[256];
+    while (p && std::fgets(buf, sizeof buf, p)) out += buf;
+    if (p) ::pclose(p);
+    return out;
+  }();
+  EXPECT_NE(branches.find("-unit"), std::string::npos) << branches;
+  const std::string b = branches.substr(branches.find("vladbud/"));
+  const std::string show = "git -C " + repo.string() + " show " + b.substr(0, b.find('\n')) +
+                           ":workspace/kernels/01_softmax/softmax.cpp | grep -q 'define UNROLL 4'";
+  EXPECT_EQ(std::system(show.c_str()), 0);
+  // HEAD and the index are untouched.
+  EXPECT_EQ(std::system(("test \"$(git -C " + repo.string() + " rev-list --count HEAD)\" = 1").c_str()), 0);
+  fs::remove_all(repo);
+}

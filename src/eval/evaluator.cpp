@@ -115,7 +115,9 @@ const char* kStageNames[] = {"smoke", "shape_sweep", "stability", "determinism",
 class Session {
  public:
   Session(const KernelType& t, const Backend& b, const EvalOptions& o, EvalReport& r)
-      : type_(t), backend_(b), opt_(o), rep_(r), runner_(b.name()) {}
+      : type_(t), backend_(b), opt_(o), rep_(r), runner_(b.name()) {
+    if (!o.runner_launcher.empty()) runner_.set_launcher(o.runner_launcher, o.runner_binary);
+  }
 
   bool start(const std::string& lib) {
     lib_ = lib;

@@ -34,6 +34,12 @@ struct EvalOptions {
   std::size_t max_rotation_bytes = 3ull << 30;  ///< cap on the rotating buffer sets
   /// Ceilings for % of peak; when absent the local CPU's measured ceilings are used.
   std::optional<Ceilings> ceilings;
+  /// Launcher for the runner (RunnerClient::set_launcher): e.g. qemu-aarch64 and its options for
+  /// a cross-built candidate; empty runs the host runner directly.
+  std::vector<std::string> runner_launcher;
+  /// The runner binary the launcher executes (a cross-built vladbud-runner); used only with
+  /// runner_launcher.
+  std::string runner_binary;
   /// Progress lines ("[2/5 shape sweep] 256x4096 fp16"); may be empty.
   std::function<void(const std::string&)> progress;
 };

@@ -32,6 +32,11 @@ std::size_t round_up(std::size_t x, std::size_t a) {
 RunnerClient::RunnerClient(std::string backend, std::size_t memory_limit_bytes)
     : backend_(std::move(backend)), memory_limit_(memory_limit_bytes) {}
 
+void RunnerClient::set_launcher(std::vector<std::string> prefix, std::string runner) {
+  launcher_ = std::move(prefix);
+  launcher_runner_ = std::move(runner);
+}
+
 RunnerClient::~RunnerClient() {
   stop();
   if (base_) ::munmap(base_, capacity_);
@@ -94,7 +99,7 @@ RunnerReply RunnerClient::start(const std::string& library, std::chrono::millise
   // A runner that dies between commands must not kill us with SIGPIPE: the write fails and
   // the death is reported as a crash instead.
   ::signal(SIGPIPE, SIG_IGN);
-  const std::string runner = runner_path().string();
+  const std::string runner = launcher_.empty() ? runner_path().string() : launcher_runner_;
   const int runner_fd = ::open(runner.c_str(), O_RDONLY | O_CLOEXEC);
   if (runner_fd < 0) throw std::runtime_error("cannot open the runner binary " + runner);
   const int lib_fd = library_memfd(library);
@@ -156,6 +161,15 @@ RunnerReply RunnerClient::start(const std::string& library, std::chrono::millise
     const std::string backend = backend_;
     char* argv[] = {const_cast<char*>("vladbud-runner"), const_cast<char*>("--backend"),
                     const_cast<char*>(backend.c_str()), nullptr};
+    if (!launcher_.empty()) {
+      std::vector<std::string> args = launcher_;
+      args.insert(args.end(), {runner, "--backend", backend});
+      std::vector<char*> av;
+      for (auto& a : args) av.push_back(a.data());
+      av.push_back(nullptr);
+      ::execve(av[0], av.data(), envp.data());
+      child_fail("cannot execute the launcher " + launcher_[0]);
+    }
     ::fexecve(runner::kLibraryFd + 1, argv, envp.data());
     child_fail("cannot execute " + runner);
   }

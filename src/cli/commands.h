@@ -12,6 +12,8 @@ void add_bench(CLI::App& app);
 void add_run(CLI::App& app);
 void add_research(CLI::App&);
 void add_targets(CLI::App& app);
+void add_rank(CLI::App& app);
+void add_variants(CLI::App& app);
 
 /// Exit codes shared by the subcommands.
 enum ExitCode : int {

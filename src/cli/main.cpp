@@ -36,6 +36,8 @@ int main(int argc, char** argv) {
   vb::cli::add_run(app);
   vb::cli::add_research(app);
   vb::cli::add_targets(app);
+  vb::cli::add_rank(app);
+  vb::cli::add_variants(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

@@ -499,8 +499,14 @@ class CpuClimber final : public TargetClimber {
       mca_note = "no loop found in the emitted assembly";
     }
     if (!mca_note.empty()) d1["mca_note"] = mca_note;
+    const bool explicit_simd = hot && hot->max_vector_bytes > 0;
+    d1["hot_loop_simd"] = explicit_simd;
     std::string s1 =
-        vec == 0 ? fmt::format("NOT vectorized ({} loop{} missed)", missed, missed == 1 ? "" : "s")
+        vec == 0 ? fmt::format("NOT vectorized by the compiler ({} loop{} missed){}", missed,
+                               missed == 1 ? "" : "s",
+                               explicit_simd ? fmt::format("; explicit SIMD ({} B vectors) in the hot loop",
+                                                           hot->max_vector_bytes)
+                                             : "; hot loop is scalar")
                  : fmt::format("{}/{} loops vectorized, width {}{}", vec, vec + missed,
                                scalable ? "vscale x " : "", widest);
     if (mca)
@@ -515,6 +521,7 @@ class CpuClimber final : public TargetClimber {
 
     // ---- rung 2 (and rung 5 on this machine): the evaluator's stages
     std::optional<double> measured_us, p10, p90;
+    std::string timing_note, timing_flag;
     bool passed2 = false;
     if (opts.max_rung >= 2) {
       EvalOptions eo;
@@ -628,7 +635,13 @@ class CpuClimber final : public TargetClimber {
                                      "PASS (" + stage_summary(*rep) + ")", d2));
         r.highest_rung = 2;
         passed2 = true;
-        if (rep->timing && rep->verdict == "PASS") {
+        // A time above the cached ceiling (INVALID, guard above_ceiling) is still this machine's
+        // measurement; the flag is kept in the evidence (the ceilings may be stale).
+        const bool above = rep->verdict == "INVALID" && rep->guard == "above_ceiling";
+        if (!rep->timing || (rep->verdict != "PASS" && !above))
+          timing_note = rep->verdict + (rep->reason.empty() ? "" : ": " + rep->reason);
+        if (above) timing_flag = "above the cached ceiling: " + rep->reason;
+        if (rep->timing && (rep->verdict == "PASS" || above)) {
           measured_us = rep->timing->median_us;
           p10 = rep->timing->p10_us;
           p90 = rep->timing->p90_us;
@@ -716,7 +729,8 @@ class CpuClimber final : public TargetClimber {
     if (opts.max_rung >= 5) {
       if (measured_us) {
         json d5 = {{"measured_us", *measured_us}, {"p10_us", *p10}, {"p90_us", *p90},
-                   {"machine", detect_cpu().model}, {"date", utc_now_iso8601()}};
+                   {"machine", detect_cpu().model}, {"date", utc_now_iso8601()},
+                   {"flag", timing_flag}};
         r.evidence.push_back(make_ev(5, "pass", "evaluator timing (this machine)",
                                      cpu_toolchain_version(),
                                      fmt::format("measured {:.4g} us (p10 {:.4g}, p90 {:.4g})",
@@ -733,7 +747,7 @@ class CpuClimber final : public TargetClimber {
         r.confidence = "measured";
       } else {
         r.evidence.push_back(make_ev(5, "unavailable", "", "",
-                                     cfg.local ? "timing did not produce a valid measurement"
+                                     cfg.local ? "timing did not produce a valid measurement (" + timing_note + ")"
                                                : "target " + target.id + " is not this machine"));
       }
     }

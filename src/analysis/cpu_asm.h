@@ -63,7 +63,7 @@ std::vector<AsmLoop> find_innermost_loops(const std::string& assembly, AsmIsa is
 const AsmLoop* hot_loop(const std::vector<AsmLoop>& loops);
 
 /// `assembly` with "LLVM-MCA-BEGIN <name>" before the loop's label and "LLVM-MCA-END <name>"
-/// after its closing branch, written as comments of the ISA ('#' x86-64, '//' AArch64).
+/// after its closing branch, as '#' comments (the form llvm-mca scans on x86-64 and AArch64).
 std::string insert_mca_markers(const std::string& assembly, const AsmLoop& loop, AsmIsa isa,
                                const std::string& name = "hot");
 

@@ -475,7 +475,8 @@ class CpuClimber final : public TargetClimber {
       const fs::path marked = temp_file("mca-" + variant.name,
                                         analysis::insert_mca_markers(assembly, *hot, isa));
       std::vector<std::string> margv{kMca, "-mtriple=" + cfg.triple, "-mcpu=" + cfg.cpu,
-                                     "-bottleneck-analysis", "-iterations=200", marked.string()};
+                                     "-bottleneck-analysis", "-iterations=200",
+                                     "-skip-unsupported-instructions=lack-sched", marked.string()};
       const auto mr = run_process(margv, std::chrono::minutes(2));
       std::error_code ec;
       fs::remove(marked, ec);

@@ -163,7 +163,10 @@ RunnerReply RunnerClient::start(const std::string& library, std::chrono::millise
                     const_cast<char*>(backend.c_str()), nullptr};
     if (!launcher_.empty()) {
       std::vector<std::string> args = launcher_;
-      args.insert(args.end(), {runner, "--backend", backend});
+      // The launcher opens the runner through the descriptor the parent opened for it (the
+      // sandboxed uid may not be able to reach its path, e.g. under /root).
+      args.insert(args.end(),
+                  {"/proc/self/fd/" + std::to_string(runner::kLibraryFd + 1), "--backend", backend});
       std::vector<char*> av;
       for (auto& a : args) av.push_back(a.data());
       av.push_back(nullptr);

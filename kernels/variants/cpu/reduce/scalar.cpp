@@ -1,4 +1,5 @@
-// Scalar, single-threaded: one running fp32 sum per row, loop vectorization disabled.
+// Scalar, single-threaded: a sequential fp32 sum per 1024-element chunk added into the row sum,
+// loop vectorization disabled.
 #include "vb_variant.h"
 
 extern "C" __attribute__((optimize("no-tree-vectorize"))) int vb_kernel_run(
@@ -14,8 +15,10 @@ extern "C" __attribute__((optimize("no-tree-vectorize"))) int vb_kernel_run(
   for (vbv::i64 r = 0; r < M; ++r) {
     float s = 0;
     vbv::for_chunks(x, dt, r * N, N, stage, [&](const float* p, vbv::i64 n, vbv::i64) {
+      float t = 0;
 #pragma clang loop vectorize(disable) interleave(disable)
-      for (vbv::i64 i = 0; i < n; ++i) s += p[i];
+      for (vbv::i64 i = 0; i < n; ++i) t += p[i];
+      s += t;
     });
     vbk::store_f32(&s, dt, vbk::data_ptr(out[0]), r, 1);
   }

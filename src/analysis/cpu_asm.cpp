@@ -155,7 +155,8 @@ std::vector<LoopRemark> parse_loop_remarks(const std::string& text) {
   std::set<std::tuple<std::string, int, bool>> seen;
   static const std::regex clang_ok(
       R"(^([^:\s]+):(\d+):\d+: remark: vectorized loop \(vectorization width: (vscale x )?(\d+)(, interleaved count: (\d+))?)");
-  static const std::regex clang_miss(R"(^([^:\s]+):(\d+):\d+: remark: loop not vectorized(: ?(.*?))?\s*(\[-Rpass-missed=loop-vectorize\])?$)");
+  static const std::regex clang_miss(
+      R"(^([^:\s]+):(\d+):\d+: remark: loop not vectorized:? ?(.*?)\s*(\[-Rpass-missed=loop-vectorize\])?$)");
   static const std::regex gcc_ok(
       R"(^([^:\s]+):(\d+):\d+: optimized: loop vectorized using (\d+) byte vectors)");
   static const std::regex gcc_miss(R"(^([^:\s]+):(\d+):\d+: missed: couldn't vectorize loop)");
@@ -168,7 +169,7 @@ std::vector<LoopRemark> parse_loop_remarks(const std::string& text) {
       r = {m[1], std::stoi(m[2]), true, std::stoi(m[4]), m[3].matched,
            m[6].matched ? std::stoi(m[6]) : 0, 0, ""};
     } else if (std::regex_search(line, m, clang_miss)) {
-      r = {m[1], std::stoi(m[2]), false, 0, false, 0, 0, m[4].matched ? trim(m[4]) : ""};
+      r = {m[1], std::stoi(m[2]), false, 0, false, 0, 0, trim(m[3])};
     } else if (std::regex_search(line, m, gcc_ok)) {
       r = {m[1], std::stoi(m[2]), true, 0, false, 0, std::stoi(m[3]), ""};
     } else if (std::regex_search(line, m, gcc_miss)) {

@@ -8,12 +8,14 @@
 #include "core/paths.h"
 #include "eval/report.h"
 #include "eval/run_all.h"
+#include "ladder/rank.h"
 
 namespace vb::cli {
 
 namespace {
 struct RunArgs {
   bool all = false, json = false, quick = false, progress = false;
+  bool no_remote = false, emulate = false;
   std::string kernel, report, results = "results.tsv";
 };
 
@@ -52,15 +54,39 @@ void run_run(const RunArgs& a) {
     }
   });
   const std::vector<TargetResults> targets{t};
+  // Remote targets (--all): the starters climbed up the confidence ladder (rungs 0, 1, 3; rung 2
+  // natively/under QEMU only with --emulate, which takes minutes more).
+  std::vector<TargetSpec> remote;
+  std::vector<std::vector<ladder::ClimbResult>> climbs;
+  if (a.all && !a.no_remote) {
+    try {
+      remote = ladder::remote_cpu_targets();
+      ladder::ClimbOptions lo;
+      lo.quick = true;
+      lo.max_rung = 3;
+      lo.skip_emulation = !a.emulate;
+      lo.progress = [](const std::string& m) { std::cerr << m << "\n"; };
+      std::cerr << "vladbud run: remote targets (ladder" << (a.emulate ? ", with rung 2" : ", rungs 0/1/3")
+                << "): " << remote.size() << "\n";
+      climbs = ladder::climb_starters(types, remote, lo);
+    } catch (const std::exception& e) {
+      std::cerr << "vladbud run: remote targets skipped: " << e.what() << "\n";
+      remote.clear();
+      climbs.clear();
+    }
+  }
   if (!a.report.empty()) {
     write_file_atomic(a.report, "# vladbud run\n\n" + format_run_table(targets, true));
     std::cerr << "report written to " << a.report << "\n";
   }
-  if (a.json)
-    std::cout << run_to_json(targets).dump(2, ' ', false, nlohmann::json::error_handler_t::replace)
-              << "\n";
-  else
+  if (a.json) {
+    auto j = run_to_json(targets);
+    for (auto& r : ladder::remote_targets_json(remote, climbs)) j["targets"].push_back(r);
+    std::cout << j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+  } else {
     std::cout << format_run_table(targets, false);
+    if (!remote.empty()) std::cout << ladder::format_remote_table(remote, climbs);
+  }
   int worst = 0;
   for (const auto& r : t.kernels) worst = std::max(worst, exit_code_for(r.verdict));
   if (worst) throw CLI::RuntimeError(worst);
@@ -80,6 +106,10 @@ void add_run(CLI::App& app) {
   c->add_option("--report", args->report, "also write the table as Markdown to this file");
   c->add_flag("--quick", args->quick, "fewer sizes per stage and short timing windows");
   c->add_flag("--progress", args->progress, "print per-case progress to stderr");
+  c->add_flag("--no-remote", args->no_remote,
+              "--all without the remote CPU targets of the spec DB (ladder rungs 0, 1, 3)");
+  c->add_flag("--emulate", args->emulate,
+              "--all: also rung 2 for remote targets (qemu-aarch64 for Arm, native for AVX-512)");
   c->add_option("--results", args->results, "results.tsv to append to")->capture_default_str();
   c->callback([args] { run_run(*args); });
 }

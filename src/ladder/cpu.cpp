@@ -544,6 +544,8 @@ class CpuClimber final : public TargetClimber {
         version2 = cpu_toolchain_version();
         say(eo.timing ? "rung 2+5: evaluator stages and timing here" : "rung 2: evaluator stages here");
         rep = evaluate(type, *be, variant.source, eo);
+      } else if (cfg.aarch64 && opts.skip_emulation) {
+        unavailable = "skipped: emulation (qemu-aarch64) not asked for (vladbud run --all --emulate)";
       } else if (cfg.aarch64) {
         if (!have_program(kQemu) || !have_program(kCrossGxx)) {
           unavailable = "qemu-aarch64 or aarch64-linux-gnu-g++ not installed (scripts/setup.sh)";
@@ -580,7 +582,9 @@ class CpuClimber final : public TargetClimber {
         const bool host_ok = host.arch == "x86_64" &&
                              (!v4 || (host.has("avx512f") && host.has("avx512bw") &&
                                       host.has("avx512vl")));
-        if (!host_ok) {
+        if (opts.skip_emulation) {
+          unavailable = "skipped: rung 2 not asked for (vladbud run --all --emulate runs it)";
+        } else if (!host_ok) {
           unavailable = "this host lacks the target's ISA (" + target.isa +
                         ") and no emulator exists here (qemu-x86_64 does not emulate AVX-512, "
                         "Intel SDE is not installed)";
@@ -648,7 +652,8 @@ class CpuClimber final : public TargetClimber {
           p90 = rep->timing->p90_us;
         }
       } else {
-        r.evidence.push_back(make_ev(2, "unavailable", "", "", unavailable));
+        r.evidence.push_back(make_ev(2, unavailable.rfind("skipped", 0) == 0 ? "skipped" : "unavailable",
+                                     "", "", unavailable));
       }
     }
 

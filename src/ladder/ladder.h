@@ -82,6 +82,8 @@ struct ClimbOptions {
   std::optional<Size> size;          ///< ranking size; default the type's benchmark size
   bool quick = false;                ///< fewer evaluator sizes at rung 2
   int max_rung = kRealHardware;      ///< stop after this rung
+  /// Skip rung 2 where it would need an emulator (QEMU): the fast default of `vladbud run --all`.
+  bool skip_emulation = false;
   std::function<void(const std::string&)> progress;  ///< may be empty
 };
 

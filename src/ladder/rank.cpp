@@ -1,5 +1,7 @@
 #include "ladder/rank.h"
 
+#include "ladder/cpu.h"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -252,6 +254,86 @@ json rankings_to_json(const std::vector<TargetRanking>& rankings, const std::str
     j["targets"].push_back(t);
   }
   return j;
+}
+
+}  // namespace vb::ladder
+
+namespace vb::ladder {
+
+std::vector<TargetSpec> remote_cpu_targets() {
+  std::vector<TargetSpec> out;
+  const CpuInfo host = detect_cpu();
+  for (const auto& t : load_spec_db()) {
+    if (t.kind != "cpu" || !climber_for(t)) continue;
+    if (match_cpu(std::vector<TargetSpec>{t}, host)) continue;  // this machine: measured locally
+    try {
+      (void)cpu_target_config(t);
+    } catch (const std::invalid_argument&) {
+      continue;  // no llvm-mca CPU recorded: nothing to climb with
+    }
+    out.push_back(t);
+  }
+  return out;
+}
+
+std::vector<std::vector<ClimbResult>> climb_starters(const std::vector<const KernelType*>& types,
+                                                     const std::vector<TargetSpec>& targets,
+                                                     const ClimbOptions& opts) {
+  std::vector<std::vector<ClimbResult>> out(targets.size());
+  for (std::size_t ti = 0; ti < targets.size(); ++ti)
+    for (const auto* kt : types) {
+      Variant v{"starter", vladbud_home() / "kernels" / "cpu" / (kt->name() + ".cpp"), "cpu",
+                "the starter kernel"};
+      if (opts.progress) opts.progress(fmt::format("[remote {}] {}", targets[ti].id, kt->name()));
+      ClimbOptions o = opts;
+      o.size = std::nullopt;
+      out[ti].push_back(climber_for(targets[ti])->climb(*kt, v, targets[ti], o));
+    }
+  return out;
+}
+
+json remote_targets_json(const std::vector<TargetSpec>& targets,
+                         const std::vector<std::vector<ClimbResult>>& results) {
+  json a = json::array();
+  for (std::size_t ti = 0; ti < targets.size(); ++ti) {
+    json t = {{"id", targets[ti].id}, {"name", targets[ti].name}, {"backend", "cpu"},
+              {"local", false}, {"family", targets[ti].family}, {"kernels", json::array()}};
+    for (const auto& r : results[ti]) {
+      json k = {{"kernel", r.kernel}, {"rung", r.highest_rung},
+                {"rung_name", r.highest_rung >= 0 ? rung_name(r.highest_rung) : "none"},
+                {"confidence", r.confidence}, {"rejected", r.rejected},
+                {"stop_reason", r.stop_reason}};
+      k["estimate_us"] = r.estimate ? json(r.estimate->time_us) : json(nullptr);
+      k["low_us"] = r.estimate ? json(r.estimate->low_us) : json(nullptr);
+      k["high_us"] = r.estimate ? json(r.estimate->high_us) : json(nullptr);
+      t["kernels"].push_back(k);
+    }
+    a.push_back(t);
+  }
+  return a;
+}
+
+std::string format_remote_table(const std::vector<TargetSpec>& targets,
+                                const std::vector<std::vector<ClimbResult>>& results) {
+  std::string o = "\nRemote targets (not this machine; the confidence ladder, no measurement):\n";
+  o += fmt::format("{:<17}", "kernel");
+  for (const auto& t : targets) o += fmt::format(" {:>26}", t.id);
+  o += "\n";
+  if (results.empty() || results[0].empty()) return o;
+  for (std::size_t k = 0; k < results[0].size(); ++k) {
+    o += fmt::format("{:<17}", results[0][k].kernel);
+    for (std::size_t ti = 0; ti < targets.size(); ++ti) {
+      const auto& r = results[ti][k];
+      std::string cell = r.rejected ? "rejected (r" + std::to_string(r.evidence.empty() ? 0 : r.evidence.back().rung) + ")"
+                         : r.estimate ? fmt::format("r{} {:.3g} us [{:.2g}-{:.2g}]", r.highest_rung,
+                                                    r.estimate->time_us, r.estimate->low_us, r.estimate->high_us)
+                                      : fmt::format("r{} -", r.highest_rung);
+      o += fmt::format(" {:>26}", cell);
+    }
+    o += "\n";
+  }
+  o += "(rN = highest rung reached: 1 static signals, 2 correctness, 3 analytical; estimate with its band)\n";
+  return o;
 }
 
 }  // namespace vb::ladder

@@ -80,4 +80,24 @@ std::string format_rankings(const std::vector<TargetRanking>& rankings, const st
 nlohmann::json rankings_to_json(const std::vector<TargetRanking>& rankings,
                                 const std::string& kernel, DType dtype);
 
+/// The CPU targets of the spec DB other than this machine, by id (what `vladbud run --all` adds).
+std::vector<TargetSpec> remote_cpu_targets();
+
+/// Climbs the starter kernel (kernels/cpu/<type>.cpp) of each type on each target with `opts`
+/// (`vladbud run --all`: rungs 0, 1, 3, and 2 only with --emulate). Results per target in
+/// `types` order.
+std::vector<std::vector<ClimbResult>> climb_starters(const std::vector<const KernelType*>& types,
+                                                     const std::vector<TargetSpec>& targets,
+                                                     const ClimbOptions& opts);
+
+/// {"id", "name", "backend": "cpu", "local": false, "family", "kernels": [{"kernel", "rung",
+/// "rung_name", "confidence", "estimate_us", "low_us", "high_us", "rejected", "stop_reason"}]}
+/// per target.
+nlohmann::json remote_targets_json(const std::vector<TargetSpec>& targets,
+                                   const std::vector<std::vector<ClimbResult>>& results);
+
+/// The kernel x remote target table: highest rung and estimate (us) with its band.
+std::string format_remote_table(const std::vector<TargetSpec>& targets,
+                                const std::vector<std::vector<ClimbResult>>& results);
+
 }  // namespace vb::ladder

@@ -122,9 +122,14 @@ TEST(Analysis, ClangRemarksGiveWidthsIncludingScalable) {
   int scalable = 0, fixed = 0, missed = 0;
   for (const auto& r : rs) {
     if (r.file.find("softmax/simd.cpp") == std::string::npos) continue;
-    if (!r.vectorized) ++missed;
-    else if (r.scalable) ++scalable, EXPECT_EQ(r.width, 4);
-    else ++fixed;
+    if (!r.vectorized) {
+      ++missed;
+    } else if (r.scalable) {
+      ++scalable;
+      EXPECT_EQ(r.width, 4);
+    } else {
+      ++fixed;
+    }
   }
   EXPECT_EQ(scalable, 1);  // "vectorization width: vscale x 4"
   EXPECT_EQ(fixed, 1);     // "vectorization width: 4, interleaved count: 2"

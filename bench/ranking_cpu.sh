@@ -88,11 +88,11 @@ for t in types:
         v = f[len(f"{tmp}/{t}."):-5]
         try: r = json.load(open(f))
         except Exception: r = {"verdict": "ERROR", "reason": open(f[:-5] + ".err").read()[-300:]}
-        tm = r.get("timing") or {}
         doc["types"][t][v] = {"verdict": r.get("verdict"), "reason": r.get("reason", ""),
-                              "median_us": tm.get("median_us"), "p10_us": tm.get("p10_us"),
-                              "p90_us": tm.get("p90_us"), "noise": tm.get("noise"),
-                              "other_runnable": tm.get("other_runnable")}
+                              "median_us": r.get("latency_us"), "p10_us": r.get("latency_p10_us"),
+                              "p90_us": r.get("latency_p90_us"), "noise": r.get("noise"),
+                              "reps": r.get("reps"), "other_runnable": r.get("other_runnable_tasks"),
+                              "load_average": r.get("load_average")}
 json.dump(doc, open(out, "w"), indent=1)
 print("wrote", out, f"({secs} s)")
 PY

@@ -20,8 +20,10 @@ while [ $# -gt 0 ]; do
   shift
 done
 
-# Debian packages: toolchain, CLI11, nlohmann-json, fmt, DLPack, Highway, GoogleTest.
-pkgs=(cmake make g++ libcli11-dev nlohmann-json3-dev libfmt-dev libdlpack-dev libhwy-dev libgtest-dev g++-aarch64-linux-gnu)
+# Debian packages: toolchain, CLI11, nlohmann-json, fmt, DLPack, Highway, GoogleTest; the ladder
+# for CPU targets: clang-19, llvm-19 (llvm-mca-19), libomp-19-dev (omp.h for clang), qemu-user,
+# the aarch64 cross compiler.
+pkgs=(cmake make g++ libcli11-dev nlohmann-json3-dev libfmt-dev libdlpack-dev libhwy-dev libgtest-dev g++-aarch64-linux-gnu clang-19 llvm-19 libomp-19-dev qemu-user)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

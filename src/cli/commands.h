@@ -18,6 +18,8 @@ void add_verify(CLI::App& app);
 void add_optimize(CLI::App& app);
 void add_status(CLI::App& app);
 void add_report(CLI::App& app);
+void add_rank(CLI::App& app);
+void add_variants(CLI::App& app);
 
 /// Exit codes shared by the subcommands.
 enum ExitCode : int {

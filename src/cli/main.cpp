@@ -44,6 +44,8 @@ int main(int argc, char** argv) {
   vb::cli::add_optimize(app);
   vb::cli::add_status(app);
   vb::cli::add_report(app);
+  vb::cli::add_rank(app);
+  vb::cli::add_variants(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

@@ -8,6 +8,7 @@
 #include "core/paths.h"
 #include "eval/report.h"
 #include "eval/run_all.h"
+#include "ladder/rank.h"
 #include "bridge/bridge.h"
 #include "kernels/kernel_type.h"
 
@@ -16,7 +17,8 @@ namespace vb::cli {
 namespace {
 struct RunArgs {
   bool all = false, json = false, quick = false, progress = false, no_gpu = false, no_cpu = false,
-       no_pytorch = false;
+       no_pytorch = false, emulate = false;
+  std::vector<std::string> remote{"cpu"};
   std::string kernel, report, results = "results.tsv";
 };
 
@@ -97,15 +99,54 @@ void run_run(const RunArgs& a) {
       std::cerr << "vladbud run: no GPU: cuda backend skipped (" << why << ")\n";
     }
   }
+  // Remote targets (--all): the starters climbed up the confidence ladder (rungs 0, 1, 3; rung 2
+  // natively/under QEMU only with --emulate, which takes minutes more).
+  std::vector<TargetSpec> remote;
+  std::vector<std::vector<ladder::ClimbResult>> climbs;
+  bool remote_cpu = false, remote_nvidia = false;
+  for (const auto& w : a.remote) {
+    if (w == "cpu") remote_cpu = true;
+    else if (w == "nvidia") remote_nvidia = true;
+    else if (w != "none") {
+      std::cerr << "vladbud run: --remote takes cpu, nvidia, both (cpu,nvidia) or none; got '" << w
+                << "'\n";
+      throw CLI::RuntimeError(kUsage);
+    }
+  }
+  if (a.all && (remote_cpu || remote_nvidia)) {
+    try {
+      if (remote_cpu) remote = ladder::remote_cpu_targets();
+      if (remote_nvidia)
+        for (auto& t : ladder::remote_nvidia_targets()) remote.push_back(std::move(t));
+      ladder::ClimbOptions lo;
+      lo.quick = true;
+      lo.max_rung = 3;
+      lo.skip_emulation = !a.emulate;
+      lo.progress = [](const std::string& m) { std::cerr << m << "\n"; };
+      std::cerr << "vladbud run: remote targets (ladder"
+                << (a.emulate ? ", with rung 2" : ", rungs 0/1/3") << "): " << remote.size() << "\n";
+      climbs = ladder::climb_starters(types, remote, lo);
+    } catch (const std::exception& e) {
+      std::cerr << "vladbud run: remote targets skipped: " << e.what() << "\n";
+      remote.clear();
+      climbs.clear();
+    }
+  }
   if (!a.report.empty()) {
-    write_file_atomic(a.report, "# vladbud run\n\n" + format_run_table(targets, true));
+    std::string md = "# vladbud run\n\n" + format_run_table(targets, true);
+    if (!remote.empty()) md += "## Remote targets (confidence ladder)\n\n```\n" +
+                               ladder::format_remote_table(remote, climbs) + "```\n";
+    write_file_atomic(a.report, md);
     std::cerr << "report written to " << a.report << "\n";
   }
-  if (a.json)
-    std::cout << run_to_json(targets).dump(2, ' ', false, nlohmann::json::error_handler_t::replace)
-              << "\n";
-  else
+  if (a.json) {
+    auto j = run_to_json(targets);
+    for (auto& r : ladder::remote_targets_json(remote, climbs)) j["targets"].push_back(r);
+    std::cout << j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+  } else {
     std::cout << format_run_table(targets, false);
+    if (!remote.empty()) std::cout << ladder::format_remote_table(remote, climbs);
+  }
   int worst = 0;
   for (const auto& t : targets)
     for (const auto& r : t.kernels) worst = std::max(worst, exit_code_for(r.verdict));
@@ -131,6 +172,14 @@ void add_run(CLI::App& app) {
   c->add_flag("--no-cpu", args->no_cpu, "skip the local CPU (e.g. only the GPU on a GPU machine)");
   c->add_flag("--no-pytorch", args->no_pytorch,
               "do not time PyTorch on the same problems (speedup_vs_pytorch n/a)");
+  c->add_option("--remote", args->remote,
+                "--all: remote targets climbed up the confidence ladder (rungs 0, 1, 3): cpu (the "
+                "spec DB's CPUs), nvidia (one NVIDIA GPU per architecture, compile-only: several "
+                "minutes of nvcc the first time), cpu,nvidia, or none")
+      ->delimiter(',')
+      ->capture_default_str();
+  c->add_flag("--emulate", args->emulate,
+              "--all: also rung 2 for remote CPU targets (qemu-aarch64 for Arm, native for AVX-512)");
   c->add_option("--results", args->results, "results.tsv to append to")->capture_default_str();
   c->callback([args] { run_run(*args); });
 }

@@ -127,6 +127,7 @@ class Session {
             "toolkit's bin/ to PATH)");
       runner_.set_sanitizer(exe, o.sanitizer);
     }
+    if (!o.runner_launcher.empty()) runner_.set_launcher(o.runner_launcher, o.runner_binary);
   }
 
   bool start(const std::string& lib) {

@@ -41,6 +41,12 @@ struct EvalOptions {
   /// "cuda" only: run the runner under compute-sanitizer with this tool ("memcheck", ...);
   /// its findings fail the candidate with guard "sanitizer"; timing is skipped. "" = off.
   std::string sanitizer;
+  /// Launcher for the runner (RunnerClient::set_launcher): e.g. qemu-aarch64 and its options for
+  /// a cross-built candidate; empty runs the host runner directly.
+  std::vector<std::string> runner_launcher;
+  /// The runner binary the launcher executes (a cross-built vladbud-runner); used only with
+  /// runner_launcher.
+  std::string runner_binary;
   /// Progress lines ("[2/5 shape sweep] 256x4096 fp16"); may be empty.
   std::function<void(const std::string&)> progress;
 };

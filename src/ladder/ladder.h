@@ -82,6 +82,8 @@ struct ClimbOptions {
   std::optional<Size> size;          ///< ranking size; default the type's benchmark size
   bool quick = false;                ///< fewer evaluator sizes at rung 2
   int max_rung = kRealHardware;      ///< stop after this rung
+  /// Skip rung 2 where it would need an emulator (QEMU): the fast default of `vladbud run --all`.
+  bool skip_emulation = false;
   std::function<void(const std::string&)> progress;  ///< may be empty
 };
 
@@ -121,5 +123,47 @@ class TargetClimber {
 const std::vector<const TargetClimber*>& all_climbers();
 /// The climber that handles `target`, or nullptr.
 const TargetClimber* climber_for(const TargetSpec& target);
+
+
+// ---- ranking and calibration (additions) ------------------------------------------------------
+
+/// One entry of a ranking: the climb, its place and its tie group.
+struct RankedVariant {
+  ClimbResult result;
+  int position = 0;   ///< 1-based place by point estimate (rejected and unestimated last)
+  /// 1-based tie group: consecutive entries (by point estimate) whose bands overlap share a
+  /// group ("rank, don't promise"); the chain is transitive. 0 for rejected / unestimated.
+  int tie_group = 0;
+};
+
+/// Ranks climbs of one target: estimated ones by point estimate (ascending time), then the
+/// unestimated, then the rejected (by name). Two neighbours are tied when the lower band edge
+/// of the slower one is at or below the upper band edge of the faster one's group.
+std::vector<RankedVariant> rank_climbs(std::vector<ClimbResult> climbs);
+
+/// A measured/estimated ratio of one kernel type on one target measured here (rung 5).
+struct Calibration {
+  std::string target_id;  ///< the measured target ("local-cpu")
+  std::string family;     ///< its TargetSpec::family (siblings share it)
+  std::string kernel;     ///< the kernel type
+  double factor = 1.0;    ///< geometric mean over variants of measured_us / analytical_us
+  int samples = 0;        ///< variants in the mean
+  std::string source;     ///< which measurement: "local-cpu softmax rung 5, 6 variants, 2026-..."
+};
+
+/// The calibration of kernel `kernel` from climbs on one target that reached rung 5: each climb
+/// must carry the analytical (rung-3) estimate in its rung-3 evidence data "estimate_us" and the
+/// measurement in its rung-5 evidence data "measured_us"; climbs without both are skipped.
+/// nullopt when none has both. `family` is the measured target's family; `when` a date stamp.
+std::optional<Calibration> calibration_from(const std::vector<ClimbResult>& measured,
+                                            const std::string& family, const std::string& when);
+
+/// Corrects a sibling's estimate (time and band multiplied by c.factor) and records which
+/// measurement calibrated it. No effect when `r` has no estimate, is measured itself (rung 5)
+/// or is the measured target. Throws std::invalid_argument when c.factor is not positive.
+void apply_calibration(ClimbResult& r, const Calibration& c);
+
+/// The ranking as JSON: [{"position", "tie_group", ...ClimbResult::to_json()}].
+nlohmann::json ranking_to_json(const std::vector<RankedVariant>& ranking);
 
 }  // namespace vb::ladder

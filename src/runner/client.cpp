@@ -35,6 +35,11 @@ std::size_t round_up(std::size_t x, std::size_t a) {
 RunnerClient::RunnerClient(std::string backend, std::size_t memory_limit_bytes)
     : backend_(std::move(backend)), memory_limit_(memory_limit_bytes) {}
 
+void RunnerClient::set_launcher(std::vector<std::string> prefix, std::string runner) {
+  launcher_ = std::move(prefix);
+  launcher_runner_ = std::move(runner);
+}
+
 RunnerClient::~RunnerClient() {
   stop();
   if (!sanitizer_runner_.empty()) ::unlink(sanitizer_runner_.c_str());
@@ -153,7 +158,7 @@ RunnerReply RunnerClient::start(const std::string& library, std::chrono::millise
   // A runner that dies between commands must not kill us with SIGPIPE: the write fails and
   // the death is reported as a crash instead.
   ::signal(SIGPIPE, SIG_IGN);
-  const std::string runner = runner_path().string();
+  const std::string runner = launcher_.empty() ? runner_path().string() : launcher_runner_;
   const int runner_fd = ::open(runner.c_str(), O_RDONLY | O_CLOEXEC);
   if (runner_fd < 0) throw std::runtime_error("cannot open the runner binary " + runner);
   const int lib_fd = library_memfd(library);
@@ -177,6 +182,14 @@ RunnerReply RunnerClient::start(const std::string& library, std::chrono::millise
     args.insert(args.begin(), {sanitizer_exe_, "--tool", sanitizer_tool_, "--error-exitcode", "86",
                                "--print-limit", "20", "--report-api-errors", "no"});
     args.push_back("--keep-fds");
+  }
+  if (!launcher_.empty()) {
+    // The launcher (qemu-aarch64 ...) opens the runner through the descriptor the parent opened
+    // for it (the sandboxed uid may not be able to reach its path, e.g. under /root).
+    std::vector<std::string> l = launcher_;
+    l.push_back("/proc/self/fd/" + std::to_string(runner::kLibraryFd + 1));
+    l.insert(l.end(), args.begin() + 1, args.end());
+    args = std::move(l);
   }
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
@@ -241,9 +254,9 @@ RunnerReply RunnerClient::start(const std::string& library, std::chrono::millise
     std::vector<char*> envp;
     for (auto& v : env) envp.push_back(v.data());
     envp.push_back(nullptr);
-    if (!sanitizer_exe_.empty()) {
-      ::execve(sanitizer_exe_.c_str(), argv.data(), envp.data());
-      child_fail("cannot execute " + sanitizer_exe_);
+    if (!sanitizer_exe_.empty() || !launcher_.empty()) {
+      ::execve(argv[0], argv.data(), envp.data());
+      child_fail("cannot execute " + args[0]);
     }
     ::fexecve(runner::kLibraryFd + 1, argv.data(), envp.data());
     child_fail("cannot execute " + runner);

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 #include "runner/protocol.h"
 
@@ -51,6 +52,13 @@ class RunnerClient {
   /// Starts the runner process (and loads `library`). Throws std::runtime_error if the runner
   /// binary cannot be started; a library the runner cannot load gives an Error reply.
   RunnerReply start(const std::string& library, std::chrono::milliseconds timeout);
+  /// Runs the runner through a launcher instead of executing it directly: the child executes
+  /// `prefix[0]` (an absolute path) with arguments prefix[1..], `runner`, "--backend", backend
+  /// (e.g. {"/usr/bin/qemu-aarch64", "-cpu", "max,sve=on", "-L", "/usr/aarch64-linux-gnu"} and a
+  /// cross-built runner). An empty prefix restores the direct execution of runner_path().
+  /// Takes effect at the next start().
+  void set_launcher(std::vector<std::string> prefix, std::string runner);
+
   /// True while the child process is running.
   bool alive() const { return pid_ > 0; }
 
@@ -89,6 +97,8 @@ class RunnerClient {
 
   std::string backend_;
   std::size_t memory_limit_;
+  std::vector<std::string> launcher_;  ///< empty: fexecve the runner directly
+  std::string launcher_runner_;
   pid_t pid_ = -1;
   int arena_fd_ = -1;
   int cmd_fd_ = -1;

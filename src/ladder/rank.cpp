@@ -1,0 +1,362 @@
+#include "ladder/rank.h"
+
+#include "ladder/cpu.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <regex>
+#include <set>
+#include <sstream>
+#include <stdexcept>
+
+#include "core/paths.h"
+#include "core/util.h"
+#include "targets/ceilings.h"
+#include "targets/cpu_info.h"
+#include "targets/nvidia_detect.h"
+#include "targets/spec_db.h"
+
+namespace vb::ladder {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+std::vector<VariantParam> parse_variant_params(const std::string& source) {
+  std::vector<VariantParam> out;
+  static const std::regex decl(
+      R"(^\s*//\s*@vb-param\s+([A-Z][A-Z0-9_]*)\s+(-?\d+)(\s+\{([-0-9,\s]*)\})?\s*(.*)$)");
+  std::istringstream in(source);
+  std::string line;
+  int no = 0;
+  std::smatch m;
+  while (std::getline(in, line)) {
+    ++no;
+    if (line.find("@vb-param") == std::string::npos) continue;
+    if (!std::regex_match(line, m, decl))
+      throw std::invalid_argument(fmt::format(
+          "line {}: malformed @vb-param (expected '// @vb-param NAME DEFAULT {{V1,V2}} text')", no));
+    VariantParam p;
+    p.name = m[1];
+    p.default_value = std::stoll(m[2]);
+    if (m[4].matched) {
+      std::istringstream vs(m[4].str());
+      std::string v;
+      while (std::getline(vs, v, ','))
+        if (v.find_first_not_of(" \t") != std::string::npos) p.allowed.push_back(std::stoll(v));
+    }
+    p.description = m[5];
+    if (source.find("#define " + p.name + " ") == std::string::npos)
+      throw std::invalid_argument(fmt::format("line {}: @vb-param {} has no '#define {} ...' fallback",
+                                              no, p.name, p.name));
+    out.push_back(p);
+  }
+  return out;
+}
+
+std::map<std::string, long long> target_params(const TargetSpec& t) {
+  std::map<std::string, long long> p;
+  const json& r = t.raw;
+  if (r.contains("vector_width") && r["vector_width"].contains("bits"))
+    p["VEC_BYTES"] = r["vector_width"]["bits"].get<long long>() / 8;
+  if (r.contains("caches")) {
+    const json& c = r["caches"];
+    if (c.contains("l1d_kb_per_core")) p["L1D_BYTES"] = static_cast<long long>(c["l1d_kb_per_core"].get<double>() * 1024);
+    if (c.contains("l2_kb_per_core")) p["L2_BYTES"] = static_cast<long long>(c["l2_kb_per_core"].get<double>() * 1024);
+    if (c.contains("l3_mb")) p["LLC_BYTES"] = static_cast<long long>(c["l3_mb"].get<double>() * 1048576);
+  }
+  if (t.compute_units > 0) p["CORES"] = t.compute_units;
+  return p;
+}
+
+std::string instantiate_variant(const std::string& source, const TargetSpec& target) {
+  const auto params = parse_variant_params(source);
+  const auto card = target_params(target);
+  std::string out = source;
+  std::string header = "// Instantiated for target " + target.id + " (vladbud variants):";
+  for (const auto& p : params) {
+    long long v = p.default_value;
+    std::string why = "default (the card has no value)";
+    auto it = card.find(p.name);
+    if (it != card.end()) {
+      if (p.allowed.empty()) {
+        v = it->second;
+        why = "card";
+      } else {
+        std::vector<long long> a = p.allowed;
+        std::sort(a.begin(), a.end());
+        v = a.front();
+        for (long long x : a)
+          if (x <= it->second) v = x;
+        why = fmt::format("card {} -> allowed {}", it->second, v);
+      }
+    }
+    const std::regex def("#define " + p.name + " -?\\d+");
+    out = std::regex_replace(out, def, fmt::format("#define {} {}", p.name, v),
+                             std::regex_constants::format_first_only);
+    header += fmt::format(" {}={} ({});", p.name, v, why);
+  }
+  return header + "\n" + out;
+}
+
+fs::path default_variant_dir(const std::string& type) {
+  return vladbud_home() / "kernels" / "variants" / "cpu" / type;
+}
+
+std::vector<Variant> load_variants(const fs::path& dir) {
+  if (!fs::is_directory(dir))
+    throw std::invalid_argument("variants directory " + dir.string() +
+                                " does not exist (give --variants DIR with one .cpp per variant)");
+  std::vector<Variant> v;
+  for (const auto& e : fs::directory_iterator(dir)) {
+    if (e.path().extension() != ".cpp") continue;
+    Variant x;
+    x.name = e.path().stem().string();
+    x.source = e.path();
+    std::istringstream in(read_file(e.path()));
+    std::string line;
+    while (std::getline(in, line)) {
+      if (line.rfind("//", 0) != 0) break;
+      std::string t = line.substr(2);
+      t.erase(0, t.find_first_not_of(" "));
+      if (t.empty() || t.rfind("Instantiated for", 0) == 0) continue;
+      x.description = t;
+      break;
+    }
+    v.push_back(x);
+  }
+  if (v.empty())
+    throw std::invalid_argument("variants directory " + dir.string() +
+                                " holds no .cpp variant (put one kernel source per variant there)");
+  std::sort(v.begin(), v.end(), [](const Variant& a, const Variant& b) { return a.name < b.name; });
+  return v;
+}
+
+std::vector<Variant> instantiate_variants(const std::vector<Variant>& variants,
+                                          const TargetSpec& target, const fs::path& out_dir) {
+  fs::create_directories(out_dir);
+  std::vector<Variant> out;
+  for (const auto& v : variants) {
+    Variant w = v;
+    w.source = out_dir / (v.name + ".cpp");
+    const std::string text = instantiate_variant(read_file(v.source), target);
+    std::error_code ec;
+    if (!fs::exists(w.source, ec) || read_file(w.source) != text) write_file_atomic(w.source, text);
+    out.push_back(w);
+  }
+  return out;
+}
+
+TargetSpec resolve_target(const std::string& id) {
+  if (id == "local" || id == "local-cpu")
+    return derive_cpu_spec(detect_cpu(), local_cpu_ceilings(false));
+  const auto db = load_spec_db();
+  const TargetSpec* t = find_target(db, id);
+  if (!t) {
+    std::string known = "local";
+    for (const auto& s : db)
+      if (climber_for(s)) known += ", " + s.id;
+    throw std::invalid_argument("unknown target '" + id + "'; known targets with a climber: " + known);
+  }
+  return *t;
+}
+
+std::vector<TargetRanking> rank_variants(const KernelType& type,
+                                         const std::vector<Variant>& variants,
+                                         const std::vector<TargetSpec>& targets,
+                                         const ClimbOptions& opts) {
+  if (variants.empty()) throw std::invalid_argument("no variants to rank");
+  std::vector<std::vector<ClimbResult>> climbs(targets.size());
+  for (std::size_t ti = 0; ti < targets.size(); ++ti) {
+    const TargetSpec& t = targets[ti];
+    const TargetClimber* c = climber_for(t);
+    if (!c)
+      throw std::invalid_argument("no ladder climber handles target " + t.id + " (kind " + t.kind +
+                                  "); climbers: cpu");
+    const fs::path dir = cache_dir() / "variants" / t.id / type.name();
+    const auto inst = instantiate_variants(variants, t, dir);
+    for (std::size_t vi = 0; vi < inst.size(); ++vi) {
+      if (opts.progress)
+        opts.progress(fmt::format("[{}/{}] {} on {}", vi + 1, inst.size(), inst[vi].name, t.id));
+      climbs[ti].push_back(c->climb(type, inst[vi], t, opts));
+    }
+  }
+  std::vector<TargetRanking> out;
+  for (std::size_t ti = 0; ti < targets.size(); ++ti) {
+    TargetRanking tr;
+    tr.target = targets[ti];
+    for (std::size_t si = 0; si < targets.size(); ++si) {
+      if (si == ti || targets[si].family != targets[ti].family) continue;
+      auto cal = calibration_from(climbs[si], targets[si].family, utc_now_iso8601());
+      if (!cal) continue;
+      for (auto& r : climbs[ti]) apply_calibration(r, *cal);
+      tr.calibration_applied = cal;
+      break;
+    }
+    tr.ranking = rank_climbs(climbs[ti]);
+    out.push_back(std::move(tr));
+  }
+  return out;
+}
+
+namespace {
+std::string tie_label(int g) {
+  if (g <= 0) return "-";
+  std::string s;
+  for (int x = g; x > 0; x = (x - 1) / 26) s.insert(s.begin(), static_cast<char>('a' + (x - 1) % 26));
+  return s;
+}
+}  // namespace
+
+std::string format_rankings(const std::vector<TargetRanking>& rankings, const std::string& kernel) {
+  std::string o;
+  for (const auto& tr : rankings) {
+    o += fmt::format("\n== {} on {} ({}, family {}) ==\n", kernel, tr.target.id, tr.target.name,
+                     tr.target.family);
+    if (tr.calibration_applied) o += "   calibrated by: " + tr.calibration_applied->source + "\n";
+    o += fmt::format("{:>3} {:>3}  {:<22} {:>4}  {:<20} {:>12}  {:<25}\n", "#", "tie", "variant",
+                     "rung", "confidence", "estimate_us", "band_us");
+    for (const auto& rv : tr.ranking) {
+      const auto& r = rv.result;
+      std::string est = "-", band = "-";
+      if (r.estimate) {
+        est = fmt::format("{:.4g}", r.estimate->time_us);
+        band = fmt::format("[{:.4g}, {:.4g}]", r.estimate->low_us, r.estimate->high_us);
+      }
+      o += fmt::format("{:>3} {:>3}  {:<22} {:>4}  {:<20} {:>12}  {:<25}\n", rv.position,
+                       tie_label(rv.tie_group), r.variant, r.highest_rung, r.confidence, est, band);
+      for (const auto& e : r.evidence)
+        o += fmt::format("          r{} {:<11} {}\n", e.rung, e.status, e.summary);
+      if (r.rejected || !r.stop_reason.empty())
+        o += fmt::format("          stop: {}\n", r.stop_reason);
+    }
+  }
+  return o;
+}
+
+json rankings_to_json(const std::vector<TargetRanking>& rankings, const std::string& kernel,
+                      DType dtype) {
+  json j;
+  j["kernel"] = kernel;
+  j["dtype"] = std::string(dtype_name(dtype));
+  j["targets"] = json::array();
+  for (const auto& tr : rankings) {
+    json t;
+    t["id"] = tr.target.id;
+    t["name"] = tr.target.name;
+    t["family"] = tr.target.family;
+    t["local"] = tr.target.id == "local-cpu";
+    t["calibration"] = tr.calibration_applied
+                           ? json{{"by", tr.calibration_applied->target_id},
+                                  {"factor", tr.calibration_applied->factor},
+                                  {"samples", tr.calibration_applied->samples},
+                                  {"source", tr.calibration_applied->source}}
+                           : json(nullptr);
+    t["ranking"] = ranking_to_json(tr.ranking);
+    j["targets"].push_back(t);
+  }
+  return j;
+}
+
+}  // namespace vb::ladder
+
+namespace vb::ladder {
+
+std::vector<TargetSpec> remote_cpu_targets() {
+  std::vector<TargetSpec> out;
+  const CpuInfo host = detect_cpu();
+  for (const auto& t : load_spec_db()) {
+    if (t.kind != "cpu" || !climber_for(t)) continue;
+    if (match_cpu(std::vector<TargetSpec>{t}, host)) continue;  // this machine: measured locally
+    try {
+      (void)cpu_target_config(t);
+    } catch (const std::invalid_argument&) {
+      continue;  // no llvm-mca CPU recorded: nothing to climb with
+    }
+    out.push_back(t);
+  }
+  return out;
+}
+
+std::vector<TargetSpec> remote_nvidia_targets() {
+  std::string why;
+  std::set<std::string> local_arch;
+  const auto db = load_spec_db();
+  for (const auto& g : detect_nvidia_gpus(&why))
+    local_arch.insert(resolve_nvidia_device(db, device_attributes(g)).isa);
+  std::vector<TargetSpec> out;
+  std::set<std::string> seen;
+  for (const auto& t : db) {
+    if (t.kind != "gpu" || t.vendor != "NVIDIA" || !climber_for(t)) continue;
+    if (local_arch.count(t.isa) || !seen.insert(t.isa).second) continue;
+    out.push_back(t);
+  }
+  return out;
+}
+
+std::vector<std::vector<ClimbResult>> climb_starters(const std::vector<const KernelType*>& types,
+                                                     const std::vector<TargetSpec>& targets,
+                                                     const ClimbOptions& opts) {
+  std::vector<std::vector<ClimbResult>> out(targets.size());
+  for (std::size_t ti = 0; ti < targets.size(); ++ti)
+    for (const auto* kt : types) {
+      const bool gpu = targets[ti].kind == "gpu";
+      Variant v{"starter",
+                vladbud_home() / "kernels" / (gpu ? "cuda" : "cpu") /
+                    (kt->name() + (gpu ? ".cu" : ".cpp")),
+                gpu ? "cuda" : "cpu", "the starter kernel"};
+      if (opts.progress) opts.progress(fmt::format("[remote {}] {}", targets[ti].id, kt->name()));
+      ClimbOptions o = opts;
+      o.size = std::nullopt;
+      out[ti].push_back(climber_for(targets[ti])->climb(*kt, v, targets[ti], o));
+    }
+  return out;
+}
+
+json remote_targets_json(const std::vector<TargetSpec>& targets,
+                         const std::vector<std::vector<ClimbResult>>& results) {
+  json a = json::array();
+  for (std::size_t ti = 0; ti < targets.size(); ++ti) {
+    json t = {{"id", targets[ti].id},
+              {"name", targets[ti].name},
+              {"backend", targets[ti].kind == "gpu" ? "cuda" : "cpu"},
+              {"local", false}, {"family", targets[ti].family}, {"kernels", json::array()}};
+    for (const auto& r : results[ti]) {
+      json k = {{"kernel", r.kernel}, {"rung", r.highest_rung},
+                {"rung_name", r.highest_rung >= 0 ? rung_name(r.highest_rung) : "none"},
+                {"confidence", r.confidence}, {"rejected", r.rejected},
+                {"stop_reason", r.stop_reason}};
+      k["estimate_us"] = r.estimate ? json(r.estimate->time_us) : json(nullptr);
+      k["low_us"] = r.estimate ? json(r.estimate->low_us) : json(nullptr);
+      k["high_us"] = r.estimate ? json(r.estimate->high_us) : json(nullptr);
+      t["kernels"].push_back(k);
+    }
+    a.push_back(t);
+  }
+  return a;
+}
+
+std::string format_remote_table(const std::vector<TargetSpec>& targets,
+                                const std::vector<std::vector<ClimbResult>>& results) {
+  std::string o = "\nRemote targets (not this machine; the confidence ladder, no measurement):\n";
+  o += fmt::format("{:<17}", "kernel");
+  for (const auto& t : targets) o += fmt::format(" {:>26}", t.id);
+  o += "\n";
+  if (results.empty() || results[0].empty()) return o;
+  for (std::size_t k = 0; k < results[0].size(); ++k) {
+    o += fmt::format("{:<17}", results[0][k].kernel);
+    for (std::size_t ti = 0; ti < targets.size(); ++ti) {
+      const auto& r = results[ti][k];
+      std::string cell = r.rejected ? "rejected (r" + std::to_string(r.evidence.empty() ? 0 : r.evidence.back().rung) + ")"
+                         : r.estimate ? fmt::format("r{} {:.3g} us [{:.2g}-{:.2g}]", r.highest_rung,
+                                                    r.estimate->time_us, r.estimate->low_us, r.estimate->high_us)
+                                      : fmt::format("r{} -", r.highest_rung);
+      o += fmt::format(" {:>26}", cell);
+    }
+    o += "\n";
+  }
+  o += "(rN = highest rung reached: 1 static signals, 2 correctness, 3 analytical; estimate with its band)\n";
+  return o;
+}
+
+}  // namespace vb::ladder

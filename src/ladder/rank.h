@@ -1,0 +1,110 @@
+// Ranking kernel variants for targets (issue 4): variant discovery and instantiation from the
+// knowledge card's parameters, target resolution, climbing every (variant, target) pair and
+// calibrating siblings with what was measured here.
+#pragma once
+
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "ladder/ladder.h"
+
+namespace vb::ladder {
+
+/// A tunable a variant source declares with
+///   // @vb-param NAME DEFAULT {V1,V2,...}  description
+/// followed by "#ifndef NAME / #define NAME DEFAULT / #endif".
+struct VariantParam {
+  std::string name;
+  long long default_value = 0;
+  std::vector<long long> allowed;  ///< empty: any value
+  std::string description;
+};
+
+/// The @vb-param declarations of a source, in order. Throws std::invalid_argument naming the
+/// line for a malformed declaration or one without its "#define NAME" fallback.
+std::vector<VariantParam> parse_variant_params(const std::string& source);
+
+/// Parameter values a target's spec (knowledge card) supplies: VEC_BYTES = vector_width.bits/8,
+/// L1D_BYTES, L2_BYTES (per core), LLC_BYTES from caches, CORES = compute_units. Names the card
+/// cannot supply are absent.
+std::map<std::string, long long> target_params(const TargetSpec& target);
+
+/// `source` with each declared parameter's "#define NAME DEFAULT" set to the target's value: the
+/// largest allowed value not above the card's (the smallest allowed when all are above), or the
+/// default when the card does not supply it. A header comment records the values and why.
+std::string instantiate_variant(const std::string& source, const TargetSpec& target);
+
+/// The variants of kernel `type` in `dir` (every *.cpp, sorted by name; name = file stem,
+/// description = the first line of the leading // comment). Throws std::invalid_argument when
+/// `dir` does not exist or holds no .cpp file (naming the directory and the fix).
+std::vector<Variant> load_variants(const std::filesystem::path& dir);
+
+/// The default variant directory of a type: <home>/kernels/variants/cpu/<type>.
+std::filesystem::path default_variant_dir(const std::string& type);
+
+/// Writes every variant of `variants` instantiated for `target` to `out_dir`/<name>.cpp and
+/// returns the instantiated variants (same names, new sources).
+std::vector<Variant> instantiate_variants(const std::vector<Variant>& variants,
+                                          const TargetSpec& target,
+                                          const std::filesystem::path& out_dir);
+
+/// The target `id`: "local" or "local-cpu" is this machine's CPU (derived from detection and its
+/// measured ceilings), else the spec DB entry. Throws std::invalid_argument for an unknown id,
+/// listing the known CPU targets.
+TargetSpec resolve_target(const std::string& id);
+
+/// The ranking of one target.
+struct TargetRanking {
+  TargetSpec target;
+  std::vector<RankedVariant> ranking;
+  std::optional<Calibration> calibration_applied;  ///< the sibling measurement used, if any
+};
+
+/// Climbs every variant (instantiated for each target) on every target, calibrates each target
+/// from a sibling (same family) that reached rung 5 in this call, and ranks per target.
+/// Throws std::invalid_argument when no climber handles a target.
+std::vector<TargetRanking> rank_variants(const KernelType& type,
+                                         const std::vector<Variant>& variants,
+                                         const std::vector<TargetSpec>& targets,
+                                         const ClimbOptions& opts);
+
+/// The rankings as an aligned text table (per target: position, tie group, variant, rung,
+/// confidence, estimate, band, then one evidence line per rung).
+std::string format_rankings(const std::vector<TargetRanking>& rankings, const std::string& kernel);
+
+/// {"kernel", "dtype", "targets": [{"id", "name", "family", "local", "calibration",
+/// "ranking": [...]}]}
+nlohmann::json rankings_to_json(const std::vector<TargetRanking>& rankings,
+                                const std::string& kernel, DType dtype);
+
+/// The CPU targets of the spec DB other than this machine, by id (what `vladbud run --all` adds).
+std::vector<TargetSpec> remote_cpu_targets();
+
+/// NVIDIA GPUs of the spec DB that the NVIDIA climber serves, one per distinct architecture
+/// (TargetSpec::isa: sm_80, sm_89, sm_90a, sm_100a, sm_120, sm_121 ...; the first id in order
+/// wins, e.g. h100-sxm for sm_90a), leaving out the architecture of a detected local GPU
+/// (measured at rung 5 instead). Compile-only rungs: nvcc/ptxas/cuobjdump, no GPU needed.
+std::vector<TargetSpec> remote_nvidia_targets();
+
+/// Climbs the starter kernel of each type on each target with `opts` (kernels/cpu/<type>.cpp
+/// for CPU targets, kernels/cuda/<type>.cu for NVIDIA ones)
+/// (`vladbud run --all`: rungs 0, 1, 3, and 2 only with --emulate). Results per target in
+/// `types` order.
+std::vector<std::vector<ClimbResult>> climb_starters(const std::vector<const KernelType*>& types,
+                                                     const std::vector<TargetSpec>& targets,
+                                                     const ClimbOptions& opts);
+
+/// {"id", "name", "backend": "cpu", "local": false, "family", "kernels": [{"kernel", "rung",
+/// "rung_name", "confidence", "estimate_us", "low_us", "high_us", "rejected", "stop_reason"}]}
+/// per target.
+nlohmann::json remote_targets_json(const std::vector<TargetSpec>& targets,
+                                   const std::vector<std::vector<ClimbResult>>& results);
+
+/// The kernel x remote target table: highest rung and estimate (us) with its band.
+std::string format_remote_table(const std::vector<TargetSpec>& targets,
+                                const std::vector<std::vector<ClimbResult>>& results);
+
+}  // namespace vb::ladder

@@ -110,6 +110,7 @@ struct Failure {
 constexpr int kBatchWarmup = 2;
 // Batches after which the minimum timed duration is waived (see time_problem).
 constexpr int kMaxFreshBatches = 8;
+constexpr int kQuickFreshBatches = 3;
 
 const char* kStageNames[] = {"smoke", "shape_sweep", "stability", "determinism", "edge"};
 
@@ -236,6 +237,9 @@ class Session {
     const double max_t = opt_.quick ? std::min(opt_.max_time_s, 1.0) : opt_.max_time_s;
     const double min_t = opt_.quick ? std::min(opt_.min_time_s, 0.15) : opt_.min_time_s;
     const int min_reps = opt_.quick ? std::min(opt_.min_reps, 5) : opt_.min_reps;
+    // Fresh-set batches before the minimum count alone ends the timing (--quick: 3, enough for
+    // 5+ calls of a short kernel; regenerating sets larger than the cache dominates the cost).
+    const int max_batches = opt_.quick ? kQuickFreshBatches : kMaxFreshBatches;
     // Warm-up and a first estimate of one call's time.
     auto warm = runner_.command(call_command(p, ptrs, 3, 0, {}, false), call_timeout(4));
     if (auto f = reply_failure(warm)) return f;
@@ -325,7 +329,7 @@ class Session {
       // Enough: the minimum count and the minimum time -- or the minimum count and 8 batches of
       // fresh sets, since regenerating sets larger than the LLC costs far more than the calls.
       const bool enough = static_cast<int>(us.size()) >= min_reps &&
-                          (timed_total >= min_t || batch + 1 >= kMaxFreshBatches);
+                          (timed_total >= min_t || batch + 1 >= max_batches);
       const bool last = enough || timed_total >= max_t || batch == 63;
       // Full verification of two sets on the first and the last batch and on a random quarter
       // of the others, decided after the reply: a kernel that skips work on some calls cannot

@@ -106,13 +106,16 @@ fs::path default_variant_dir(const std::string& type) {
 std::vector<Variant> load_variants(const fs::path& dir) {
   if (!fs::is_directory(dir))
     throw std::invalid_argument("variants directory " + dir.string() +
-                                " does not exist (give --variants DIR with one .cpp per variant)");
+                                " does not exist (give --variants DIR with one kernel source per "
+                                "variant: .cpp for CPU targets, .cu for NVIDIA ones)");
   std::vector<Variant> v;
   for (const auto& e : fs::directory_iterator(dir)) {
-    if (e.path().extension() != ".cpp") continue;
+    const auto ext = e.path().extension();
+    if (ext != ".cpp" && ext != ".cu") continue;
     Variant x;
     x.name = e.path().stem().string();
     x.source = e.path();
+    x.backend = ext == ".cu" ? "cuda" : "cpu";
     std::istringstream in(read_file(e.path()));
     std::string line;
     while (std::getline(in, line)) {
@@ -127,7 +130,8 @@ std::vector<Variant> load_variants(const fs::path& dir) {
   }
   if (v.empty())
     throw std::invalid_argument("variants directory " + dir.string() +
-                                " holds no .cpp variant (put one kernel source per variant there)");
+                                " holds no .cpp or .cu variant (put one kernel source per variant "
+                                "there)");
   std::sort(v.begin(), v.end(), [](const Variant& a, const Variant& b) { return a.name < b.name; });
   return v;
 }
@@ -172,9 +176,19 @@ std::vector<TargetRanking> rank_variants(const KernelType& type,
     const TargetClimber* c = climber_for(t);
     if (!c)
       throw std::invalid_argument("no ladder climber handles target " + t.id + " (kind " + t.kind +
-                                  "); climbers: cpu");
+                                  "); climbers: cpu, nvidia");
+    // CPU targets: the .cpp variants instantiated from the target's card; NVIDIA targets: the
+    // .cu variants as written (they #include the starter by a path relative to themselves).
+    const bool gpu = t.kind == "gpu";
+    std::vector<Variant> mine;
+    for (const auto& v : variants)
+      if ((v.backend == "cuda") == gpu) mine.push_back(v);
+    if (mine.empty())
+      throw std::invalid_argument("no " + std::string(gpu ? ".cu" : ".cpp") +
+                                  " variant for target " + t.id + " among the " +
+                                  std::to_string(variants.size()) + " given");
     const fs::path dir = cache_dir() / "variants" / t.id / type.name();
-    const auto inst = instantiate_variants(variants, t, dir);
+    const auto inst = gpu ? mine : instantiate_variants(mine, t, dir);
     for (std::size_t vi = 0; vi < inst.size(); ++vi) {
       if (opts.progress)
         opts.progress(fmt::format("[{}/{}] {} on {}", vi + 1, inst.size(), inst[vi].name, t.id));

@@ -3,14 +3,15 @@
 # is scarce): detection and ceilings, the CUDA backend's GPU tests, `vladbud run --all` (nine
 # CUDA kernels at rung 5 next to the CPU), PyTorch baselines in the same run, the blind ranking
 # studies' measurements (CUDA variants on the GPU, CPU variants on the host CPU), and the
-# PyTorch pipeline on LLaMA small.
+# PyTorch pipeline on LLaMA small. run --all uses --quick here (the full five stages of every
+# starter run in the correctness stage before it): the device time of a session is short.
 #
 #   bash bench/h200_all.sh --pack        here: build (Release + tests) and copy the binaries and
 #                                        libfmt into .h200/ (git-ignored; carry it)
 #   bash bench/h200_all.sh [STAGE...]    there (repo root, carrying .h200): run the stages (all by
 #                                        default) and pack every log and JSON into
 #                                        $OUT/h200-results.tar.gz (plus summary.txt)
-# Stages: gpu-tests run-all baselines rank-cuda rank-cpu mma-selfcheck pipeline
+# Stages: correctness gpu-tests run-all rank-cuda rank-cpu pipeline
 # Each stage has its own time limit (seconds, STAGE_LIMIT_<stage> overrides) and never stops the
 # others; the summary lists each stage's exit code and duration.
 set -uo pipefail
@@ -25,6 +26,8 @@ if [ "${1:-}" = "--pack" ]; then
   for t in build/vb_integration_tests build/vb_unit_tests; do [ -x "$t" ] && cp "$t" .h200/; done
   fmt_lib="$(ldd build/vladbud | awk '/libfmt/ {print $3}')"
   [ -n "$fmt_lib" ] && cp -L "$fmt_lib" .h200/
+  # Headers the kernel builds need that the GPU machine's image lacks (DLPack, Highway).
+  mkdir -p .h200/include && cp -rL /usr/include/dlpack /usr/include/hwy .h200/include/
   exclude="$(git rev-parse --git-path info/exclude)"
   grep -qx '/.h200/' "$exclude" 2>/dev/null || echo '/.h200/' >>"$exclude"
   du -sh .h200 >&2
@@ -38,6 +41,8 @@ export VLADBUD_HOME="$here"
 export VB_CACHE_DIR="${VB_CACHE_DIR:-/tmp/vladbud-cache}"
 export PATH="$here/.h200:$PATH:/usr/local/cuda/bin"
 export LD_LIBRARY_PATH="$here/.h200${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+export CPATH="$here/.h200/include${CPATH:+:$CPATH}"  # g++ and nvcc's host pass both read it
+export VB_RUNNER="$here/.h200/vladbud-runner" VB="$here/.h200/vladbud" VB_PYTHON="${VB_PYTHON:-python3}"
 export PYTHONUNBUFFERED=1
 vb="$here/.h200/vladbud"
 summary="$logs/summary.txt"
@@ -49,33 +54,45 @@ summary="$logs/summary.txt"
   lscpu | grep -E "Model name|^CPU\(s\)" | tr -s ' '
 } >"$summary"
 
-declare -A limit=([gpu-tests]=150 [run-all]=300 [baselines]=90 [rank-cuda]=200 [rank-cpu]=150
-                  [mma-selfcheck]=90 [pipeline]=180)
-stage_cmd() {
-  case "$1" in
-    gpu-tests) echo ".h200/vb_integration_tests --gtest_filter='*Cuda*:*Gpu*:*GPU*' --gtest_brief=1" ;;
-    run-all) echo "$vb run --all --json --report $logs/run-all.md --results $logs/results.tsv > $logs/run-all.json" ;;
-    baselines) echo "for d in bf16 fp16 fp32; do python3 bench/pytorch_baselines.py --vladbud $vb --dtype \$d --out $logs/baselines-\$d.json; done" ;;
-    rank-cuda) echo "bash bench/ranking_cuda.sh --measure $logs" ;;
-    rank-cpu) echo "bash bench/ranking_cpu.sh --measure $logs" ;;
-    mma-selfcheck) echo "bash bench/cuda_mma_selfcheck.sh" ;;
-    pipeline) echo "bash bench/pipeline_h200.sh" ;;
-    *) return 1 ;;
-  esac
+declare -A limit=([correctness]=120 [gpu-tests]=60 [run-all]=170 [rank-cuda]=170 [rank-cpu]=110
+                  [pipeline]=120)
+# The stages, one function each (run in a child bash under `timeout`).
+stage_correctness() {
+  # The full five stages of the nine CUDA starters and the two wgmma matmul variants, all at
+  # once (correctness is not timed; the builds land in the cache for the stages after).
+  {
+    for k in matmul softmax layernorm rmsnorm flash_attention fused_mlp cross_entropy \
+        rotary_embedding reduce; do
+      echo "$k kernels/cuda/$k.cu"
+    done
+    for f in bench/variants/cuda/matmul/v1[12]_*.cu; do echo "matmul $f"; done
+  } | xargs -P 11 -L 1 sh -c '"$VB" bench --backend cuda -k "$0" -s "$1" --no-timing \
+        --no-pytorch --json --results "$LOGS/correctness.tsv" \
+        >"$LOGS/correctness.$0.$(basename "$1" .cu).json" 2>&1; echo "$0 $1 rc=$?"'
 }
+stage_gpu-tests() { .h200/vb_integration_tests --gtest_filter='Cuda*:*BadCudaKernel*' --gtest_brief=1; }
+stage_run-all() {
+  "$VB" run --all --no-cpu --remote none --quick --json --report "$LOGS/run-all.md" \
+    --results "$LOGS/results.tsv" >"$LOGS/run-all.json"
+}
+stage_rank-cuda() { bash bench/ranking_cuda.sh --measure "$LOGS"; }
+stage_rank-cpu() { bash bench/ranking_cpu.sh --measure "$LOGS" --target h200-host; }
+stage_pipeline() { bash bench/pipeline_h200.sh "$LOGS"; }
+export LOGS="$logs"
+export -f stage_correctness stage_gpu-tests stage_run-all stage_rank-cuda stage_rank-cpu stage_pipeline
 stages=("$@")
-[ ${#stages[@]} -eq 0 ] && stages=(gpu-tests run-all baselines rank-cuda rank-cpu mma-selfcheck pipeline)
+[ ${#stages[@]} -eq 0 ] && stages=(correctness gpu-tests run-all rank-cuda rank-cpu pipeline)
 for s in "${stages[@]}"; do
-  cmd="$(stage_cmd "$s")" || { echo "unknown stage $s" | tee -a "$summary"; continue; }
+  if ! declare -F "stage_$s" >/dev/null; then echo "unknown stage $s" | tee -a "$summary"; continue; fi
   lim="${limit[$s]}"
   var="STAGE_LIMIT_${s//-/_}"
   [ -n "${!var:-}" ] && lim="${!var}"
   t0=$(date +%s)
-  echo "== $s (limit ${lim}s): $cmd" >&2
-  OUT="$logs" timeout -k 5 "$lim" bash -c "$cmd" >"$logs/$s.log" 2>&1
+  echo "== $s (limit ${lim}s)" >&2
+  timeout -k 5 "$lim" bash -c "stage_$s" >"$logs/$s.log" 2>&1
   rc=$?
   echo "$s rc=$rc $(( $(date +%s) - t0 ))s" | tee -a "$summary" >&2
-  tail -n 15 "$logs/$s.log" | sed "s/^/  [$s] /" >&2
+  tail -n 12 "$logs/$s.log" | cut -c1-220 | sed "s/^/  [$s] /" >&2
 done
 tar -C "$(dirname "$logs")" -czf "$out/h200-results.tar.gz" h200
 cp "$summary" "$out/summary.txt"

@@ -73,6 +73,8 @@ def main():
     for mf in a.measured:
         m = json.load(open(mf))
         tg = m.get("prediction_target", m["target"])
+        if tg == "local" and not any(tg in v for v in pred["types"].values()):
+            tg = "local-cpu"  # measured JSONs written before prediction_target existed
         L += [f"## {m['target']}: {m['machine']}", "",
               f"- measured {m['date']} in {m.get('seconds', '?')} s: `{m['command']}`", "",
               "| kernel | variants | pairs scored | tau | top-1 predicted | top-1 measured | regret |",

@@ -54,7 +54,7 @@ summary="$logs/summary.txt"
   lscpu | grep -E "Model name|^CPU\(s\)" | tr -s ' '
 } >"$summary"
 
-declare -A limit=([correctness]=120 [gpu-tests]=60 [run-all]=170 [rank-cuda]=170 [rank-cpu]=110
+declare -A limit=([correctness]=90 [gpu-tests]=50 [run-all]=160 [rank-cuda]=230 [rank-cpu]=100
                   [pipeline]=120)
 # The stages, one function each (run in a child bash under `timeout`).
 stage_correctness() {
@@ -81,7 +81,7 @@ stage_pipeline() { bash bench/pipeline_h200.sh "$LOGS"; }
 export LOGS="$logs"
 export -f stage_correctness stage_gpu-tests stage_run-all stage_rank-cuda stage_rank-cpu stage_pipeline
 stages=("$@")
-[ ${#stages[@]} -eq 0 ] && stages=(correctness gpu-tests run-all rank-cuda rank-cpu pipeline)
+[ ${#stages[@]} -eq 0 ] && stages=(correctness run-all rank-cuda gpu-tests rank-cpu pipeline)
 for s in "${stages[@]}"; do
   if ! declare -F "stage_$s" >/dev/null; then echo "unknown stage $s" | tee -a "$summary"; continue; fi
   lim="${limit[$s]}"
@@ -93,7 +93,9 @@ for s in "${stages[@]}"; do
   rc=$?
   echo "$s rc=$rc $(( $(date +%s) - t0 ))s" | tee -a "$summary" >&2
   tail -n 12 "$logs/$s.log" | cut -c1-220 | sed "s/^/  [$s] /" >&2
+  # After every stage, so that a call cut short still brings back what finished.
+  tar -C "$(dirname "$logs")" -czf "$out/h200-results.tar.gz.tmp" h200 &&
+    mv "$out/h200-results.tar.gz.tmp" "$out/h200-results.tar.gz"
+  cp "$summary" "$out/summary.txt"
 done
-tar -C "$(dirname "$logs")" -czf "$out/h200-results.tar.gz" h200
-cp "$summary" "$out/summary.txt"
 cat "$summary"

@@ -63,8 +63,8 @@ PY
   mkdir -p "$outdir"; tmp="$(mktemp -d)"; t0=$(date +%s)
   list="$tmp/list"
   for t in "${types[@]}"; do for f in "$here/bench/variants/cuda/$t"/*.cu; do echo "$t $f"; done; done >"$list"
-  # 1. correctness (quick stages, all three dtypes), 8 at a time: builds land in the cache.
-  xargs -P 8 -L 1 sh -c '"$0" bench --backend cuda -k "$1" -s "$2" --quick --no-timing --no-pytorch --json \
+  # 1. correctness (quick stages, all three dtypes), 16 at a time: builds land in the cache.
+  xargs -P 16 -L 1 sh -c '"$0" bench --backend cuda -k "$1" -s "$2" --quick --no-timing --no-pytorch --json \
       --results "$3/check.tsv" >"$3/$1.$(basename "$2" .cu).check.json" 2>/dev/null || true' "$vb" \
       <"$list" 2>/dev/null || true
   sed -i "s|\$| $tmp|" "$list"

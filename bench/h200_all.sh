@@ -54,7 +54,7 @@ summary="$logs/summary.txt"
   lscpu | grep -E "Model name|^CPU\(s\)" | tr -s ' '
 } >"$summary"
 
-declare -A limit=([correctness]=90 [gpu-tests]=50 [run-all]=160 [rank-cuda]=230 [rank-cpu]=100
+declare -A limit=([correctness]=90 [gpu-tests]=50 [run-all]=160 [rank-cuda]=200 [rank-cpu]=100
                   [pipeline]=120)
 # The stages, one function each (run in a child bash under `timeout`).
 stage_correctness() {
@@ -81,7 +81,7 @@ stage_pipeline() { bash bench/pipeline_h200.sh "$LOGS"; }
 export LOGS="$logs"
 export -f stage_correctness stage_gpu-tests stage_run-all stage_rank-cuda stage_rank-cpu stage_pipeline
 stages=("$@")
-[ ${#stages[@]} -eq 0 ] && stages=(correctness run-all rank-cuda gpu-tests rank-cpu pipeline)
+[ ${#stages[@]} -eq 0 ] && stages=(correctness run-all rank-cuda rank-cpu gpu-tests pipeline)
 for s in "${stages[@]}"; do
   if ! declare -F "stage_$s" >/dev/null; then echo "unknown stage $s" | tee -a "$summary"; continue; fi
   lim="${limit[$s]}"

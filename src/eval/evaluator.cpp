@@ -299,7 +299,12 @@ class Session {
       // reports must account for the time that did pass (beyond the untimed verification call
       // and IPC). A reply that under-reports the work is not credible.
       // cuda: host<->device staging of the sets is the runner's work, not the kernel's.
-      const double staging_s = b.value("staging_ns", 0.0) * 1e-9;
+      // The runner's own data handling (cuda: host<->device staging of the sets; both: the
+      // hash of the verified outputs) is not the kernel's time. The credit is capped at what
+      // moving the sets' bytes three times at 0.5 GB/s would take, so a forged staging_ns
+      // cannot hide much kernel time.
+      const double staging_cap_s = 3.0 * tr.rotation_bytes / 0.5e9 + 0.05;
+      const double staging_s = std::min(staging_cap_s, b.value("staging_ns", 0.0) * 1e-9);
       const double wall = std::max(0.0, reply.parent_wall_s - std::max(0.0, staging_s));
       const double max_call = *std::max_element(us.end() - static_cast<long>(k), us.end()) * 1e-6;
       if (batch_sum > wall * 1.001 + 1e-4)

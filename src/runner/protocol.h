@@ -19,8 +19,9 @@
 //   reply: {"ok":true, "times_ns":[one per order entry], "busy_ns":N, "timed_ns":N,
 //           "loop_ns":N, "staging_ns":N, "verify_set":I, "verify_hash":"hex"}
 //          or {"ok":false, "error":MSG, "guard":NAME}
-//      staging_ns: time the runner spent outside the kernel calls copying buffers between the
-//      arena and the device (cuda; 0 on the CPU), which the parent's clock check leaves out.
+//      staging_ns: time the runner spent outside the kernel calls on its own data handling --
+//      copying buffers between the arena and the device (cuda) and hashing the verified
+//      outputs -- which the parent's clock check leaves out (capped by the sets' bytes).
 //
 // Runner flavours (argv "--backend cpu|cuda"): with cuda, times_ns come from device events
 // around each launch on the runner's stream, the "load" reply adds "device":{name, l2_bytes,

@@ -72,7 +72,7 @@ stage_correctness() {
 }
 stage_gpu-tests() { .h200/vb_integration_tests --gtest_filter='Cuda*:*BadCudaKernel*' --gtest_brief=1; }
 stage_run-all() {
-  "$VB" run --all --no-cpu --remote none --quick --json --report "$LOGS/run-all.md" \
+  "$VB" run --all --no-cpu --remote none --quick --dtype bf16 --json --report "$LOGS/run-all.md" \
     --results "$LOGS/results.tsv" >"$LOGS/run-all.json"
 }
 stage_rank-cuda() { bash bench/ranking_cuda.sh --measure "$LOGS"; }

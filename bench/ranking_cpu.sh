@@ -85,7 +85,9 @@ PY
 --measure)
   outdir="${2:?--measure needs OUTDIR}"; target=local
   [ "${3:-}" = "--target" ] && target="${4:?--target needs an id}"
-  mkdir -p "$outdir"; tmp="$(mktemp -d)"; t0=$(date +%s)
+  # Every bench JSON is kept under OUTDIR/ranking-cpu-work as it is written: a run cut short still
+  # leaves what it measured.
+  tmp="$outdir/ranking-cpu-work"; mkdir -p "$tmp"; t0=$(date +%s)
   list="$tmp/list"
   for t in "${types[@]}"; do
     "$vb" variants "$t" --target "$target" --out "$tmp/$t" >/dev/null
@@ -128,7 +130,7 @@ for t in types:
 json.dump(doc, open(out, "w"), indent=1)
 print("wrote", out, f"({secs} s)")
 PY
-  rm -rf "$tmp" ;;
+  ;;
 --score)
   dir="${2:-$here/bench/results}"
   python3 "$here/bench/ranking_score.py" "$pred" "$dir"/ranking-cpu-measured-*.json \

@@ -60,7 +60,9 @@ PY
   rm -rf "$tmp" ;;
 --measure)
   outdir="${2:?--measure needs OUTDIR}"
-  mkdir -p "$outdir"; tmp="$(mktemp -d)"; t0=$(date +%s)
+  # Every bench JSON is kept under OUTDIR/ranking-cuda-work as it is written: a run cut short still
+  # leaves what it measured.
+  tmp="$outdir/ranking-cuda-work"; mkdir -p "$tmp"; t0=$(date +%s)
   list="$tmp/list"
   for t in "${types[@]}"; do for f in "$here/bench/variants/cuda/$t"/*.cu; do echo "$t $f"; done; done >"$list"
   # 1. correctness (quick stages, all three dtypes), 16 at a time: builds land in the cache.
@@ -104,7 +106,7 @@ for t in types:
     for v, r in sorted(doc["types"][t].items(), key=lambda x: x[1]["median_us"] or 1e18):
         print(f"  {t:8s} {v:34s} {r['verdict']:8s} {r['median_us'] or 0:10.1f} us")
 PY
-  rm -rf "$tmp" ;;
+  ;;
 --score)
   python3 "$here/bench/ranking_score.py" "$pred" "${2:-$here/bench/results/ranking-cuda-measured-h200.json}" \
     --title "Blind GPU ranking study (issue 5): CUDA variants on the H200" \

@@ -19,6 +19,7 @@ struct RunArgs {
   bool all = false, json = false, quick = false, progress = false, no_gpu = false, no_cpu = false,
        no_pytorch = false, emulate = false;
   std::vector<std::string> remote{"cpu"};
+  std::string dtype = "fp32";
   std::string kernel, report, results = "results.tsv";
 };
 
@@ -42,6 +43,12 @@ void run_run(const RunArgs& a) {
   }
   EvalOptions o;
   o.quick = a.quick;
+  const auto dt = parse_dtype(a.dtype);
+  if (!dt || !is_floating(*dt) || *dt == DType::F64) {
+    std::cerr << "vladbud run: --dtype must be fp16, bf16 or fp32 (got '" << a.dtype << "')\n";
+    throw CLI::RuntimeError(kUsage);
+  }
+  o.timing_dtype = *dt;
   o.progress = progress_printer(a.progress);
   std::cerr << "vladbud run: local target: cpu; measuring or loading this machine's ceilings...\n";
   std::string target_id = "local-cpu";
@@ -167,6 +174,9 @@ void add_run(CLI::App& app) {
   c->add_flag("--json", args->json, "print JSON: {targets: [{id, local, kernels: [...]}]}");
   c->add_option("--report", args->report, "also write the table as Markdown to this file");
   c->add_flag("--quick", args->quick, "fewer sizes per stage and short timing windows");
+  c->add_option("--dtype", args->dtype,
+                "dtype of the timed problems: fp16, bf16, fp32 (correctness always runs all three)")
+      ->capture_default_str();
   c->add_flag("--progress", args->progress, "print per-case progress to stderr");
   c->add_flag("--no-gpu", args->no_gpu, "evaluate the CPU only, even when a GPU is present");
   c->add_flag("--no-cpu", args->no_cpu, "skip the local CPU (e.g. only the GPU on a GPU machine)");

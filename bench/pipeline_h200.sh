@@ -3,8 +3,7 @@
 # on the H200: profile -> extract -> bench -> verify, written as Markdown to
 # OUTDIR/pipeline-h200.md (with profile.json, verify.json and the Chrome trace beside it).
 #
-#   bench/pipeline_h200.sh --pack     (dev machine) build vladbud + vladbud-runner and copy them
-#                                     with libfmt into .h200/ (git-ignored) to be carried
+#   bench/h200_all.sh --pack          (dev machine) build and copy the binaries into .h200/
 #   bench/pipeline_h200.sh [OUTDIR]   (GPU machine) OUTDIR defaults to $OUT, else bench/results
 #
 # Needs there: python3 with torch + CUDA (VB_PYTHON overrides), g++ (CPU-backend kernels).
@@ -14,20 +13,6 @@
 set -uo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 
-if [ "${1:-}" = "--pack" ]; then
-  set -e
-  cmake -S "$here" -B "$here/build" -DCMAKE_BUILD_TYPE=Release >/dev/null
-  cmake --build "$here/build" -j2 --target vladbud vladbud-runner >&2
-  mkdir -p "$here/.h200"
-  cp "$here/build/vladbud" "$here/build/vladbud-runner" "$here/.h200/"
-  fmt_lib="$(ldd "$here/build/vladbud" | awk '/libfmt/ {print $3}')"
-  [ -n "$fmt_lib" ] && cp -L "$fmt_lib" "$here/.h200/"
-  exclude="$(git -C "$here" rev-parse --git-path info/exclude)"
-  case "$exclude" in /*) ;; *) exclude="$here/$exclude" ;; esac
-  grep -qx '/.h200/' "$exclude" 2>/dev/null || echo '/.h200/' >>"$exclude"
-  echo "packed: $(ls "$here/.h200" | tr '\n' ' ')(carry .h200)" >&2
-  exit 0
-fi
 
 out="${1:-${OUT:-$here/bench/results}}"
 mkdir -p "$out"
@@ -49,7 +34,7 @@ if [ -x "$here/.h200/vladbud" ] &&
 elif [ -x "$here/build/vladbud" ]; then
   vb="$here/build/vladbud"
 else
-  echo "pipeline_h200: no vladbud binary: run 'bench/pipeline_h200.sh --pack' on the dev machine and carry .h200" >&2
+  echo "pipeline_h200: no vladbud binary: run 'bench/h200_all.sh --pack' on the dev machine and carry .h200" >&2
   exit 2
 fi
 

@@ -10,10 +10,6 @@
 #       on the machine itself: times every variant (instantiated for ID: h200-host on the H200
 #       machine, local here; default local) with the evaluator at the ranking size (quick
 #       correctness, short timing); writes OUTDIR/ranking-cpu-measured-ID.json
-#   bench/ranking_cpu.sh --pack
-#       here: copy vladbud, vladbud-runner, libfmt and the Highway + DLPack headers the variants
-#       include into .h200-ranking/ (git-ignored) to carry to the GPU machine, where --measure
-#       uses them (CPLUS_INCLUDE_PATH, LD_LIBRARY_PATH) when present
 #   bench/ranking_cpu.sh --score [DIR]
 #       Kendall tau over the pairs whose measured times differ by more than the measured noise,
 #       and top-1 regret, per kernel type and overall, from the prediction and every
@@ -21,23 +17,13 @@
 #       bench/results/ranking-cpu.md
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-pack="$here/.h200-ranking"
 vb="${VB:-$here/build/vladbud}"
-if [ -z "${VB:-}" ] && [ -x "$pack/vladbud" ] && [ "${1:-}" = "--measure" ]; then
-  vb="$pack/vladbud"
-  export CPLUS_INCLUDE_PATH="$pack/include${CPLUS_INCLUDE_PATH:+:$CPLUS_INCLUDE_PATH}"
-  export LD_LIBRARY_PATH="$pack${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-fi
-if [ "${1:-}" = "--pack" ]; then
-  mkdir -p "$pack/include"
-  cp "$here/build/vladbud" "$here/build/vladbud-runner" "$pack/"
-  fmt_lib="$(ldd "$here/build/vladbud" | awk '/libfmt/ {print $3}')"
-  [ -n "$fmt_lib" ] && cp -L "$fmt_lib" "$pack/"
-  cp -rL /usr/include/hwy /usr/include/dlpack "$pack/include/"
-  exclude="$(git -C "$here" rev-parse --git-path info/exclude)"
-  grep -qx '/.h200-ranking/' "$exclude" 2>/dev/null || echo '/.h200-ranking/' >>"$exclude"
-  echo "packed: $(ls "$pack" | tr '\n' ' ')(carry .h200-ranking)" >&2
-  exit 0
+# On the GPU machine: the binaries and headers carried in .h200/ (bench/h200_all.sh --pack).
+if [ -z "${VB:-}" ] && [ -x "$here/.h200/vladbud" ] && [ "${1:-}" = "--measure" ]; then
+  vb="$here/.h200/vladbud"
+  export CPATH="$here/.h200/include${CPATH:+:$CPATH}"
+  export LD_LIBRARY_PATH="$here/.h200${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  export VB_RUNNER="$here/.h200/vladbud-runner"
 fi
 types=(softmax rmsnorm reduce matmul)
 declare -A size=([softmax]=4096x4096 [rmsnorm]=4096x4096 [reduce]=4096x4096 [matmul]=512x512x512)

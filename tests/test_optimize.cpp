@@ -333,8 +333,9 @@ TEST(OptimizeLoop, KeepsRealGainsOnlyAndNeverBrokenOrCheatingCandidates) {
       EXPECT_EQ(r[9].find("MODE=1"), std::string::npos) << r[9];
       EXPECT_EQ(r[9].find("MODE=2"), std::string::npos) << r[9];
     }
-    if (r[9].find("MODE=2") != std::string::npos && r[9].find("UNROLL=1 ") != std::string::npos)
+    if (r[9].find("MODE=2") != std::string::npos && r[9].find("UNROLL=1 ") != std::string::npos) {
       EXPECT_NE(r[9].find("failed the full stages"), std::string::npos) << r[9];
+    }
   }
   EXPECT_EQ(keeps, s.kept);
   // History holds the starter and every kept version; state.json is resumable.

@@ -48,9 +48,9 @@
 #define MAX_BLOCKS_PER_SM 16
 #endif
 
-namespace {
+#include "vb_cuda_rows.cuh"
 
-using i64 = long long;
+namespace {
 
 static_assert(VEC_BYTES == 2 || VEC_BYTES == 4 || VEC_BYTES == 8 || VEC_BYTES == 16,
               "VEC_BYTES must be 2, 4, 8 or 16");
@@ -60,107 +60,6 @@ static_assert(WARP_BLOCK_THREADS % 32 == 0 && WARP_BLOCK_THREADS >= 32 &&
                   WARP_BLOCK_THREADS <= 1024,
               "WARP_BLOCK_THREADS must be a multiple of 32 in [32, 1024]");
 static_assert(UNROLL >= 1 && UNROLL <= 16, "UNROLL must be in [1, 16]");
-
-constexpr float kNegInf = -__builtin_huge_valf();
-
-/// Elements of T per vector access (VEC_BYTES / sizeof(T), at least 1).
-template <typename T>
-constexpr int vec_elems() {
-  return VEC_BYTES / static_cast<int>(sizeof(T)) > 0 ? VEC_BYTES / static_cast<int>(sizeof(T)) : 1;
-}
-
-/// Register budget in floats per thread: 64, or 32 at 1024 threads per block (64 registers per
-/// thread at most there); a step keeps at most half of it in flight.
-constexpr int cache_limit(int block_threads) { return block_threads >= 1024 ? 32 : 64; }
-
-/// Element of type T from its bit pattern (the low 16 bits for 16-bit types).
-template <typename T> __device__ __forceinline__ T from_bits(unsigned u);
-template <> __device__ __forceinline__ __half from_bits<__half>(unsigned u) {
-  return __ushort_as_half(static_cast<unsigned short>(u & 0xffffu));
-}
-template <> __device__ __forceinline__ __nv_bfloat16 from_bits<__nv_bfloat16>(unsigned u) {
-  return __ushort_as_bfloat16(static_cast<unsigned short>(u & 0xffffu));
-}
-template <> __device__ __forceinline__ float from_bits<float>(unsigned u) { return __uint_as_float(u); }
-
-/// Loads the N elements at p (aligned to N*sizeof(T)) with ONE access of N*sizeof(T) bytes
-/// (2, 4, 8 or 16; __ldg: the read-only path) and widens them to float.
-template <typename T, int N>
-__device__ __forceinline__ void load_vec(const T* __restrict__ p, float (&f)[N]) {
-  constexpr int B = static_cast<int>(sizeof(T)) * N;
-  static_assert(B == 2 || B == 4 || B == 8 || B == 16, "vector access of 2, 4, 8 or 16 bytes");
-  if constexpr (B == 2) {
-    f[0] = vbk::to_f32(from_bits<T>(__ldg(reinterpret_cast<const unsigned short*>(p))));
-  } else {
-    constexpr int W = B / 4;
-    unsigned w[W];
-    if constexpr (W == 1) {
-      w[0] = __ldg(reinterpret_cast<const unsigned*>(p));
-    } else if constexpr (W == 2) {
-      const uint2 r = __ldg(reinterpret_cast<const uint2*>(p));
-      w[0] = r.x;
-      w[1] = r.y;
-    } else {
-      const uint4 r = __ldg(reinterpret_cast<const uint4*>(p));
-      w[0] = r.x;
-      w[1] = r.y;
-      w[2] = r.z;
-      w[3] = r.w;
-    }
-#pragma unroll
-    for (int i = 0; i < W; ++i) {
-      if constexpr (sizeof(T) == 4) {
-        f[i] = vbk::to_f32(from_bits<T>(w[i]));
-      } else {
-        f[2 * i] = vbk::to_f32(from_bits<T>(w[i]));
-        f[2 * i + 1] = vbk::to_f32(from_bits<T>(w[i] >> 16));
-      }
-    }
-  }
-}
-
-/// Loads N elements at p (aligned to N*sizeof(T)) as floats: one vector load.
-template <typename T, int N>
-__device__ __forceinline__ void load_pack(const T* __restrict__ p, float (&f)[N]) {
-  load_vec<T, N>(p, f);
-}
-
-__device__ __forceinline__ float warp_sum(float v) {
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  return v;
-}
-
-/// Sum over a group of G threads (G = 32: the warp; G > 32: the whole block of G threads), in a
-/// fixed order; every thread of the group gets the same value. `red` is __shared__ float[64];
-/// `phase` alternates its halves so that one __syncthreads per reduction suffices.
-template <int G>
-__device__ __forceinline__ float group_sum(float v, float* red, int& phase) {
-  v = warp_sum(v);
-  if constexpr (G > 32) {
-    float* b = red + 32 * phase;
-    phase ^= 1;
-    if ((threadIdx.x & 31) == 0) b[threadIdx.x >> 5] = v;
-    __syncthreads();
-    v = b[0];
-#pragma unroll
-    for (int i = 1; i < G / 32; ++i) v += b[i];
-  }
-  return v;
-}
-
-/// Merges the online-softmax state (m2, s2) into (m, s): m = max, s = Σ exp(x - m). A state
-/// with m = -inf has s = 0 (nothing finite seen yet). Symmetric in its two arguments (no FMA
-/// contraction), so butterfly lanes agree bitwise.
-__device__ __forceinline__ void merge_ms(float& m, float& s, float m2, float s2) {
-  const float mn = fmaxf(m, m2);
-  if (mn == kNegInf) {
-    s = __fadd_rn(s, s2);
-  } else {
-    s = __fadd_rn(__fmul_rn(s, expf(m - mn)), __fmul_rn(s2, expf(m2 - mn)));
-  }
-  m = mn;
-}
 
 constexpr int kMaxBlocks = 4096;  // partial-sum slots (grid cap)
 __device__ float g_part_sum[kMaxBlocks];
@@ -287,28 +186,6 @@ __global__ void __launch_bounds__(BT, 1) ce_final(int n, float* __restrict__ out
 
 // ---- host side ---------------------------------------------------------------------------------
 
-bool aligned_to(const void* p, std::size_t a) {
-  return reinterpret_cast<std::uintptr_t>(p) % a == 0;
-}
-
-/// Blocks for `work` independent items of `per_block` each, capped at sms * MAX_BLOCKS_PER_SM.
-unsigned grid_for(i64 work, i64 per_block, int sms) {
-  const i64 need = (work + per_block - 1) / per_block;
-  const i64 cap = static_cast<i64>(sms) * MAX_BLOCKS_PER_SM;
-  const i64 g = need < cap ? need : cap;
-  return static_cast<unsigned>(g > 0 ? g : 1);
-}
-
-
-/// Number of SMs of the device holding `t` (cudaDeviceGetAttribute: a cheap, cached query).
-int sm_count(const DLTensor& t, int* sms) {
-  const cudaError_t e =
-      cudaDeviceGetAttribute(sms, cudaDevAttrMultiProcessorCount, t.device.device_id);
-  if (e != cudaSuccess)
-    return vbk::fail("cudaDeviceGetAttribute(SM count): %s", cudaGetErrorString(e));
-  if (*sms < 1) *sms = 1;
-  return 0;
-}
 
 /// Launches ce_rows for groups of G threads in blocks of BT (vector packs when `vec`, else
 /// scalars); returns the grid size in *blocks.

@@ -52,9 +52,9 @@
 #define MAX_BLOCKS_PER_SM 16
 #endif
 
-namespace {
+#include "vb_cuda_rows.cuh"
 
-using i64 = long long;
+namespace {
 
 static_assert(VEC_BYTES == 2 || VEC_BYTES == 4 || VEC_BYTES == 8 || VEC_BYTES == 16,
               "VEC_BYTES must be 2, 4, 8 or 16");
@@ -68,162 +68,6 @@ static_assert(LONG_BLOCK_THREADS % 32 == 0 && LONG_BLOCK_THREADS >= 32 &&
               "LONG_BLOCK_THREADS must be a multiple of 32 in [32, 1024]");
 static_assert(MAX_PACKS >= 1 && MAX_PACKS <= 16, "MAX_PACKS must be in [1, 16]");
 static_assert(UNROLL >= 1 && UNROLL <= 16, "UNROLL must be in [1, 16]");
-
-/// Elements of T per vector access (VEC_BYTES / sizeof(T), at least 1).
-template <typename T>
-constexpr int vec_elems() {
-  return VEC_BYTES / static_cast<int>(sizeof(T)) > 0 ? VEC_BYTES / static_cast<int>(sizeof(T)) : 1;
-}
-
-/// Most floats one thread keeps in registers for a cached row: 64, or 32 at 1024 threads per
-/// block (64 registers per thread at most there).
-constexpr int cache_limit(int block_threads) { return block_threads >= 1024 ? 32 : 64; }
-
-/// The same for rows cached as coalesced scalars (one address per element costs registers):
-/// 64 up to 256 threads per block, 32 at 512, 16 at 1024.
-constexpr int scalar_cache_limit(int block_threads) {
-  return block_threads >= 1024 ? 16 : block_threads >= 512 ? 32 : 64;
-}
-
-/// Bit pattern of one element (16-bit types in the low half).
-__device__ __forceinline__ unsigned bits_of(__half v) { return __half_as_ushort(v); }
-__device__ __forceinline__ unsigned bits_of(__nv_bfloat16 v) { return __bfloat16_as_ushort(v); }
-__device__ __forceinline__ unsigned bits_of(float v) { return __float_as_uint(v); }
-
-/// Element of type T from its bit pattern (the low 16 bits for 16-bit types).
-template <typename T> __device__ __forceinline__ T from_bits(unsigned u);
-template <> __device__ __forceinline__ __half from_bits<__half>(unsigned u) {
-  return __ushort_as_half(static_cast<unsigned short>(u & 0xffffu));
-}
-template <> __device__ __forceinline__ __nv_bfloat16 from_bits<__nv_bfloat16>(unsigned u) {
-  return __ushort_as_bfloat16(static_cast<unsigned short>(u & 0xffffu));
-}
-template <> __device__ __forceinline__ float from_bits<float>(unsigned u) { return __uint_as_float(u); }
-
-/// Loads the N elements at p (aligned to N*sizeof(T)) with ONE access of N*sizeof(T) bytes
-/// (2, 4, 8 or 16; __ldg: the read-only path) and widens them to float.
-template <typename T, int N>
-__device__ __forceinline__ void load_vec(const T* __restrict__ p, float (&f)[N]) {
-  constexpr int B = static_cast<int>(sizeof(T)) * N;
-  static_assert(B == 2 || B == 4 || B == 8 || B == 16, "vector access of 2, 4, 8 or 16 bytes");
-  if constexpr (B == 2) {
-    f[0] = vbk::to_f32(from_bits<T>(__ldg(reinterpret_cast<const unsigned short*>(p))));
-  } else {
-    constexpr int W = B / 4;
-    unsigned w[W];
-    if constexpr (W == 1) {
-      w[0] = __ldg(reinterpret_cast<const unsigned*>(p));
-    } else if constexpr (W == 2) {
-      const uint2 r = __ldg(reinterpret_cast<const uint2*>(p));
-      w[0] = r.x;
-      w[1] = r.y;
-    } else {
-      const uint4 r = __ldg(reinterpret_cast<const uint4*>(p));
-      w[0] = r.x;
-      w[1] = r.y;
-      w[2] = r.z;
-      w[3] = r.w;
-    }
-#pragma unroll
-    for (int i = 0; i < W; ++i) {
-      if constexpr (sizeof(T) == 4) {
-        f[i] = vbk::to_f32(from_bits<T>(w[i]));
-      } else {
-        f[2 * i] = vbk::to_f32(from_bits<T>(w[i]));
-        f[2 * i + 1] = vbk::to_f32(from_bits<T>(w[i] >> 16));
-      }
-    }
-  }
-}
-
-/// Rounds N floats to T (RNE) and stores them at p (aligned to N*sizeof(T)) with ONE access.
-/// 8- and 16-byte stores are written in PTX (st.global.v2/v4.b32, no memory clobber): NVVM
-/// otherwise splits some of them into 4-byte stores.
-template <typename T, int N>
-__device__ __forceinline__ void store_vec(T* __restrict__ p, const float (&f)[N]) {
-  constexpr int B = static_cast<int>(sizeof(T)) * N;
-  static_assert(B == 2 || B == 4 || B == 8 || B == 16, "vector access of 2, 4, 8 or 16 bytes");
-  if constexpr (B == 2) {
-    *reinterpret_cast<unsigned short*>(p) =
-        static_cast<unsigned short>(bits_of(vbk::from_f32<T>(f[0])));
-  } else {
-    constexpr int W = B / 4;
-    unsigned w[W];
-#pragma unroll
-    for (int i = 0; i < W; ++i) {
-      if constexpr (sizeof(T) == 4) {
-        w[i] = bits_of(vbk::from_f32<T>(f[i]));
-      } else {
-        w[i] = bits_of(vbk::from_f32<T>(f[2 * i])) | (bits_of(vbk::from_f32<T>(f[2 * i + 1])) << 16);
-      }
-    }
-    if constexpr (W == 1) {
-      *reinterpret_cast<unsigned*>(p) = w[0];
-    } else if constexpr (W == 2) {
-      asm volatile("st.global.v2.b32 [%0], {%1, %2};" ::"l"(__cvta_generic_to_global(p)),
-                 "r"(w[0]), "r"(w[1]));
-    } else {
-      asm volatile("st.global.v4.b32 [%0], {%1, %2, %3, %4};" ::"l"(__cvta_generic_to_global(p)),
-                 "r"(w[0]), "r"(w[1]), "r"(w[2]), "r"(w[3]));
-    }
-  }
-}
-
-/// Loads N elements at p (aligned to N*sizeof(T)) as floats: one vector load.
-template <typename T, int N>
-__device__ __forceinline__ void load_pack(const T* __restrict__ p, float (&f)[N]) {
-  load_vec<T, N>(p, f);
-}
-
-/// Rounds N floats to T (RNE) and stores them at p (aligned to N*sizeof(T)): one vector store.
-template <typename T, int N>
-__device__ __forceinline__ void store_pack(T* __restrict__ p, const float (&f)[N]) {
-  store_vec<T, N>(p, f);
-}
-
-__device__ __forceinline__ float warp_sum(float v) {
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  return v;
-}
-
-/// Sum over a group of G threads (G = 32: the warp; G > 32: the whole block of G threads), in a
-/// fixed order; every thread of the group gets the same value. `red` is __shared__ float[64];
-/// `phase` alternates its halves so that one __syncthreads per reduction suffices (the next
-/// reduction on the same half comes after another barrier that every reader has passed).
-template <int G>
-__device__ __forceinline__ float group_sum(float v, float* red, int& phase) {
-  v = warp_sum(v);
-  if constexpr (G > 32) {
-    float* b = red + 32 * phase;
-    phase ^= 1;
-    if ((threadIdx.x & 31) == 0) b[threadIdx.x >> 5] = v;
-    __syncthreads();
-    v = b[0];
-#pragma unroll
-    for (int i = 1; i < G / 32; ++i) v += b[i];
-  }
-  return v;
-}
-
-/// Loads the NP-element packs p = base + u*BT + threadIdx.x (u < UU) of a row into v: UU
-/// independent loads per thread, all issued before the first use. Packs at p >= n_packs are
-/// left unset (callers skip them with step_valid).
-template <typename T, int BT, int NP, int UU>
-__device__ __forceinline__ void load_step(const T* __restrict__ xr, i64 base, i64 n_packs,
-                                          float (&v)[UU][NP]) {
-#pragma unroll
-  for (int u = 0; u < UU; ++u) {
-    const i64 p = base + static_cast<i64>(u) * BT + threadIdx.x;
-    if (p < n_packs) load_pack<T, NP>(xr + p * NP, v[u]);
-  }
-}
-
-/// Pack index of step slot u (see load_step).
-template <int BT>
-__device__ __forceinline__ i64 step_pack(i64 base, int u) {
-  return base + static_cast<i64>(u) * BT + threadIdx.x;
-}
 
 // ---- register-cached rows (warp per row or block per row) ------------------------------------
 
@@ -342,57 +186,6 @@ __global__ void __launch_bounds__(BT, 1)
 }
 
 // ---- host side ---------------------------------------------------------------------------------
-
-bool aligned_to(const void* p, std::size_t a) {
-  return reinterpret_cast<std::uintptr_t>(p) % a == 0;
-}
-
-/// Blocks for `work` independent items of `per_block` each, capped at sms * MAX_BLOCKS_PER_SM.
-unsigned grid_for(i64 work, i64 per_block, int sms) {
-  const i64 need = (work + per_block - 1) / per_block;
-  const i64 cap = static_cast<i64>(sms) * MAX_BLOCKS_PER_SM;
-  const i64 g = need < cap ? need : cap;
-  return static_cast<unsigned>(g > 0 ? g : 1);
-}
-
-/// Packs (of vec_elems<T>() elements) per thread available to a cached row in blocks of BT
-/// threads: vectors (VEC) or as many coalesced scalars; at most MAX_PACKS, at least 1.
-template <typename T, int BT, bool VEC>
-constexpr int max_packs() {
-  constexpr int by_regs = (VEC ? cache_limit(BT) : scalar_cache_limit(BT)) / vec_elems<T>();
-  constexpr int m = MAX_PACKS < by_regs ? MAX_PACKS : by_regs;
-  return m >= 1 ? m : 1;
-}
-
-/// Largest power of two <= v, at most 16 (v >= 1).
-constexpr int pow2_floor(int v) { return v >= 16 ? 16 : v >= 8 ? 8 : v >= 4 ? 4 : v >= 2 ? 2 : 1; }
-
-/// Calls f(std::integral_constant<int, KP>{}) with the smallest power of two KP <= KF with
-/// KP >= per_thread (the caller checked per_thread <= KF).
-template <int KF, typename F>
-int with_pack_count(i64 per_thread, F&& f) {
-  if (per_thread <= 1) return f(std::integral_constant<int, 1>{});
-  if constexpr (KF >= 2)
-    if (per_thread <= 2) return f(std::integral_constant<int, 2>{});
-  if constexpr (KF >= 4)
-    if (per_thread <= 4) return f(std::integral_constant<int, 4>{});
-  if constexpr (KF >= 8)
-    if (per_thread <= 8) return f(std::integral_constant<int, 8>{});
-  if constexpr (KF >= 16)
-    if (per_thread <= 16) return f(std::integral_constant<int, 16>{});
-  return vbk::fail("internal error: %lld vectors per thread exceed the register cache",
-                   per_thread);
-}
-
-/// Number of SMs of the device holding `t` (cudaDeviceGetAttribute: a cheap, cached query).
-int sm_count(const DLTensor& t, int* sms) {
-  const cudaError_t e =
-      cudaDeviceGetAttribute(sms, cudaDevAttrMultiProcessorCount, t.device.device_id);
-  if (e != cudaSuccess)
-    return vbk::fail("cudaDeviceGetAttribute(SM count): %s", cudaGetErrorString(e));
-  if (*sms < 1) *sms = 1;
-  return 0;
-}
 
 template <typename T, bool VEC>
 int run_layernorm_as(const T* x, const T* w, const T* b, T* y, i64 R, i64 D, float eps, int sms,

@@ -34,102 +34,19 @@
 #define MAX_BLOCKS_PER_SM 16
 #endif
 
-namespace {
+#include "vb_cuda_rows.cuh"
 
-using i64 = long long;
+namespace {
 
 static_assert(VEC_BYTES == 4 || VEC_BYTES == 8 || VEC_BYTES == 16, "VEC_BYTES must be 4, 8 or 16");
 static_assert(BLOCK_THREADS % 32 == 0 && BLOCK_THREADS >= 32 && BLOCK_THREADS <= 1024,
               "BLOCK_THREADS must be a multiple of 32 in [32, 1024]");
 
-/// Elements of T per vector access of x (VEC_BYTES / sizeof(T), at least 2: a whole pair).
+/// Elements of T per vector access of x (VEC_BYTES / sizeof(T), at least 2: a whole pair; the
+/// vec_elems of vb_cuda_rows.cuh allows 1).
 template <typename T>
-constexpr int vec_elems() {
+constexpr int pair_vec_elems() {
   return VEC_BYTES / static_cast<int>(sizeof(T)) > 2 ? VEC_BYTES / static_cast<int>(sizeof(T)) : 2;
-}
-
-/// Bit pattern of one element (16-bit types in the low half).
-__device__ __forceinline__ unsigned bits_of(__half v) { return __half_as_ushort(v); }
-__device__ __forceinline__ unsigned bits_of(__nv_bfloat16 v) { return __bfloat16_as_ushort(v); }
-__device__ __forceinline__ unsigned bits_of(float v) { return __float_as_uint(v); }
-
-/// Element of type T from its bit pattern (the low 16 bits for 16-bit types).
-template <typename T> __device__ __forceinline__ T from_bits(unsigned u);
-template <> __device__ __forceinline__ __half from_bits<__half>(unsigned u) {
-  return __ushort_as_half(static_cast<unsigned short>(u & 0xffffu));
-}
-template <> __device__ __forceinline__ __nv_bfloat16 from_bits<__nv_bfloat16>(unsigned u) {
-  return __ushort_as_bfloat16(static_cast<unsigned short>(u & 0xffffu));
-}
-template <> __device__ __forceinline__ float from_bits<float>(unsigned u) { return __uint_as_float(u); }
-
-/// Loads the N elements at p (aligned to N*sizeof(T)) with ONE access of N*sizeof(T) bytes
-/// (2, 4, 8 or 16; __ldg: the read-only path) and widens them to float.
-template <typename T, int N>
-__device__ __forceinline__ void load_vec(const T* __restrict__ p, float (&f)[N]) {
-  constexpr int B = static_cast<int>(sizeof(T)) * N;
-  static_assert(B == 2 || B == 4 || B == 8 || B == 16, "vector access of 2, 4, 8 or 16 bytes");
-  if constexpr (B == 2) {
-    f[0] = vbk::to_f32(from_bits<T>(__ldg(reinterpret_cast<const unsigned short*>(p))));
-  } else {
-    constexpr int W = B / 4;
-    unsigned w[W];
-    if constexpr (W == 1) {
-      w[0] = __ldg(reinterpret_cast<const unsigned*>(p));
-    } else if constexpr (W == 2) {
-      const uint2 r = __ldg(reinterpret_cast<const uint2*>(p));
-      w[0] = r.x;
-      w[1] = r.y;
-    } else {
-      const uint4 r = __ldg(reinterpret_cast<const uint4*>(p));
-      w[0] = r.x;
-      w[1] = r.y;
-      w[2] = r.z;
-      w[3] = r.w;
-    }
-#pragma unroll
-    for (int i = 0; i < W; ++i) {
-      if constexpr (sizeof(T) == 4) {
-        f[i] = vbk::to_f32(from_bits<T>(w[i]));
-      } else {
-        f[2 * i] = vbk::to_f32(from_bits<T>(w[i]));
-        f[2 * i + 1] = vbk::to_f32(from_bits<T>(w[i] >> 16));
-      }
-    }
-  }
-}
-
-/// Rounds N floats to T (RNE) and stores them at p (aligned to N*sizeof(T)) with ONE access.
-/// 8- and 16-byte stores are written in PTX (st.global.v2/v4.b32, no memory clobber): NVVM
-/// otherwise splits some of them into 4-byte stores.
-template <typename T, int N>
-__device__ __forceinline__ void store_vec(T* __restrict__ p, const float (&f)[N]) {
-  constexpr int B = static_cast<int>(sizeof(T)) * N;
-  static_assert(B == 2 || B == 4 || B == 8 || B == 16, "vector access of 2, 4, 8 or 16 bytes");
-  if constexpr (B == 2) {
-    *reinterpret_cast<unsigned short*>(p) =
-        static_cast<unsigned short>(bits_of(vbk::from_f32<T>(f[0])));
-  } else {
-    constexpr int W = B / 4;
-    unsigned w[W];
-#pragma unroll
-    for (int i = 0; i < W; ++i) {
-      if constexpr (sizeof(T) == 4) {
-        w[i] = bits_of(vbk::from_f32<T>(f[i]));
-      } else {
-        w[i] = bits_of(vbk::from_f32<T>(f[2 * i])) | (bits_of(vbk::from_f32<T>(f[2 * i + 1])) << 16);
-      }
-    }
-    if constexpr (W == 1) {
-      *reinterpret_cast<unsigned*>(p) = w[0];
-    } else if constexpr (W == 2) {
-      asm volatile("st.global.v2.b32 [%0], {%1, %2};" ::"l"(__cvta_generic_to_global(p)),
-                 "r"(w[0]), "r"(w[1]));
-    } else {
-      asm volatile("st.global.v4.b32 [%0], {%1, %2, %3, %4};" ::"l"(__cvta_generic_to_global(p)),
-                 "r"(w[0]), "r"(w[1]), "r"(w[2]), "r"(w[3]));
-    }
-  }
 }
 
 /// Loads N elements at p and widens them to float: one vector access when VEC (p aligned to
@@ -235,20 +152,6 @@ __global__ void __launch_bounds__(BLOCK_THREADS, 1)
 
 // ---- host side ---------------------------------------------------------------------------------
 
-bool aligned_to(const void* p, std::size_t a) {
-  return reinterpret_cast<std::uintptr_t>(p) % a == 0;
-}
-
-/// Number of SMs of the device holding `t` (cudaDeviceGetAttribute: a cheap, cached query).
-int sm_count(const DLTensor& t, int* sms) {
-  const cudaError_t e =
-      cudaDeviceGetAttribute(sms, cudaDevAttrMultiProcessorCount, t.device.device_id);
-  if (e != cudaSuccess)
-    return vbk::fail("cudaDeviceGetAttribute(SM count): %s", cudaGetErrorString(e));
-  if (*sms < 1) *sms = 1;
-  return 0;
-}
-
 /// log2 of the threads per row: the smallest power of two >= chunks per row, at most 32.
 int tpr_log2_for(i64 chunks) {
   int l = 0;
@@ -259,7 +162,7 @@ int tpr_log2_for(i64 chunks) {
 template <typename T>
 int run_rope(const T* x, const T* cs, const T* sn, T* y, i64 rows, int S, int half,
              bool interleaved, int sms, cudaStream_t st) {
-  constexpr int NV = vec_elems<T>();
+  constexpr int NV = pair_vec_elems<T>();
   const std::size_t xa = sizeof(T) * NV;
   const std::size_t ta = interleaved ? sizeof(T) * NV / 2 : sizeof(T) * NV;
   const bool vec = (interleaved ? (2LL * half) % NV == 0 : half % NV == 0) && aligned_to(x, xa) &&

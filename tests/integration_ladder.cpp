@@ -111,7 +111,7 @@ TEST(LadderCpu, RankRefusesBadInputWithAClearMessage) {
   fs::create_directories(empty);
   auto c = vladbud({"rank", "softmax", "--targets", "neoverse-v2", "--variants", empty.string()});
   EXPECT_EQ(c.exit_code, 2);
-  EXPECT_NE(c.err.find("holds no .cpp variant"), std::string::npos) << c.err;
+  EXPECT_NE(c.err.find("holds no .cpp or .cu variant"), std::string::npos) << c.err;
   auto d = vladbud({"rank", "softmax", "--targets", "neoverse-v2", "--variants", "/nonexistent/dir"});
   EXPECT_EQ(d.exit_code, 2);
   EXPECT_NE(d.err.find("does not exist"), std::string::npos) << d.err;

@@ -294,15 +294,19 @@ fs::path cross_runner(std::string* err) {
   const fs::path home = vladbud_home();
   const fs::path main_cpp = home / "src" / "runner" / "runner_main.cpp";
   const fs::path proto = home / "src" / "runner" / "protocol.cpp";
-  const std::string key = hash_hex(read_file(main_cpp) + read_file(proto) +
-                                   read_file(home / "src" / "runner" / "protocol.h") +
-                                   tool_version(kCrossGxx));
+  // The runner's CUDA path (loaded at run time, never used under QEMU) is part of the binary.
+  const fs::path cuda_dev = home / "src" / "runner" / "cuda_device.cpp";
+  const std::string key =
+      hash_hex(read_file(main_cpp) + read_file(proto) + read_file(cuda_dev) +
+               read_file(home / "src" / "runner" / "protocol.h") +
+               read_file(home / "src" / "runner" / "cuda_device.h") + tool_version(kCrossGxx));
   const fs::path out = cache_dir() / "runner-aarch64" / key / "vladbud-runner";
   if (fs::exists(out)) return out;
   fs::create_directories(out.parent_path());
   const fs::path tmp = out.string() + fmt::format(".tmp.{}", ::getpid());
   auto pr = run_process({kCrossGxx, "-std=c++20", "-O2", "-I" + cross_include_dir().string(),
-                         "-I" + (home / "src").string(), main_cpp.string(), proto.string(), "-o",
+                         "-I" + (home / "src").string(), main_cpp.string(), proto.string(),
+                         cuda_dev.string(), "-o",
                          tmp.string(), "-ldl", "-lpthread"},
                         std::chrono::minutes(5));
   if (!pr.ok()) {

@@ -40,6 +40,33 @@ TEST(CpuBackend, CacheHitsForTheSameSourceAndMissesWhenAnIncludedHeaderChanges) 
   fs::remove_all(dir);
 }
 
+TEST(CpuBackend, ACachedBuildNamesTheLoopsOfTheSourceAskedFor) {
+  // Two files with the same content share a cache entry; the vectorization report of the hit
+  // must name the file asked for, not the one first built (an optimizer candidate, a copy).
+  const fs::path dir = fs::temp_directory_path() / ("vb-backend-copy-" + std::to_string(::getpid()));
+  fs::create_directories(dir / "a");
+  fs::create_directories(dir / "b");
+  const std::string run_id = std::to_string(::getpid()) + "-" + std::to_string(std::time(nullptr));
+  const std::string text =
+      "#include \"vb_kernel.h\"\nstatic const char* vb_test_run_id = \"" + run_id +
+      "\";\nextern \"C\" void vb_test_axpy(float* y, const float* x, int n) {\n"
+      "  for (int i = 0; i < n; ++i) y[i] += 2.0f * x[i];\n}\n"
+      "extern \"C\" int vb_kernel_run(const DLTensor*, int, DLTensor*, int, const double*, int,"
+      " void*) { return 0; }\n";
+  std::ofstream(dir / "a" / "k.cpp") << text;
+  std::ofstream(dir / "b" / "k.cpp") << text;
+  const Backend& be = *find_backend("cpu");
+  const BuildResult a = be.build(dir / "a" / "k.cpp");
+  ASSERT_TRUE(a.ok) << a.diagnostics;
+  ASSERT_FALSE(a.vectorized_loops.empty()) << "the axpy loop should vectorize at -O3";
+  const BuildResult b = be.build(dir / "b" / "k.cpp");
+  ASSERT_TRUE(b.cached);
+  int in_b = 0;
+  for (const auto& l : b.vectorized_loops) in_b += l.file.find("/b/k.cpp") != std::string::npos;
+  EXPECT_GT(in_b, 0) << "the cached report still names " << b.vectorized_loops.front().file;
+  fs::remove_all(dir);
+}
+
 TEST(CpuBackend, UnknownBackendIsNull) {
   EXPECT_EQ(find_backend("tpu"), nullptr);
 }

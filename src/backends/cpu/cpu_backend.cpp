@@ -59,10 +59,22 @@ class CpuBackend final : public Backend {
     argv.insert(argv.end(), {"-shared", "-fopt-info-vec-optimized=" + tmp_rep.string(),
                              source.string(), "-o", tmp_lib.string()});
     for (const auto& a : argv) r.command += (r.command.empty() ? "" : " ") + a;
+    // The key ignores the file's name (-P drops the line markers), so the cached report may
+    // name another path with the same content (an optimizer candidate, a copy): its loops
+    // are this source's loops.
+    const fs::path built_from = dir / "source-path.txt";
+    auto loops_of = [&] {
+      auto loops = parse_vectorization_report(read_file(report));
+      std::error_code ec;
+      const std::string orig = fs::exists(built_from, ec) ? read_file(built_from) : "";
+      for (auto& l : loops)
+        if (!orig.empty() && l.file == orig) l.file = source.string();
+      return loops;
+    };
     if (fs::exists(r.library) && fs::exists(report)) {
       r.ok = true;
       r.cached = true;
-      r.vectorized_loops = parse_vectorization_report(read_file(report));
+      r.vectorized_loops = loops_of();
       return r;
     }
     fs::create_directories(dir);
@@ -76,9 +88,12 @@ class CpuBackend final : public Backend {
       if (pr.timed_out) r.diagnostics += "\n(compiler timed out after 5 minutes)";
       return r;
     }
+    // No vectorized loop at all: the compiler may not create the report file.
+    if (!fs::exists(tmp_rep)) write_file_atomic(tmp_rep, "");
+    write_file_atomic(built_from, source.string());
     fs::rename(tmp_lib, r.library);
     fs::rename(tmp_rep, report);
-    r.vectorized_loops = parse_vectorization_report(read_file(report));
+    r.vectorized_loops = loops_of();
     r.ok = true;
     return r;
   }

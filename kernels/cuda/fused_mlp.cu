@@ -58,9 +58,9 @@
 #define GROUP_M 8
 #endif
 
-namespace {
+#include "vb_cuda_mma.cuh"
 
-using u32 = std::uint32_t;
+namespace {
 
 constexpr int kThreads = WARPS_M * WARPS_N * 32;
 constexpr int kWarpTileM = BLOCK_M / WARPS_M;
@@ -82,46 +82,6 @@ static_assert(STAGES >= 2, "the cp.async ring needs at least 2 stages");
 
 // ---- PTX wrappers (as in matmul.cu) ------------------------------------------------------------
 
-__device__ __forceinline__ u32 smem_addr(const void* p) {
-  return static_cast<u32>(__cvta_generic_to_shared(p));
-}
-/// 16-byte global->shared async copy; `valid` false zero-fills the 16 bytes (src-size 0).
-__device__ __forceinline__ void cp_async16(u32 dst, const void* src, bool valid) {
-  const int n = valid ? 16 : 0;
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(n)
-               : "memory");
-}
-__device__ __forceinline__ void cp_async_commit() {
-  asm volatile("cp.async.commit_group;\n" ::: "memory");
-}
-template <int N>
-__device__ __forceinline__ void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
-}
-/// ldmatrix .x4: lanes 8i..8i+7 address the rows of 8×8 matrix i; r[i] = row lane/4, columns
-/// 2·(lane%4), +1 of matrix i.
-__device__ __forceinline__ void ldsm_x4(u32 (&r)[4], u32 addr) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(addr));
-}
-/// d += a·b, m16n8k16, fp32 accumulators (fragment layout: PTX ISA, mma.m16n8k16).
-template <typename T>
-__device__ __forceinline__ void mma16816(float (&d)[4], const u32 (&a)[4], u32 b0, u32 b1) {
-  if constexpr (std::is_same<T, __half>::value) {
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-        "{%8,%9}, {%0,%1,%2,%3};\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-  } else {
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-        "{%8,%9}, {%0,%1,%2,%3};\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-  }
-}
 /// Stores (a, b) rounded (RNE) to T at p[0], p[1] as one 32-bit word (p 4-byte aligned).
 template <typename T>
 __device__ __forceinline__ void store_pair(T* p, float a, float b) {

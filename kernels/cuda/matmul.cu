@@ -93,9 +93,10 @@
 #include <cuda.h>  // CUtensorMap and its enums only; cuTensorMapEncodeTiled comes from the runtime
 #endif
 
-namespace {
+#define VB_MMA_OWN_MMA16816  // this file keeps its explicitly specialized mma16816 below
+#include "vb_cuda_mma.cuh"
 
-using u32 = std::uint32_t;
+namespace {
 
 constexpr int kThreads = WARPS_M * WARPS_N * 32;
 constexpr int kWarpTileM = BLOCK_M / WARPS_M;
@@ -114,39 +115,6 @@ static_assert(((BLOCK_K / 8) % 2 == 0) && ((BLOCK_N / 8) % 2 == 0),
               "padded pitches must be an odd number of 16-byte chunks");
 
 // ---- PTX wrappers ------------------------------------------------------------------------------
-
-__device__ __forceinline__ u32 smem_addr(const void* p) {
-  return static_cast<u32>(__cvta_generic_to_shared(p));
-}
-
-/// 16-byte global->shared async copy; `valid` false zero-fills the 16 bytes (src-size 0).
-__device__ __forceinline__ void cp_async16(u32 dst, const void* src, bool valid) {
-  const int n = valid ? 16 : 0;
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(n)
-               : "memory");
-}
-__device__ __forceinline__ void cp_async_commit() {
-  asm volatile("cp.async.commit_group;\n" ::: "memory");
-}
-template <int N>
-__device__ __forceinline__ void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
-}
-
-/// ldmatrix .x4: lanes 8i..8i+7 give the row addresses of 8×8 matrix i; r[i] = this lane's
-/// pair (row lane/4, columns 2·(lane%4), +1) of matrix i.
-__device__ __forceinline__ void ldsm_x4(u32 (&r)[4], u32 addr) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(addr));
-}
-/// ldmatrix .x4.trans: as ldsm_x4 of the transposed matrices (lane gets rows 2·(lane%4), +1 of
-/// column lane/4).
-__device__ __forceinline__ void ldsm_x4_t(u32 (&r)[4], u32 addr) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(addr));
-}
 
 /// d += a·b for one m16n8k16 tile, fp32 accumulators (PTX ISA "Matrix Fragments for
 /// mma.m16n8k16": a0..a3 = A rows g / g+8, cols 2t / 2t+8; b0, b1 = B rows 2t / 2t+8, col g;

@@ -336,50 +336,6 @@ TEST(Occupancy, CannotLaunch) {
   EXPECT_THROW(compute_occupancy({128, 32, 0, 0}, SmLimits{}), std::invalid_argument);
 }
 
-// The runtime's answers recorded on a real GPU by bench/occupancy_check.sh (one file per device,
-// tests/fixtures/cuda/occupancy_<gpu>.jsonl): the calculator must agree on every row.
-TEST(Occupancy, MatchesTheCudaRuntimeOnRecordedDevices) {
-  const auto dir = test::repo_root() / "tests" / "fixtures" / "cuda";
-  static const std::vector<TargetSpec> db = load_spec_db();
-  int files = 0;
-  for (const auto& e : std::filesystem::directory_iterator(dir)) {
-    const std::string name = e.path().filename().string();
-    if (name.rfind("occupancy_", 0) != 0 || e.path().extension() != ".jsonl") continue;
-    ++files;
-    SCOPED_TRACE(name);
-    std::istringstream lines(read_file(e.path()));
-    std::string line;
-    ASSERT_TRUE(std::getline(lines, line));
-    const auto dev = nlohmann::json::parse(line);
-    const std::string cc = dev.at("cc").get<std::string>();
-    const TargetSpec* t = match_nvidia_device(db, dev.at("device").get<std::string>(),
-                                              std::stoi(cc), std::stoi(cc.substr(cc.find('.') + 1)));
-    ASSERT_NE(t, nullptr) << "no spec for " << dev.dump();
-    const SmLimits l = SmLimits::from_spec(*t);
-    EXPECT_EQ(l.registers_per_sm, dev.at("regs_per_sm").get<int>());
-    EXPECT_EQ(l.shared_memory_per_sm_bytes, dev.at("smem_per_sm").get<long>());
-    EXPECT_EQ(l.shared_memory_per_block_bytes, dev.at("smem_per_block_optin").get<long>());
-    EXPECT_EQ(l.reserved_shared_memory_per_block_bytes, dev.at("reserved_smem_per_block").get<long>());
-    EXPECT_EQ(l.max_blocks_per_sm, dev.at("max_blocks_per_sm").get<int>());
-    int rows = 0;
-    while (std::getline(lines, line)) {
-      if (line.empty()) continue;
-      const auto r = nlohmann::json::parse(line);
-      if (!r.at("error").get<std::string>().empty()) continue;
-      ++rows;
-      const Occupancy o = compute_occupancy(
-          {r.at("threads").get<int>(), r.at("registers").get<int>(), r.at("static_smem").get<long>(),
-           r.at("dynamic_smem").get<long>()},
-          l);
-      EXPECT_EQ(o.blocks_per_sm, r.at("blocks_per_sm").get<int>()) << line;
-    }
-    EXPECT_GT(rows, 10);
-  }
-  if (files == 0)
-    GTEST_SKIP() << "no tests/fixtures/cuda/occupancy_*.jsonl recorded yet: run "
-                    "bash bench/occupancy_check.sh on a machine with an NVIDIA GPU";
-}
-
 // ---- @vb-param --------------------------------------------------------------------------------
 
 TEST(SourceParams, ParsesTheConvention) {

@@ -54,8 +54,10 @@ summary="$logs/summary.txt"
   lscpu | grep -E "Model name|^CPU\(s\)" | tr -s ' '
 } >"$summary"
 
-declare -A limit=([correctness]=90 [gpu-tests]=50 [run-all]=160 [rank-cuda]=200 [rank-cpu]=100
-                  [pipeline]=120)
+declare -A limit=([correctness]=90 [gpu-tests]=60 [run-all]=330 [rank-cuda]=330 [rank-cpu]=120
+                  [pipeline]=150)
+# Timestamped stderr (Unix seconds), to see where the time goes.
+ts_lines() { local l; while IFS= read -r l; do printf '%s %s\n' "${EPOCHREALTIME%????}" "$l"; done >&2; }
 # The stages, one function each (run in a child bash under `timeout`).
 stage_correctness() {
   # The full five stages of the nine CUDA starters and the two wgmma matmul variants, all at
@@ -72,14 +74,14 @@ stage_correctness() {
 }
 stage_gpu-tests() { .h200/vb_integration_tests --gtest_filter='Cuda*:*BadCudaKernel*' --gtest_brief=1; }
 stage_run-all() {
-  "$VB" run --all --no-cpu --remote none --quick --dtype bf16 --json --report "$LOGS/run-all.md" \
-    --results "$LOGS/results.tsv" >"$LOGS/run-all.json"
+  "$VB" run --all --no-cpu --remote none --quick --dtype "${RUN_DTYPE:-bf16}" --progress --json \
+    --report "$LOGS/run-all.md" --results "$LOGS/results.tsv" >"$LOGS/run-all.json" 2> >(ts_lines)
 }
 stage_rank-cuda() { bash bench/ranking_cuda.sh --measure "$LOGS"; }
 stage_rank-cpu() { bash bench/ranking_cpu.sh --measure "$LOGS" --target h200-host; }
 stage_pipeline() { bash bench/pipeline_h200.sh "$LOGS"; }
 export LOGS="$logs"
-export -f stage_correctness stage_gpu-tests stage_run-all stage_rank-cuda stage_rank-cpu stage_pipeline
+export -f ts_lines stage_correctness stage_gpu-tests stage_run-all stage_rank-cuda stage_rank-cpu stage_pipeline
 stages=("$@")
 [ ${#stages[@]} -eq 0 ] && stages=(correctness run-all rank-cuda rank-cpu gpu-tests pipeline)
 for s in "${stages[@]}"; do

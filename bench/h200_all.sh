@@ -11,7 +11,8 @@
 #   bash bench/h200_all.sh [STAGE...]    there (repo root, carrying .h200): run the stages (all by
 #                                        default) and pack every log and JSON into
 #                                        $OUT/h200-results.tar.gz (plus summary.txt)
-# Stages: correctness gpu-tests run-all rank-cuda rank-cpu pipeline
+# Stages: correctness gpu-tests run-all rank-cuda rank-cpu pipeline optimizer (CUDA optimizer
+# throughput, OPT_BUDGET, default 4m; not in the default set)
 # Each stage has its own time limit (seconds, STAGE_LIMIT_<stage> overrides) and never stops the
 # others; the summary lists each stage's exit code and duration.
 set -uo pipefail
@@ -55,7 +56,7 @@ summary="$logs/summary.txt"
 } >"$summary"
 
 declare -A limit=([correctness]=90 [gpu-tests]=60 [run-all]=330 [rank-cuda]=330 [rank-cpu]=120
-                  [pipeline]=150)
+                  [pipeline]=150 [optimizer]=290)
 # Timestamped stderr (Unix seconds), to see where the time goes.
 ts_lines() { local l; while IFS= read -r l; do printf '%s %s\n' "${EPOCHREALTIME%????}" "$l"; done >&2; }
 # The stages, one function each (run in a child bash under `timeout`).
@@ -80,8 +81,12 @@ stage_run-all() {
 stage_rank-cuda() { bash bench/ranking_cuda.sh --measure "$LOGS"; }
 stage_rank-cpu() { bash bench/ranking_cpu.sh --measure "$LOGS" --target h200-host; }
 stage_pipeline() { bash bench/pipeline_h200.sh "$LOGS"; }
+stage_optimizer() {
+  VB_BENCH_BACKEND=cuda VB_BENCH_WS="$LOGS/optimizer-ws" bash bench/optimizer.sh "${OPT_BUDGET:-4m}"
+  cp bench/results/optimizer-cuda.md "$LOGS/"
+}
 export LOGS="$logs"
-export -f ts_lines stage_correctness stage_gpu-tests stage_run-all stage_rank-cuda stage_rank-cpu stage_pipeline
+export -f ts_lines stage_correctness stage_gpu-tests stage_run-all stage_rank-cuda stage_rank-cpu stage_pipeline stage_optimizer
 stages=("$@")
 [ ${#stages[@]} -eq 0 ] && stages=(correctness run-all rank-cuda rank-cpu gpu-tests pipeline)
 for s in "${stages[@]}"; do

@@ -70,7 +70,7 @@ import os
 print(f"# Optimizer throughput ({backend})\n")
 print(f"* date: {datetime.datetime.utcnow():%Y-%m-%d %H:%M} UTC")
 print(f"* machine: {cpu}, {os.cpu_count()} logical cores")
-print(f"* load average (1/5/15 min) before: {lb}; after: {la} (other helpers' builds share the cores)")
+print(f"* load average (1/5/15 min) before: {lb}; after: {la} (every runnable task on the machine counts)")
 print(f"* command: `VB_BENCH_BACKEND={backend} bench/optimizer.sh {budget}` = `{cmd}`")
 print(f"* wall time: {wall} s; experiments: {len(exps)} (plus {len(rows) - len(exps)} baseline rows)")
 goal = 400 if backend == "cuda" else 800

@@ -9,7 +9,7 @@
 #                                            writes bench/results/ranking-h200-prediction.json
 #   bench/ranking_cuda.sh --measure OUTDIR   on the GPU machine: every variant through the quick
 #                                            correctness stages (in parallel), then timed alone
-#                                            (--timing-only, one at a time) in bf16 at the same
+#                                            (--timing-only --quick, one at a time) in bf16 at the same
 #                                            size; writes OUTDIR/ranking-cuda-measured-h200.json
 #   bench/ranking_cuda.sh --score [FILE]     Kendall tau and top-1 regret per kernel type
 #                                            (bench/ranking_score.py); writes
@@ -19,7 +19,7 @@ set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 vb="${VB:-}"
 [ -z "$vb" ] && { [ -x "$here/.h200/vladbud" ] && vb="$here/.h200/vladbud" || vb="$here/build/vladbud"; }
-types=(softmax rmsnorm matmul)
+read -r -a types <<<"${RANK_TYPES:-softmax rmsnorm matmul}"  # RANK_TYPES: a subset, e.g. "matmul"
 pred="$here/bench/results/ranking-h200-prediction.json"
 mode="${1:-}"
 [ -x "$vb" ] || { echo "ranking_cuda.sh: $vb not found; build first (scripts/setup.sh)" >&2; exit 2; }
@@ -74,7 +74,7 @@ PY
   while read -r t f _; do
     v="$(basename "$f" .cu)"
     echo "ranking_cuda: timing $t/$v" >&2
-    "$vb" bench --backend cuda -k "$t" -s "$f" --dtype bf16 --timing-only --no-pytorch --json \
+    "$vb" bench --backend cuda -k "$t" -s "$f" --dtype bf16 --timing-only --quick --no-pytorch --json \
       --results "$tmp/time.tsv" >"$tmp/$t.$v.json" 2>"$tmp/$t.$v.err" || true
   done <"$list"
   python3 - "$tmp" "$outdir/ranking-cuda-measured-h200.json" "$(( $(date +%s) - t0 ))" "${types[@]}" <<'PY'
@@ -84,7 +84,7 @@ try: gpu = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version", "--f
 except Exception: gpu = "?"
 doc = {"date": datetime.datetime.utcnow().strftime("%Y-%m-%dT%H:%M:%SZ"), "target": "h200",
        "machine": f"{platform.node()} ({gpu})", "seconds": secs,
-       "command": "bench/ranking_cuda.sh --measure OUTDIR (vladbud bench --backend cuda -k TYPE -s VARIANT --quick --no-timing, then --dtype bf16 --timing-only)",
+       "command": "bench/ranking_cuda.sh --measure OUTDIR (vladbud bench --backend cuda -k TYPE -s VARIANT --quick --no-timing, then --dtype bf16 --timing-only --quick)",
        "types": {}}
 def load(f):
     try: return json.load(open(f))

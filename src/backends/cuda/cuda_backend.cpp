@@ -88,8 +88,13 @@ class CudaBackend final : public Backend {
     return nvcc_release(nvcc) + " | " + nvcc + " " + join(common_flags()) + " " + arch;
   }
 
-  BuildResult build(const fs::path& source) const override {
+  BuildResult build(const fs::path& source_arg) const override {
     BuildResult r;
+    // One spelling of the path: the preprocessed text (the cache key) carries it in its line
+    // markers, so kernels/cuda/x.cu and /abs/kernels/cuda/x.cu must be the same build.
+    std::error_code ec;
+    fs::path source = fs::weakly_canonical(fs::absolute(source_arg), ec);
+    if (ec) source = source_arg;
     if (!fs::is_regular_file(source)) {
       r.diagnostics = "kernel source " + source.string() +
                       " does not exist (check the --source path, or write kernels/cuda/<type>.cu)";

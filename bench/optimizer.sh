@@ -12,7 +12,7 @@
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 budget="${1:-10m}"
-vb="$here/build/vladbud"
+vb="${VB:-$here/build/vladbud}"
 [ -x "$vb" ] || { echo "optimizer.sh: build first (scripts/setup.sh)" >&2; exit 2; }
 ws="${VB_BENCH_WS:-$(mktemp -d)/workspace}"
 rm -rf "$ws"

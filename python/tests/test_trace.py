@@ -101,3 +101,21 @@ def test_softmax_cross_entropy_sum_are_typed_with_their_shapes(tmp_path):
     assert by["cross_entropy"]["dims"] == {"B": 32, "V": 300}
     assert by["cross_entropy"]["attrs"] == {"ignore_index": -100.0}
     assert by["reduce"]["dims"] == {"M": 32, "N": 300}
+
+
+def _op(i, parent, start):
+    return {"id": i, "name": f"aten::op{i}", "kind": "op", "parent": parent, "start_us": start,
+            "cpu_us": 1.0, "device_us": 0.0, "shapes": [], "dtypes": [], "concrete": []}
+
+
+def test_deep_nesting_and_a_parent_cycle_do_not_exhaust_the_recursion_limit():
+    # A CUDA trace of LLaMA on the H200 once gave an op that was its own ancestor (torch's event
+    # ids collide across threads); deep chains must not recurse either.
+    deep = [_op(0, None, 0.0)] + [_op(i, i - 1, float(i)) for i in range(1, 5000)]
+    units = entries(deep, on_device=False)
+    assert len(units) == 1 and len(units[0]["children"]) == 4999
+    cyc = [_op(0, None, 0.0), _op(1, 0, 1.0), _op(2, 1, 2.0), _op(3, 2, 3.0)]
+    cyc.append(_op(4, 4, 4.0))  # its own parent
+    units = entries(cyc, on_device=False)
+    assert [u["op"]["id"] for u in units] == [0]
+    assert [c["id"] for c in units[0]["children"]] == [1, 2, 3]

@@ -32,19 +32,21 @@ def from_profiler(prof) -> list:
         dtypes[(ke.name(), (ke.start_ns() - t0) / 1000.0)] = [dtype_name(d) for d in ke.dtypes()]
     out = []
     kid = 10 ** 9
-    for e in prof.events():
-        if e.device_type.name != "CPU":
-            continue
+    # Our own ids, one per FunctionEvent object: torch's `id` fields are not unique on CUDA
+    # traces (several threads), and a collision made an event its own ancestor.
+    evs = [e for e in prof.events() if e.device_type.name == "CPU"]
+    own = {id(e): i for i, e in enumerate(evs)}
+    for e in evs:
         start = e.time_range.start
-        out.append({"id": e.id, "name": e.name, "kind": "op",
-                    "parent": e.cpu_parent.id if e.cpu_parent is not None else None,
+        par = own.get(id(e.cpu_parent)) if e.cpu_parent is not None else None
+        out.append({"id": own[id(e)], "name": e.name, "kind": "op", "parent": par,
                     "start_us": start, "cpu_us": e.cpu_time_total, "device_us": 0.0,
                     "shapes": [list(s) for s in e.input_shapes],
                     "dtypes": dtypes.get((e.name, start), []),
                     "concrete": _jsonable(getattr(e, "concrete_inputs", []) or [])})
         for k in e.kernels:
             kid += 1
-            out.append({"id": kid, "name": k.name, "kind": "kernel", "parent": e.id,
+            out.append({"id": kid, "name": k.name, "kind": "kernel", "parent": own[id(e)],
                         "start_us": start, "cpu_us": 0.0, "device_us": float(k.duration),
                         "shapes": [], "dtypes": [], "concrete": []})
     return out
@@ -149,9 +151,15 @@ def entries(records: list, on_device: bool) -> list:
 
 
 def _ops_below(r, children):
-    out = []
-    for c in children.get(r["id"], []):
-        if c["kind"] == "op":
-            out.append(c)
-            out.extend(_ops_below(c, children))
+    """The op records below `r`, depth first; iterative, and each record once, so that a deep
+    nesting or a parent cycle in a trace cannot exhaust the recursion limit."""
+    out, seen = [], {r["id"]}
+    stack = [c for c in reversed(children.get(r["id"], [])) if c["kind"] == "op"]
+    while stack:
+        c = stack.pop()
+        if c["id"] in seen:
+            continue
+        seen.add(c["id"])
+        out.append(c)
+        stack.extend(x for x in reversed(children.get(c["id"], [])) if x["kind"] == "op")
     return out

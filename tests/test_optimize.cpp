@@ -129,6 +129,22 @@ TEST(OptimizeParams, BuiltinPrunerRespectsDomainsAndLimits) {
   const auto cuda = builtin_pruner(ps, "cuda", l);
   EXPECT_TRUE(cuda("", {{"SMEM_BYTES", "65536"}}));
   EXPECT_FALSE(cuda("", {{"BLOCK_THREADS", "1024"}, {"SMEM_BYTES", "0"}}));
+  EXPECT_TRUE(cuda("", {{"VEC_BYTES", "32"}}));  // wider than LDG.128
+  // One block size per launch path (the CUDA softmax starter has three): each must fit alone;
+  // the dimensions of one block multiply.
+  const auto paths = parse_params(
+      "// @vb-param WARP_BLOCK_THREADS 256 {256,2048} a\n// @vb-param BLOCK_THREADS 256 {256} b\n"
+      "// @vb-param LONG_BLOCK_THREADS 1024 {1024} c\n// @vb-param BLOCK_X 32 {32,64} x\n"
+      "// @vb-param BLOCK_Y 32 {16,32} y\n");
+  const auto cuda2 = builtin_pruner(paths, "cuda", l);
+  EXPECT_FALSE(cuda2("", {{"WARP_BLOCK_THREADS", "256"}, {"BLOCK_THREADS", "256"},
+                          {"LONG_BLOCK_THREADS", "1024"}, {"BLOCK_X", "32"}, {"BLOCK_Y", "32"}}));
+  r = cuda2("", {{"WARP_BLOCK_THREADS", "2048"}});
+  ASSERT_TRUE(r);
+  EXPECT_NE(r->find("WARP_BLOCK_THREADS=2048"), std::string::npos) << *r;
+  r = cuda2("", {{"BLOCK_X", "64"}, {"BLOCK_Y", "32"}});
+  ASSERT_TRUE(r);
+  EXPECT_NE(r->find("2048 threads per block"), std::string::npos) << *r;
   // A hook (the ladder's screen) chained after the built-in one.
   const auto chained = chain_pruners(
       {cpu, [](const std::string& s, const Config&) -> std::optional<std::string> {

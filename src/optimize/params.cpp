@@ -171,16 +171,26 @@ Pruner builtin_pruner(const std::vector<TunableParam>& params, const std::string
       if (backend == "cpu" && threads && limits.logical_cores > 0 && *x > limits.logical_cores)
         return fmt::format("{}={} exceeds the {} logical cores of this CPU", p.name, v,
                            limits.logical_cores);
-      if (backend == "cuda" && (threads || p.name.rfind("BLOCK_", 0) == 0) &&
-          p.name.find("THREADS") != std::string::npos) {
+      // CUDA block size: every *_THREADS parameter is the size of one launch's block, so each
+      // alone must fit (a kernel with several launch paths declares one per path); the
+      // dimensions of ONE block (BLOCK_X/Y/Z or *_DIM_X/Y/Z) multiply.
+      if (backend == "cuda" && threads && *x > limits.max_threads_per_block)
+        return fmt::format("{}={} threads per block exceed the limit of {}", p.name, v,
+                           limits.max_threads_per_block);
+      const bool dim = p.name == "BLOCK_X" || p.name == "BLOCK_Y" || p.name == "BLOCK_Z" ||
+                       ends_with(p.name, "_DIM_X") || ends_with(p.name, "_DIM_Y") ||
+                       ends_with(p.name, "_DIM_Z");
+      if (backend == "cuda" && dim) {
         any_block = true;
         block_product *= *x;
       }
       const bool vec_bytes = (p.name.rfind("VEC", 0) == 0 || p.name.rfind("VECTOR", 0) == 0) &&
                              ends_with(p.name, "_BYTES");
-      if (vec_bytes && limits.vector_width_bytes > 0 && *x > limits.vector_width_bytes)
-        return fmt::format("{}={} exceeds the native vector width ({} bytes)", p.name, v,
-                           limits.vector_width_bytes);
+      // CUDA: the widest global load/store per thread is 16 bytes (ld.global.v4.b32, LDG.128;
+      // PTX ISA), whatever the host CPU's SIMD width.
+      const int vw = backend == "cuda" ? 16 : limits.vector_width_bytes;
+      if (vec_bytes && vw > 0 && *x > vw)
+        return fmt::format("{}={} exceeds the native vector width ({} bytes)", p.name, v, vw);
       const bool smem = (p.name.rfind("SMEM", 0) == 0 || p.name.rfind("SHARED", 0) == 0) &&
                         ends_with(p.name, "_BYTES");
       if (smem && limits.shared_memory_per_block_bytes > 0 &&

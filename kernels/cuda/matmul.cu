@@ -15,7 +15,7 @@
 // CTAs are rasterized in groups of GROUP_M tile rows (a column of GROUP_M A panels shares each
 // B panel in L2), over a 1-D grid (no gridDim.y/z limit).
 //
-// fp16 / bf16 with USE_WGMMA = 1 on sm_90a (H100/H200): TMA + wgmma (wgmma_gemm_kernel). A CTA of
+// fp16 / bf16 with USE_WGMMA = 1 (the default) on sm_90a (H100/H200): TMA + wgmma (wgmma_gemm_kernel). A CTA of
 // 3 warpgroups computes 128×WG_BLOCK_N of C: one thread of warpgroup 0 loads 128×64 A and
 // 64×WG_BLOCK_N B slices with cp.async.bulk.tensor (CUtensorMaps built on the host with
 // cuTensorMapEncodeTiled from cudaGetDriverEntryPoint, 128-byte swizzle, zero fill out of bounds)
@@ -23,8 +23,11 @@
 // wgmma.m64n{WG_BLOCK_N}k16 on 64 rows (A K-major, B N-major from shared memory). The host takes
 // this path only when K % 8 == 0, N % 8 == 0, A/B are 16-byte and C 4-byte aligned, the device
 // is compute capability 9.x and the loaded image holds the sm_90a body; otherwise (and always
-// with USE_WGMMA = 0, the default) the mma.sync kernel below runs. Built for any other target
-// the wgmma kernel is an empty stub that is never launched.
+// with USE_WGMMA = 0) the mma.sync kernel below runs. Built for any other target the wgmma
+// kernel is an empty stub that is never launched. USE_WGMMA = 1 is the default since the H200
+// measured it at 199 us for bf16 4096^3 (689 TFLOP/s) against 418 us for the best mma.sync
+// configuration (bench/results/ranking-h200.md); the mma.sync defaults above stay the best
+// measured mma.sync configuration (v10 of bench/variants/cuda/matmul).
 //
 // fp32 (and every dtype when USE_MMA = 0): true fp32 FFMA on the SIMT cores, never TF32. A CTA of
 // 256 threads computes 128×128 of C, 8×8 per thread (two 4×4 quadrants 64 apart, so that the
@@ -76,9 +79,9 @@
 #ifndef USE_MMA
 #define USE_MMA 1
 #endif
-// @vb-param USE_WGMMA 0 {0,1}  1: fp16/bf16 through TMA + wgmma on sm_90a where the shape allows (else the mma.sync path)
+// @vb-param USE_WGMMA 1 {0,1}  1: fp16/bf16 through TMA + wgmma on sm_90a where the shape allows (else the mma.sync path)
 #ifndef USE_WGMMA
-#define USE_WGMMA 0
+#define USE_WGMMA 1
 #endif
 // @vb-param WG_BLOCK_N 256 {128,256}  columns of C per CTA on the wgmma path (rows: 128)
 #ifndef WG_BLOCK_N

@@ -6,4 +6,5 @@
 #define WARPS_N 4
 #define STAGES 3
 #define GROUP_M 4
+#define USE_WGMMA 0  // the mma.sync path (the starter defaults to wgmma on sm_90a)
 #include "../../../../kernels/cuda/matmul.cu"

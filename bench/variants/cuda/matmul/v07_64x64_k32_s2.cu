@@ -6,4 +6,5 @@
 #define WARPS_N 2
 #define STAGES 2
 #define GROUP_M 1
+#define USE_WGMMA 0  // the mma.sync path (the starter defaults to wgmma on sm_90a)
 #include "../../../../kernels/cuda/matmul.cu"

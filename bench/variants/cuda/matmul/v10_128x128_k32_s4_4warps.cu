@@ -5,4 +5,5 @@
 #define WARPS_M 2
 #define WARPS_N 2
 #define STAGES 4
+#define USE_WGMMA 0  // the mma.sync path (the starter defaults to wgmma on sm_90a)
 #include "../../../../kernels/cuda/matmul.cu"

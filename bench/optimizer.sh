@@ -96,7 +96,7 @@ for r in rows:
         d = r[9]
         print(f"* {r[2]} {r[4]} us: {d[:d.find('; reproduce')]}")
 print("\nThe starter latency is the first quick-screen measurement; best is the median of the last "
-      "interleaved comparison. Latencies on a loaded 2-core machine are noisy; the keep rule "
+      "interleaved comparison. Latencies on a shared machine are noisy; the keep rule "
       "accounts for it.")
 PY
 cat "$out"

@@ -65,11 +65,13 @@ PY
   tmp="$outdir/ranking-cuda-work"; mkdir -p "$tmp"; t0=$(date +%s)
   list="$tmp/list"
   for t in "${types[@]}"; do for f in "$here/bench/variants/cuda/$t"/*.cu; do echo "$t $f"; done; done >"$list"
+  # The work folder rides on every line: xargs hands it to sh -c as $3 (the quick checks' JSON
+  # went nowhere when it was appended only after them: run of 2026-12-01).
+  sed -i "s|\$| $tmp|" "$list"
   # 1. correctness (quick stages, all three dtypes), 16 at a time: builds land in the cache.
   xargs -P 16 -L 1 sh -c '"$0" bench --backend cuda -k "$1" -s "$2" --quick --no-timing --no-pytorch --json \
       --results "$3/check.tsv" >"$3/$1.$(basename "$2" .cu).check.json" 2>/dev/null || true' "$vb" \
       <"$list" 2>/dev/null || true
-  sed -i "s|\$| $tmp|" "$list"
   # 2. timing, one at a time (nothing else on the GPU).
   while read -r t f _; do
     v="$(basename "$f" .cu)"
@@ -91,12 +93,17 @@ def load(f):
     except Exception: return {}
 for t in types:
     doc["types"][t] = {}
-    for f in sorted(glob.glob(f"{tmp}/{t}.*.check.json")):
-        v = f[len(f"{tmp}/{t}."):-len(".check.json")]
-        chk, tim = load(f), load(f"{tmp}/{t}.{v}.json")
-        verdict = chk.get("verdict", "ERROR")
-        if verdict == "PASS": verdict = "PASS" if tim.get("verdict") == "UNVERIFIED" else tim.get("verdict", "ERROR")
-        doc["types"][t][v] = {"verdict": verdict, "reason": chk.get("reason") or tim.get("reason", ""),
+    for f in sorted(glob.glob(f"{tmp}/{t}.*.json")):
+        if f.endswith(".check.json"): continue
+        v = f[len(f"{tmp}/{t}."):-len(".json")]
+        chk, tim = load(f"{tmp}/{t}.{v}.check.json"), load(f)
+        if chk:  # the quick stages ran: PASS only when they passed and the timed calls verified
+            verdict = chk.get("verdict", "ERROR")
+            if verdict == "PASS": verdict = "PASS" if tim.get("verdict") == "UNVERIFIED" else tim.get("verdict", "ERROR")
+        else:  # no quick stages: the timed calls' own output verification only
+            verdict = tim.get("verdict", "ERROR")
+        doc["types"][t][v] = {"verdict": verdict, "quick_stages": bool(chk),
+                              "reason": chk.get("reason") or tim.get("reason", ""),
                               "median_us": tim.get("latency_us"), "p10_us": tim.get("latency_p10_us"),
                               "p90_us": tim.get("latency_p90_us"), "size": tim.get("size"),
                               "pct_peak": tim.get("pct_peak")}
@@ -110,6 +117,7 @@ PY
 --score)
   python3 "$here/bench/ranking_score.py" "$pred" "${2:-$here/bench/results/ranking-cuda-measured-h200.json}" \
     --title "Blind GPU ranking study (issue 5): CUDA variants on the H200" \
+    --notes "$here/bench/results/ranking-h200-notes.md" \
     --out "$here/bench/results/ranking-h200.md" ;;
 *) sed -n '2,20p' "$0"; exit 2 ;;
 esac

@@ -17,6 +17,7 @@ Top-1 regret = (measured time of the predicted best - measured best) / measured 
 Variants whose measured verdict is not PASS / UNVERIFIED / INVALID are left out (listed).
 """
 import argparse
+import os
 import datetime
 import itertools
 import json
@@ -60,6 +61,8 @@ def main():
     ap.add_argument("measured", nargs="+")
     ap.add_argument("--title", default="Blind ranking study")
     ap.add_argument("--out", required=True)
+    ap.add_argument("--notes", help="a Markdown file (the study's reading: what limits it) "
+                    "appended after the scores, so that re-scoring keeps it")
     a = ap.parse_args()
     pred = json.load(open(a.prediction))
     L = [f"# {a.title}", "",
@@ -109,6 +112,8 @@ def main():
                                 else f" [{r.get('verdict')}]"))
             L.append(f"- {t}: " + "; ".join(cells))
         L.append("")
+    if a.notes and os.path.exists(a.notes):
+        L += [open(a.notes).read().rstrip("\n")]
     open(a.out, "w").write("\n".join(L) + "\n")
     print("\n".join(L))
 

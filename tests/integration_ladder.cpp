@@ -117,19 +117,37 @@ TEST(LadderCpu, RankRefusesBadInputWithAClearMessage) {
   EXPECT_NE(d.err.find("does not exist"), std::string::npos) << d.err;
 }
 
-TEST(LadderCpu, RankingVariantsPassTheEvaluatorHere) {
-  // Every variant of the four study types, quick mode, correctness only (fp16, bf16, fp32).
-  for (const char* type : {"softmax", "rmsnorm", "reduce", "matmul"}) {
+/// Quick correctness stages (no timing) for every variant in kernels/variants/cpu/<type>/ of each
+/// type, in `dtypes`; each failure names the variant, the stage and the reason.
+void expect_variants_pass(std::initializer_list<const char*> types, std::vector<DType> dtypes) {
+  for (const char* type : types) {
     const auto* kt = find_kernel_type(type);
-    for (const auto& v : load_variants(default_variant_dir(type))) {
+    ASSERT_NE(kt, nullptr) << type;
+    const auto variants = load_variants(default_variant_dir(type));
+    EXPECT_GE(variants.size(), 4u) << type << ": issue 4 asks for at least four variants per type";
+    for (const auto& v : variants) {
       EvalOptions o;
       o.quick = true;
       o.timing = false;
+      o.dtypes = dtypes;
       auto rep = evaluate(*kt, *find_backend("cpu"), v.source, o);
       EXPECT_EQ(rep.verdict, "PASS") << type << "/" << v.name << ": " << rep.failed_stage << " "
                                      << rep.reason;
     }
   }
+}
+
+TEST(LadderCpu, RankingVariantsPassTheEvaluatorHere) {
+  // Every variant of the four study types, quick mode, correctness only (fp16, bf16, fp32).
+  expect_variants_pass({"softmax", "rmsnorm", "reduce", "matmul"},
+                       {DType::F16, DType::BF16, DType::F32});
+}
+
+TEST(LadderCpu, VariantsOfTheOtherFiveTypesPassTheEvaluatorHere) {
+  // The variants of the remaining five types, quick mode, correctness only (fp16, bf16, fp32).
+  expect_variants_pass({"layernorm", "flash_attention", "fused_mlp", "cross_entropy",
+                        "rotary_embedding"},
+                       {DType::F16, DType::BF16, DType::F32});
 }
 
 }  // namespace

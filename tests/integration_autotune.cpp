@@ -11,6 +11,7 @@
 #include "bridge/bridge.h"
 #include "core/paths.h"
 #include "core/process.h"
+#include "ladder/rank.h"
 
 namespace vb {
 namespace {
@@ -169,6 +170,40 @@ class Identity(nn.Module):
   }
   EXPECT_FALSE(fs::exists(ws / "profile.json"));
   fs::remove_all(d);
+}
+
+// The rank stage's climber entry point: each source at its own problem size, and a source of
+// the wrong backend for a target refused with the reason instead of compiled.
+TEST(AutotuneRank, ClimbKernelsUsesEachKernelsSizeAndRefusesAMismatchedBackend) {
+  const KernelType* sm = find_kernel_type("softmax");
+  ASSERT_NE(sm, nullptr);
+  const ladder::Variant starter{"starter", vladbud_home() / "kernels" / "cpu" / "softmax.cpp", "cpu", ""};
+  const Size small{"model-R64xC1024", {{"R", 64}, {"C", 1024}}, {}};
+  const Size large{"model-R4096xC4096", {{"R", 4096}, {"C", 4096}}, {}};
+  const std::vector<ladder::KernelToClimb> ks = {{sm, starter, small, DType::F32},
+                                                 {sm, starter, large, DType::F32}};
+  const std::vector<TargetSpec> targets = {ladder::resolve_target("neoverse-v2"),
+                                           ladder::resolve_target("h100-sxm")};
+  ladder::ClimbOptions o;
+  o.max_rung = 3;
+  o.skip_emulation = true;
+  const auto r = ladder::climb_kernels(ks, targets, o);
+  ASSERT_EQ(r.size(), 2u);
+  ASSERT_EQ(r[0].size(), 2u);
+  for (const auto& c : r[0]) {
+    EXPECT_FALSE(c.rejected) << c.to_json().dump(1);
+    EXPECT_EQ(c.highest_rung, 3) << c.to_json().dump(1);
+    ASSERT_TRUE(c.estimate.has_value());
+  }
+  // 256x the elements: the roofline estimate grows with the problem it was asked for.
+  EXPECT_GT(r[0][1].estimate->time_us, 20 * r[0][0].estimate->time_us);
+  for (const auto& c : r[1]) {
+    EXPECT_TRUE(c.rejected);
+    EXPECT_NE(c.stop_reason.find("needs a .cu source"), std::string::npos) << c.stop_reason;
+  }
+  const std::string table = ladder::format_remote_table(targets, r, {"01_softmax", "02_softmax"});
+  EXPECT_NE(table.find("01_softmax"), std::string::npos) << table;
+  EXPECT_NE(table.find("02_softmax"), std::string::npos) << table;
 }
 
 }  // namespace

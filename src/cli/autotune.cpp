@@ -137,8 +137,11 @@ void run_autotune(AutotuneArgs a) {
   if (a.top < 1) usage("--top must be at least 1 (how many kernel groups to extract)");
   if (a.plateau < 0) usage("--plateau must be >= 0 (0: never move on at a plateau)");
   if (a.reps < 1) usage("--reps must be >= 1 (timed forwards per side in verify)");
-  const fs::path ws = a.workspace;
-  if (ws.empty()) usage("--workspace must name a folder");
+  if (a.workspace.empty()) usage("--workspace must name a folder");
+  fs::path ws = fs::path(a.workspace).lexically_normal();
+  if (ws.filename().empty() && ws.has_parent_path()) ws = ws.parent_path();  // "workspace/"
+  if (ws.empty() || ws == "." || ws == "..")
+    usage("--workspace '" + a.workspace + "' must name a dedicated folder (default: workspace)");
   // A workspace from an earlier run is kept: moved aside, never overwritten.
   std::string archived;
   if (fs::exists(ws)) {

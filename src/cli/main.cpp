@@ -46,6 +46,7 @@ int main(int argc, char** argv) {
   vb::cli::add_report(app);
   vb::cli::add_rank(app);
   vb::cli::add_variants(app);
+  vb::cli::add_autotune(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

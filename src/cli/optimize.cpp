@@ -11,6 +11,7 @@
 #include "eval/report.h"
 #include "kernels/kernel_type.h"
 #include "optimize/loop.h"
+#include "optimize/measure.h"
 #include "optimize/orchestrator.h"
 
 namespace vb::cli {
@@ -32,7 +33,7 @@ struct OptimizeArgs {
   double agent_timeout = 900, ceiling = 90;
   std::uint64_t seed = 1;
   int plateau = 20, max_experiments = 0, rounds = 3;
-  bool json = false, no_git = false, verbose = false;
+  bool json = false, no_git = false, verbose = false, no_pytorch = false;
 };
 
 [[noreturn]] void usage_error(const std::string& msg) {
@@ -96,6 +97,7 @@ void run_optimize(const OptimizeArgs& a) {
   o.rounds = a.rounds;
   o.ceiling_pct = a.ceiling;
   o.git = !a.no_git;
+  if (!a.no_pytorch) o.pytorch_baseline = opt::time_pytorch_baseline;
   o.progress = live_printer();
   o.eval_progress = progress_printer(a.verbose && !a.json);
   o.stop = &g_stop;
@@ -175,6 +177,8 @@ void add_optimize(CLI::App& app) {
   c->add_option("--reproduce", a->reproduce,
                 "evaluate one candidate file (from a results.tsv row) at the folder's problem, "
                 "all five stages and timing, then exit");
+  c->add_flag("--no-pytorch", a->no_pytorch,
+              "do not time PyTorch at the folder's problem (results.tsv's speedup_vs_pytorch n/a)");
   c->add_flag("--no-git", a->no_git, "do not commit kept versions even inside a git repository");
   c->add_flag("--verbose", a->verbose, "print the evaluator's progress lines");
   c->add_flag("--json", a->json, "print the summary as JSON");

@@ -308,22 +308,59 @@ std::vector<TargetSpec> remote_nvidia_targets() {
   return out;
 }
 
+std::vector<std::vector<ClimbResult>> climb_kernels(const std::vector<KernelToClimb>& kernels,
+                                                    const std::vector<TargetSpec>& targets,
+                                                    const ClimbOptions& opts) {
+  std::vector<std::vector<ClimbResult>> out(targets.size());
+  for (std::size_t ti = 0; ti < targets.size(); ++ti) {
+    const TargetSpec& t = targets[ti];
+    const TargetClimber* c = climber_for(t);
+    if (!c)
+      throw std::invalid_argument("no ladder climber handles target " + t.id + " (kind " + t.kind +
+                                  "); climbers: cpu, nvidia");
+    const bool gpu = t.kind == "gpu";
+    for (const auto& k : kernels) {
+      if ((k.variant.backend == "cuda") != gpu) {
+        ClimbResult r;
+        r.target_id = t.id;
+        r.kernel = k.type->name();
+        r.variant = k.variant.name;
+        r.backend = k.variant.backend;
+        r.rejected = true;
+        r.confidence = "rejected";
+        r.stop_reason = "a " + k.variant.backend + " source cannot run on " + t.id + " (" +
+                        (gpu ? "a GPU: needs a .cu source" : "a CPU: needs a .cpp source") + ")";
+        out[ti].push_back(std::move(r));
+        continue;
+      }
+      if (opts.progress)
+        opts.progress(fmt::format("[remote {}] {}{}", t.id, k.type->name(),
+                                  k.variant.name == "starter" ? "" : " (" + k.variant.name + ")"));
+      ClimbOptions o = opts;
+      o.size = k.size;
+      o.dtype = k.dtype;
+      out[ti].push_back(c->climb(*k.type, k.variant, t, o));
+    }
+  }
+  return out;
+}
+
 std::vector<std::vector<ClimbResult>> climb_starters(const std::vector<const KernelType*>& types,
                                                      const std::vector<TargetSpec>& targets,
                                                      const ClimbOptions& opts) {
+  // One list per backend (the starters of the CPU and of CUDA), merged back per target.
+  std::vector<KernelToClimb> cpu, cuda;
+  for (const auto* kt : types) {
+    cpu.push_back({kt, Variant{"starter", vladbud_home() / "kernels" / "cpu" / (kt->name() + ".cpp"),
+                               "cpu", "the starter kernel"},
+                   std::nullopt, opts.dtype});
+    cuda.push_back({kt, Variant{"starter", vladbud_home() / "kernels" / "cuda" / (kt->name() + ".cu"),
+                                "cuda", "the starter kernel"},
+                    std::nullopt, opts.dtype});
+  }
   std::vector<std::vector<ClimbResult>> out(targets.size());
   for (std::size_t ti = 0; ti < targets.size(); ++ti)
-    for (const auto* kt : types) {
-      const bool gpu = targets[ti].kind == "gpu";
-      Variant v{"starter",
-                vladbud_home() / "kernels" / (gpu ? "cuda" : "cpu") /
-                    (kt->name() + (gpu ? ".cu" : ".cpp")),
-                gpu ? "cuda" : "cpu", "the starter kernel"};
-      if (opts.progress) opts.progress(fmt::format("[remote {}] {}", targets[ti].id, kt->name()));
-      ClimbOptions o = opts;
-      o.size = std::nullopt;
-      out[ti].push_back(climber_for(targets[ti])->climb(*kt, v, targets[ti], o));
-    }
+    out[ti] = std::move(climb_kernels(targets[ti].kind == "gpu" ? cuda : cpu, {targets[ti]}, opts)[0]);
   return out;
 }
 
@@ -336,7 +373,7 @@ json remote_targets_json(const std::vector<TargetSpec>& targets,
               {"backend", targets[ti].kind == "gpu" ? "cuda" : "cpu"},
               {"local", false}, {"family", targets[ti].family}, {"kernels", json::array()}};
     for (const auto& r : results[ti]) {
-      json k = {{"kernel", r.kernel}, {"rung", r.highest_rung},
+      json k = {{"kernel", r.kernel}, {"variant", r.variant}, {"rung", r.highest_rung},
                 {"rung_name", r.highest_rung >= 0 ? rung_name(r.highest_rung) : "none"},
                 {"confidence", r.confidence}, {"rejected", r.rejected},
                 {"stop_reason", r.stop_reason}};
@@ -351,14 +388,15 @@ json remote_targets_json(const std::vector<TargetSpec>& targets,
 }
 
 std::string format_remote_table(const std::vector<TargetSpec>& targets,
-                                const std::vector<std::vector<ClimbResult>>& results) {
+                                const std::vector<std::vector<ClimbResult>>& results,
+                                const std::vector<std::string>& row_labels) {
   std::string o = "\nRemote targets (not this machine; the confidence ladder, no measurement):\n";
   o += fmt::format("{:<17}", "kernel");
   for (const auto& t : targets) o += fmt::format(" {:>26}", t.id);
   o += "\n";
   if (results.empty() || results[0].empty()) return o;
   for (std::size_t k = 0; k < results[0].size(); ++k) {
-    o += fmt::format("{:<17}", results[0][k].kernel);
+    o += fmt::format("{:<17}", k < row_labels.size() ? row_labels[k] : results[0][k].kernel);
     for (std::size_t ti = 0; ti < targets.size(); ++ti) {
       const auto& r = results[ti][k];
       std::string cell = r.rejected ? "rejected (r" + std::to_string(r.evidence.empty() ? 0 : r.evidence.back().rung) + ")"

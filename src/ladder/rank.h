@@ -89,6 +89,24 @@ std::vector<TargetSpec> remote_cpu_targets();
 /// (measured at rung 5 instead). Compile-only rungs: nvcc/ptxas/cuobjdump, no GPU needed.
 std::vector<TargetSpec> remote_nvidia_targets();
 
+/// One kernel to climb: its type, its source (Variant::source, Variant::backend "cpu" or
+/// "cuda"; Variant::name labels the row, e.g. the kernel folder "01_matmul"), and the problem
+/// it is ranked at (size: nullopt = the type's benchmark size; dtype).
+struct KernelToClimb {
+  const KernelType* type = nullptr;
+  Variant variant;
+  std::optional<Size> size;
+  DType dtype = DType::F32;
+};
+
+/// Climbs each kernel on each target with `opts` (its size and dtype replaced by the kernel's);
+/// a kernel whose backend does not match a target's kind (cpu sources for CPU targets, cuda for
+/// GPUs) is not climbed there and gets a rejected result saying so. Results per target in
+/// `kernels` order. Throws std::invalid_argument when no climber handles a target.
+std::vector<std::vector<ClimbResult>> climb_kernels(const std::vector<KernelToClimb>& kernels,
+                                                    const std::vector<TargetSpec>& targets,
+                                                    const ClimbOptions& opts);
+
 /// Climbs the starter kernel of each type on each target with `opts` (kernels/cpu/<type>.cpp
 /// for CPU targets, kernels/cuda/<type>.cu for NVIDIA ones)
 /// (`vladbud run --all`: rungs 0, 1, 3, and 2 only with --emulate). Results per target in
@@ -103,8 +121,10 @@ std::vector<std::vector<ClimbResult>> climb_starters(const std::vector<const Ker
 nlohmann::json remote_targets_json(const std::vector<TargetSpec>& targets,
                                    const std::vector<std::vector<ClimbResult>>& results);
 
-/// The kernel x remote target table: highest rung and estimate (us) with its band.
+/// The kernel x remote target table: highest rung and estimate (us) with its band. Rows are
+/// labelled `row_labels[k]` when given (one per kernel), else by the kernel type.
 std::string format_remote_table(const std::vector<TargetSpec>& targets,
-                                const std::vector<std::vector<ClimbResult>>& results);
+                                const std::vector<std::vector<ClimbResult>>& results,
+                                const std::vector<std::string>& row_labels = {});
 
 }  // namespace vb::ladder

@@ -315,6 +315,28 @@ class Loop {
     return "";
   }
 
+  // PyTorch at the folder's problem, once per folder (stored in problem.json): the rows'
+  // speedup_vs_pytorch. A failure is said once and leaves the column n/a.
+  void time_pytorch() {
+    if (!opt_.pytorch_baseline) return;
+    if (problem_.raw.contains("pytorch_us") && problem_.raw["pytorch_us"].is_number()) return;
+    say(fmt::format("{}: timing PyTorch at the folder's problem ({} {})", kdir_, problem_.size.label,
+                    dtype_name(problem_.dtype)));
+    std::string op, why;
+    const auto us = opt_.pytorch_baseline(problem_, &op, &why);
+    if (!us) {
+      say(fmt::format("{}: no PyTorch baseline (speedup_vs_pytorch n/a): {}", kdir_,
+                      why.substr(0, 300)));
+      return;
+    }
+    problem_.raw["pytorch_us"] = *us;
+    problem_.raw["pytorch_op"] = op;
+    json doc = json::parse(read_file(dir_ / "problem.json"));
+    doc["pytorch_us"] = *us;
+    doc["pytorch_op"] = op;
+    write_file_atomic(dir_ / "problem.json", doc.dump(2) + "\n");
+  }
+
   void setup() {
     // The best version when one is saved (the source may hold an interrupted edit).
     const fs::path start =
@@ -325,6 +347,7 @@ class Loop {
           " declares no tunable parameters: add '// @vb-param NAME DEFAULT {V1,V2,...} "
           "description' lines with their #ifndef/#define defaults (README: The optimizer), or "
           "use --proposer agent");
+    time_pytorch();
     const fs::path best_dir = dir_ / "best";
     best_file_ = best_dir / src_.filename();
     const json st = read_kernel_state(dir_);

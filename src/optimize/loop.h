@@ -17,6 +17,7 @@
 #include <filesystem>
 #include <functional>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 
 #include "optimize/measure.h"
@@ -43,6 +44,14 @@ struct OptimizeOptions {
   Pruner extra_pruner;
   /// Measurer to use; nullptr = the evaluator (tests pass synthetic ones).
   Measurer* measurer = nullptr;
+  /// Times PyTorch on the folder's problem (same shapes, dtype, device; see
+  /// time_pytorch_baseline in measure.h) when problem.json has no "pytorch_us" yet: the loop
+  /// stores "pytorch_us" and "pytorch_op" in problem.json (atomically) before the first
+  /// experiment, and every results.tsv row then carries speedup_vs_pytorch. Returns nullopt
+  /// with `*why` set when PyTorch cannot be timed (the rows say n/a). Empty: never (the
+  /// default; tests with synthetic measurers leave it so).
+  std::function<std::optional<double>(const KernelProblem&, std::string* op, std::string* why)>
+      pytorch_baseline;
   /// Live status lines ("01_softmax: exp 37 | kept 3 | best 1.23x | 12m04s left").
   std::function<void(const std::string&)> progress;
   /// Evaluator progress lines (verbose); may be empty.

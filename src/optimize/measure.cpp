@@ -3,6 +3,8 @@
 #include <stdexcept>
 
 #include "backends/backend.h"
+#include "bridge/bridge.h"
+#include "targets/cpu_info.h"
 #include "eval/evaluator.h"
 
 namespace vb::opt {
@@ -106,6 +108,28 @@ std::unique_ptr<Measurer> make_evaluator_measurer(const KernelProblem& problem,
                              "' is not built into this vladbud (available: " + backend_names() +
                              ")");
   return std::make_unique<EvaluatorMeasurer>(problem, *t, *b, std::move(progress));
+}
+
+std::optional<double> time_pytorch_baseline(const KernelProblem& problem, std::string* op,
+                                            std::string* why) {
+  try {
+    const KernelType* t = find_kernel_type(problem.kernel);
+    if (!t) throw std::runtime_error("unknown kernel type '" + problem.kernel + "'");
+    const bool gpu = problem.backend == "cuda";
+    std::size_t llc = gpu ? 0 : detect_cpu().llc_bytes;
+    if (llc == 0) llc = 64ull << 20;  // the evaluator's fallback
+    // rotation_sets 2 and bytes just above 2x the cache: the Python side cycles
+    // max(2, ceil(bytes / set)) sets, the evaluator's "strictly more than 2x the cache".
+    const auto b = pytorch_baseline(t->make_problem(problem.size, problem.dtype), gpu ? "cuda" : "cpu",
+                                    2, 2.0 * static_cast<double>(llc) + 1, true);
+    if (op) *op = b.value("op", "");
+    const double us = b.at("median_us").get<double>();
+    if (!(us > 0)) throw std::runtime_error("PyTorch's median was not positive");
+    return us;
+  } catch (const std::exception& e) {
+    if (why) *why = e.what();
+    return std::nullopt;
+  }
 }
 
 }  // namespace vb::opt

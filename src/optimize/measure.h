@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "optimize/problem_file.h"
@@ -44,5 +45,15 @@ class Measurer {
 /// the backend is not built into this vladbud.
 std::unique_ptr<Measurer> make_evaluator_measurer(
     const KernelProblem& problem, std::function<void(const std::string&)> progress = {});
+
+/// PyTorch's median latency (us) on `problem` (its shapes, dtype and resolved attributes; on
+/// the CPU for backend "cpu", on the GPU for "cuda"), timed by `python -m vladbud.baseline`
+/// (bridge.h pytorch_baseline) with the evaluator's rotation rule: input sets cycled over more
+/// than 2x the last-level cache (the CPU's LLC; 64 MiB per side on a GPU, at least the L2 of
+/// an H100/H200), the quick protocol (>= 3 reps, >= 0.1 s, <= 1 s). Sets `*op` to the PyTorch
+/// call ("torch.mm", ...). Returns nullopt and sets `*why` when the problem cannot be built or
+/// PyTorch is unavailable (no .venv/torch: run scripts/setup.sh).
+std::optional<double> time_pytorch_baseline(const KernelProblem& problem, std::string* op,
+                                            std::string* why);
 
 }  // namespace vb::opt

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -42,6 +43,37 @@ double num(const std::string& s) {
   }
 }
 
+// The verify result (python/vladbud/verify.py's RESULT) as Markdown lines.
+std::string verify_section(const json& v) {
+  std::string md = fmt::format("* verdict: {}\n", v.value("verdict", "FAIL"));
+  const json seeds = v.value("seeds", json::array());
+  double worst = 0;
+  for (const auto& x : seeds) worst = std::max(worst, x.value("rel_error", 0.0));
+  if (!seeds.empty())
+    md += fmt::format("* worst relative error over {} seed(s): {:.3g} (tolerance {:.3g}: {})\n",
+                      seeds.size(), worst, v.value("tolerance", 0.0), v.value("tolerance_rule", ""));
+  const json l = v.value("latency", json::object());
+  if (l.contains("baseline_ms"))
+    md += fmt::format("* latency per forward: PyTorch {:.2f} ms, with VladBud's kernels {:.2f} ms ({})\n",
+                      l.value("baseline_ms", 0.0), l.value("vladbud_ms", 0.0), l.value("protocol", ""));
+  if (v.contains("speedup"))
+    md += fmt::format("* end-to-end speedup: {:.3f}x\n", v.value("speedup", 0.0));
+  for (const auto& k : v.value("kernels", json::array())) {
+    const int mods = k.value("modules_replaced", 0);
+    md += fmt::format("* kernel {}: `{}` ({}, {} calls per forward)\n", k.value("type", ""),
+                      k.value("source", ""),
+                      mods ? fmt::format("module level, {} modules replaced", mods)
+                           : std::string("operator level"),
+                      k.value("calls_per_forward", 0));
+  }
+  for (const auto& w : v.value("warnings", json::array()))
+    md += "* warning: " + w.get<std::string>() + "\n";
+  for (const auto& d : v.value("diagnose", json::array()))
+    md += fmt::format("* diagnose {} alone: relative error {:.3g}, {}\n", d.value("type", ""),
+                      d.value("rel_error", 0.0), d.value("pass", false) ? "ok" : "breaks the output");
+  return md;
+}
+
 }  // namespace
 
 ReportFiles write_report(const fs::path& ws, const std::string& python) {
@@ -77,6 +109,16 @@ ReportFiles write_report(const fs::path& ws, const std::string& python) {
     entries = load_entries(ws);
   } catch (const std::exception&) {
     // A single folder run with --kernel: the workspace may hold no kernels/ folder.
+  }
+  // The orchestrator's last word on each kernel (budget, plateau, error ...), as `vladbud status`.
+  try {
+    if (fs::exists(ws / "orchestration.json")) {
+      const json orch = json::parse(read_file(ws / "orchestration.json"));
+      for (auto& e : entries)
+        for (const auto& k : orch.value("kernels", json::array()))
+          if (k.value("dir", "") == e.dir) e.status = k.value("status", e.status);
+    }
+  } catch (const std::exception&) {
   }
   std::string md = "# VladBud report\n\n";
   md += fmt::format("Workspace `{}`, written {}.\n\n", fs::absolute(ws).string(), utc_now_iso8601());
@@ -151,17 +193,24 @@ ReportFiles write_report(const fs::path& ws, const std::string& python) {
   md += "\n## End-to-end verification\n\n";
   if (fs::exists(ws / "verify.json")) {
     try {
-      const json v = json::parse(read_file(ws / "verify.json"));
-      std::string lines;
-      for (const char* k : {"verdict", "status", "passed", "speedup", "max_abs_error",
-                            "max_rel_error", "baseline_ms", "optimized_ms", "model"})
-        if (v.contains(k)) lines += fmt::format("* {}: {}\n", k, v[k].dump());
-      md += lines.empty() ? "```json\n" + v.dump(2) + "\n```\n" : lines;
+      md += verify_section(json::parse(read_file(ws / "verify.json")));
     } catch (const std::exception& e) {
       md += fmt::format("verify.json is not readable: {}\n", e.what());
     }
   } else {
     md += "Not run: workspace/verify.json does not exist (run `vladbud verify`).\n";
+  }
+  if (fs::exists(ws / "rank.json")) {
+    md += "\n## Remote targets (confidence ladder)\n\n";
+    try {
+      const json r = json::parse(read_file(ws / "rank.json"));
+      md += "The best version of each kernel folder at the model's shape, climbed up the "
+            "confidence ladder for targets that are not this machine (no measurement: rN is the "
+            "highest rung reached, the estimate carries its band).\n\n```\n" +
+            r.value("table", std::string()) + "```\n";
+    } catch (const std::exception& e) {
+      md += fmt::format("rank.json is not readable: {}\n", e.what());
+    }
   }
   ReportFiles out;
   out.report_md = ws / "report.md";

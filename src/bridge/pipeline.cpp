@@ -1,0 +1,287 @@
+#include "bridge/pipeline.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <map>
+
+#include "backends/backend.h"
+#include "core/paths.h"
+#include "ladder/rank.h"
+
+namespace vb {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+void check_profile_request(const ProfileRequest& a) {
+  auto bad = [](const std::string& m) { throw BridgeUsageError(m); };
+  if (a.model.empty() && a.module.empty())
+    bad("pass --model FILE.py --class-name CLASS (e.g. --model models/gpt2.py --class-name GPT2), "
+        "or --module transformers --class-name AutoModelForCausalLM --config CONFIG");
+  if (!a.model.empty() && !fs::is_regular_file(a.model))
+    bad("model file '" + a.model + "' does not exist; the bundled models are " +
+        (vladbud_home() / "models").string() + "/{gpt2,llama,bert,custom_template}.py");
+  if (a.class_name.empty()) bad("--class-name is required (the nn.Module class to build)");
+  const auto dt = parse_dtype(a.dtype);
+  if (!dt || !is_floating(*dt) || *dt == DType::F64)
+    bad("--dtype must be fp32, fp16 or bf16 (got '" + a.dtype + "')");
+  if (a.device != "cpu" && a.device != "cuda")
+    bad("--device must be cpu or cuda (got '" + a.device + "')");
+  json margs;
+  try {
+    margs = json::parse(a.model_args);
+  } catch (const json::exception&) {
+    bad("--model-args is not valid JSON; pass an object, e.g. '{\"n_layer\": 2}'");
+  }
+  if (!margs.is_object()) bad("--model-args must be a JSON object");
+  // B,S: two positive integers (checked here so the error comes before torch starts).
+  const auto comma = a.input_shape.find(',');
+  bool ok = comma != std::string::npos;
+  try {
+    std::size_t p1 = 0, p2 = 0;
+    if (ok) {
+      const long b = std::stol(a.input_shape.substr(0, comma), &p1);
+      const long s = std::stol(a.input_shape.substr(comma + 1), &p2);
+      ok = b > 0 && s > 0 && p1 == comma && p2 == a.input_shape.size() - comma - 1;
+    }
+  } catch (const std::exception&) {
+    ok = false;
+  }
+  if (!ok)
+    bad("--input-shape must be BATCH,SEQ with two positive integers, e.g. 1,128 (got '" +
+        a.input_shape + "')");
+  if (a.warmup < 0) bad("--warmup must be >= 0");
+  if (a.iters < 1) bad("--iters must be >= 1");
+}
+
+ProfileOutcome profile_model(const ProfileRequest& a) {
+  check_profile_request(a);
+  const auto dt = parse_dtype(a.dtype);
+  const fs::path ws = a.workspace;
+  fs::create_directories(ws);
+  const fs::path model_abs = a.model.empty() ? fs::path() : fs::absolute(a.model);
+  const json req = {
+      {"model", model_abs.string()},
+      {"class_name", a.class_name},
+      {"module", a.module},
+      {"config", !a.config.empty() && fs::exists(a.config) ? fs::absolute(a.config).string() : a.config},
+      {"model_args", json::parse(a.model_args)},
+      {"input_shape", a.input_shape},
+      {"dtype", a.dtype},
+      {"device", a.device},
+      {"warmup", a.warmup},
+      {"iters", a.iters},
+      {"export_trace", a.export_trace ? fs::absolute(ws / "trace.json").string() : ""}};
+  const json raw = run_bridge("profile", req, ws / ".bridge");
+  if (raw.value("records", 0) == 0 || !raw.contains("entries") || raw["entries"].empty() ||
+      raw.value("profiled_us", 0.0) <= 0)
+    throw EmptyProfileError(
+        "the profiler recorded no operator time for " + a.class_name +
+        " (empty trace: the forward may run outside PyTorch operators, e.g. in a compiled graph or "
+        "on another device); nothing written");
+  ProfileOutcome out;
+  out.roof = device_roof(a.device, *dt);
+  out.profile = analyze_profile(raw, out.roof);
+  out.written = ws / "profile.json";
+  write_file_atomic(out.written, out.profile.dump(1) + "\n");
+  return out;
+}
+
+std::string format_profile_summary(const ProfileOutcome& p, const ProfileRequest& a, int rows) {
+  const json& prof = p.profile;
+  const Roof& roof = p.roof;
+  const auto& m = prof["model"];
+  std::string s = fmt::format(
+      "model: {} ({:.1f}M parameters, depth {}), input {} {}, dtype {}, device {} ({})\n",
+      a.class_name, m.value("parameters", 0) / 1e6, m.value("depth", 0), m["input"]["shape"].dump(),
+      m["input"].value("dtype", ""), a.dtype, a.device, prof.value("device_name", ""));
+  s += fmt::format(
+      "forward: {:.2f} ms (median, unprofiled); profiled {:.2f} ms per forward over {} forwards "
+      "after {} warm-up; torch {} ({} threads)\n",
+      prof.value("forward_ms", 0.0), prof.value("profiled_us", 0.0) / 1e3, a.iters, a.warmup,
+      prof.value("torch", ""), prof.value("threads", 0));
+  s += fmt::format("roof: {:.3g} TFLOP/s ({}), {:.0f} GB/s, ridge {:.1f} FLOP/B ({})\n",
+                   roof.peak_tflops, a.dtype, roof.bandwidth_gbs, roof.ridge(), roof.source);
+  s += format_profile_table(prof, rows);
+  s += fmt::format(
+      "in the nine kernel types: {:.1f}% of the time; Amdahl bound if all of it took no time: "
+      "{:.2f}x\n",
+      100 * prof.value("typed_share", 0.0), prof.value("amdahl_max_all", 1.0));
+  for (const auto& w : prof.value("warnings", json::array()))
+    s += "warning: " + w.get<std::string>() + "\n";
+  return s;
+}
+
+namespace {
+
+// The kernel folders of a workspace (kernels/* holding problem.json), sorted by name.
+std::vector<fs::path> kernel_folders(const fs::path& ws) {
+  const fs::path kd = ws / "kernels";
+  if (!fs::is_directory(kd))
+    throw BridgeUsageError(kd.string() + " does not exist; run `vladbud extract --top N` first");
+  std::vector<fs::path> dirs;
+  for (const auto& d : fs::directory_iterator(kd))
+    if (d.is_directory() && fs::exists(d.path() / "problem.json")) dirs.push_back(d.path());
+  std::sort(dirs.begin(), dirs.end());
+  if (dirs.empty())
+    throw BridgeUsageError("no kernel folder with problem.json in " + kd.string() +
+                           "; run `vladbud extract`");
+  return dirs;
+}
+
+// The best source of a kernel folder: best/<type><ext> when the optimizer kept a version, else
+// the folder's own source.
+fs::path best_source(const fs::path& dir, const ModelProblem& mp, const Backend& be,
+                     bool* improved) {
+  const std::string type = mp.type->name();
+  fs::path src = dir / "best" / (type + be.source_extension());
+  *improved = fs::exists(src);
+  if (!*improved) src = dir / mp.doc.value("source", type + be.source_extension());
+  if (!fs::exists(src))
+    throw BridgeUsageError("kernel source " + src.string() + " is missing; re-run `vladbud extract`");
+  return src;
+}
+
+}  // namespace
+
+json verify_model(const VerifyRequest& a) {
+  const fs::path ws = a.workspace, pj = ws / "profile.json";
+  if (!fs::exists(pj))
+    throw BridgeUsageError(pj.string() +
+                           " does not exist; run `vladbud profile ...` then `vladbud extract` first");
+  if (!fs::is_directory(ws / "kernels"))
+    throw BridgeUsageError((ws / "kernels").string() +
+                           " does not exist; run `vladbud extract --top N` first");
+  json prof;
+  try {
+    prof = json::parse(read_file(pj));
+  } catch (const std::exception& e) {
+    throw BridgeUsageError(pj.string() + " is not valid JSON (" + e.what() +
+                           "); re-run `vladbud profile`");
+  }
+  if (a.reps < 1) throw BridgeUsageError("--reps must be >= 1");
+  if (a.seeds.empty()) throw BridgeUsageError("--seeds needs at least one seed");
+  // The best kernel of each extracted type: the folder with the largest share (lowest NN) of
+  // that type.
+  std::map<std::string, bool> chosen;
+  json kernels = json::array();
+  for (const auto& d : kernel_folders(ws)) {
+    const auto mp = read_model_problem(d);
+    const std::string type = mp->type->name();
+    if (chosen.count(type)) continue;
+    const std::string backend = a.backend.empty() ? mp->doc.value("backend", "cpu") : a.backend;
+    const Backend* be = find_backend(backend);
+    if (!be) throw BridgeUsageError("unknown backend '" + backend + "'; available: " + backend_names());
+    bool improved = false;
+    const fs::path src = best_source(d, *mp, *be, &improved);
+    const BuildResult br = be->build(src);
+    if (!br.ok) throw KernelBuildError("building " + src.string() + " failed", br.diagnostics);
+    json k = {{"type", type}, {"library", fs::absolute(br.library).string()},
+              {"source", src.string()}, {"backend", backend}, {"folder", d.string()}};
+    chosen[type] = true;
+    kernels.push_back(k);
+  }
+  const auto& m = prof.at("model");
+  const auto shape = prof.at("input_shape");
+  const json req = {{"model", m.value("file", "")},
+                    {"class_name", m.value("class_name", "")},
+                    {"module", m.value("module", "")},
+                    {"config", m.value("config", "")},
+                    {"model_args", m.value("model_args", json::object())},
+                    {"input_shape", fmt::format("{},{}", shape[0].get<int>(), shape[1].get<int>())},
+                    {"dtype", prof.value("dtype", "fp32")},
+                    {"device", prof.value("device", "cpu")},
+                    {"kernels", kernels},
+                    {"seeds", a.seeds},
+                    {"reps", a.reps},
+                    {"diagnose", a.diagnose}};
+  json res = run_bridge("verify", req, ws / ".bridge");
+  write_file_atomic(ws / "verify.json", res.dump(1) + "\n");
+  return res;
+}
+
+std::string format_verify(const json& res, const json& prof, const fs::path& ws) {
+  const json m = prof.value("model", json::object());
+  const json shape = res.value("input_shape", json::array());
+  std::string s = fmt::format(
+      "model: {} {} on {}, input {}, depth {}\n", m.value("class_name", ""), res.value("dtype", ""),
+      res.value("device", ""),
+      shape.size() == 2 ? fmt::format("{},{}", shape[0].get<int>(), shape[1].get<int>()) : "?",
+      res.value("depth", 0));
+  for (const auto& k : res.value("kernels", json::array())) {
+    const int mods = k.value("modules_replaced", 0);
+    s += fmt::format("  kernel {:<17} {}  ({}, {} calls per forward)\n", k.value("type", ""),
+                     k.value("source", ""),
+                     mods ? fmt::format("module level: {} modules replaced", mods)
+                          : std::string("operator level"),
+                     k.value("calls_per_forward", 0));
+  }
+  s += "tolerance: " + res.value("tolerance_rule", "") +
+       fmt::format(" = {:.3g}\n", res.value("tolerance", 0.0));
+  for (const auto& x : res.value("seeds", json::array()))
+    s += fmt::format("  seed {}: rel_error {:.3g}  max_abs_diff {:.3g}  {}\n", x.value("seed", 0),
+                     x.value("rel_error", 0.0), x.value("max_abs_diff", 0.0),
+                     x.value("pass", false) ? "ok" : "FAIL");
+  const json l = res.value("latency", json::object());
+  s += fmt::format("latency: pytorch {:.2f} ms, with vladbud kernels {:.2f} ms ({}); speedup {:.3f}x\n",
+                   l.value("baseline_ms", 0.0), l.value("vladbud_ms", 0.0), l.value("protocol", ""),
+                   res.value("speedup", 0.0));
+  for (const auto& w : res.value("warnings", json::array()))
+    s += "warning: " + w.get<std::string>() + "\n";
+  if (res.contains("diagnose")) {
+    for (const auto& d : res["diagnose"])
+      s += fmt::format("  diagnose {:<17} alone: rel_error {:.3g} {}\n", d.value("type", ""),
+                       d.value("rel_error", 0.0), d.value("pass", false) ? "ok" : "BREAKS THE OUTPUT");
+    if (res.contains("diagnose_note")) s += "  " + res["diagnose_note"].get<std::string>() + "\n";
+  }
+  s += "verify: " + res.value("verdict", "FAIL") + "\n";
+  s += "wrote " + (ws / "verify.json").string() + "\n";
+  return s;
+}
+
+json rank_workspace(const fs::path& ws, const RankWorkspaceOptions& opts) {
+  std::vector<ladder::KernelToClimb> ks;
+  std::vector<std::string> labels;
+  json kernels = json::array();
+  std::string backend;
+  for (const auto& d : kernel_folders(ws)) {
+    const auto mp = read_model_problem(d);
+    const std::string be_name = mp->doc.value("backend", "cpu");
+    const Backend* be = find_backend(be_name);
+    if (!be)
+      throw BridgeUsageError(d.string() + "/problem.json names backend '" + be_name +
+                             "', which this vladbud does not know (available: " + backend_names() + ")");
+    if (backend.empty()) backend = be_name;
+    bool improved = false;
+    const fs::path src = best_source(d, *mp, *be, &improved);
+    const std::string dir = d.filename().string();
+    ks.push_back({mp->type,
+                  ladder::Variant{dir, src, be_name,
+                                  improved ? "the optimizer's best version" : "the starter (no version kept)"},
+                  mp->size, mp->dtype});
+    labels.push_back(dir);
+    kernels.push_back({{"dir", dir},
+                       {"kernel", mp->type->name()},
+                       {"source", src.string()},
+                       {"improved", improved},
+                       {"size", mp->size.label},
+                       {"dtype", std::string(dtype_name(mp->dtype))}});
+  }
+  std::vector<TargetSpec> targets = opts.targets;
+  if (targets.empty())
+    targets = backend == "cuda" ? ladder::remote_nvidia_targets() : ladder::remote_cpu_targets();
+  ladder::ClimbOptions lo;
+  lo.quick = true;
+  lo.max_rung = opts.max_rung;
+  lo.skip_emulation = !opts.emulate;
+  lo.progress = opts.progress;
+  const auto climbs = ladder::climb_kernels(ks, targets, lo);
+  json doc = {{"kernels", kernels},
+              {"targets", ladder::remote_targets_json(targets, climbs)},
+              {"table", ladder::format_remote_table(targets, climbs, labels)}};
+  write_file_atomic(ws / "rank.json", doc.dump(1) + "\n");
+  return doc;
+}
+
+}  // namespace vb

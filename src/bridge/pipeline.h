@@ -1,0 +1,122 @@
+// The model pipeline's stages as callable functions (issue 7 item 6): profile a PyTorch model,
+// verify the extracted (or optimized) kernels plugged into it, and climb the best kernels of a
+// workspace up the confidence ladder for remote targets. `vladbud profile`, `vladbud verify` and
+// `vladbud autotune` are thin wrappers over these; extraction is extract_kernels (bridge.h), the
+// optimizer run_orchestrator (optimize/orchestrator.h) and the report write_report
+// (optimize/report_md.h).
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <filesystem>
+#include <functional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "bridge/bridge.h"
+#include "targets/spec_db.h"
+
+namespace vb {
+
+/// What to profile: the fields of `vladbud profile`.
+struct ProfileRequest {
+  std::string model;       ///< Python file defining the class ("" with `module`)
+  std::string class_name;  ///< nn.Module class to build
+  std::string module;      ///< importable module instead of `model` ("transformers", ...)
+  std::string config;      ///< transformers config (file, folder or cached name)
+  std::string model_args = "{}";  ///< constructor keyword arguments, a JSON object
+  std::string input_shape = "1,128";  ///< "BATCH,SEQ", two positive integers
+  std::string dtype = "fp32";         ///< fp32, fp16 or bf16
+  std::string device = "cpu";         ///< cpu or cuda
+  std::string workspace = "workspace";  ///< workspace folder (profile.json, trace.json)
+  bool export_trace = false;  ///< also write workspace/trace.json (Chrome trace)
+  int warmup = 3;             ///< forwards before profiling
+  int iters = 3;              ///< profiled forwards (times are per forward)
+};
+
+/// Checks `r` without starting Python: a model file or module, an existing model file, a class
+/// name, dtype fp32/fp16/bf16, device cpu/cuda, model_args a JSON object, input_shape two
+/// positive integers "B,S", warmup >= 0 and iters >= 1. Throws BridgeUsageError naming the
+/// option and the fix (e.g. "--input-shape must be BATCH,SEQ with two positive integers, e.g.
+/// 1,128 (got '1,x')").
+void check_profile_request(const ProfileRequest& r);
+
+/// The profiler recorded no operator time (the forward ran outside PyTorch operators);
+/// nothing was written.
+struct EmptyProfileError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+/// What profile_model produced.
+struct ProfileOutcome {
+  nlohmann::json profile;  ///< profile.json's content (analyze_profile of the Python result)
+  Roof roof;               ///< the ceilings the entries were classified against
+  std::filesystem::path written;  ///< workspace/profile.json
+};
+
+/// Checks `r` (check_profile_request), runs `python -m vladbud.profile`, classifies the entries
+/// against the device's roof (analyze_profile) and writes workspace/profile.json atomically.
+/// Throws BridgeUsageError for bad input (either side), EmptyProfileError when nothing was
+/// recorded, std::runtime_error when Python fails otherwise (no torch, crash; the message holds
+/// the tail of its stderr).
+ProfileOutcome profile_model(const ProfileRequest& r);
+
+/// The text `vladbud profile` prints: the model line, forward time, roof, the ranked table
+/// (`rows` rows), the share in the nine types with Amdahl's bound, and the warnings.
+std::string format_profile_summary(const ProfileOutcome& p, const ProfileRequest& r, int rows);
+
+/// What to verify: the options of `vladbud verify`.
+struct VerifyRequest {
+  std::filesystem::path workspace = "workspace";
+  std::string backend;  ///< build the kernels with this backend ("" = the one extract used)
+  bool diagnose = false;  ///< also replace each type alone and name the one that breaks it
+  int reps = 7;           ///< timed forwards per side
+  std::vector<int> seeds{0, 1, 2};  ///< input seeds compared
+};
+
+/// A kernel chosen for verification did not build; `diagnostics` holds the compiler's output.
+struct KernelBuildError : std::runtime_error {
+  KernelBuildError(const std::string& what, std::string diag)
+      : std::runtime_error(what), diagnostics(std::move(diag)) {}
+  std::string diagnostics;
+};
+
+/// Builds the best kernel of each extracted type (the folder of that type with the largest
+/// share, i.e. the lowest NN; its best/<type><ext> when the optimizer left one, else the
+/// folder's source), runs `python -m vladbud.verify` on the profiled model (profile.json's
+/// model fields) and writes workspace/verify.json atomically. Returns verify.json's content
+/// ({"verdict": "PASS"|"FAIL", "speedup", "latency": {"baseline_ms", "vladbud_ms"}, "seeds",
+/// "kernels", "tolerance", ...}); a FAIL verdict is returned, not thrown. Throws
+/// BridgeUsageError when profile.json or the kernel folders are missing or malformed (naming the
+/// command to run), KernelBuildError when a kernel does not build, std::runtime_error when
+/// Python fails.
+nlohmann::json verify_model(const VerifyRequest& r);
+
+/// The text `vladbud verify` prints for verify.json `res` of the model in `profile`: the
+/// kernels plugged in, the tolerance, one line per seed, the latencies and speedup, the
+/// warnings, the diagnosis, the verdict and where it was written.
+std::string format_verify(const nlohmann::json& res, const nlohmann::json& profile,
+                          const std::filesystem::path& workspace);
+
+/// Options of rank_workspace.
+struct RankWorkspaceOptions {
+  /// Remote targets to climb for. Empty: the spec DB's targets of the kernels' backend other
+  /// than this machine (cpu: ladder::remote_cpu_targets, the CPUs `vladbud run --all` adds;
+  /// cuda: ladder::remote_nvidia_targets).
+  std::vector<TargetSpec> targets;
+  int max_rung = 3;  ///< rungs 0, 1 and 3 as `run --all` (2 only when emulate)
+  bool emulate = false;  ///< also rung 2 (QEMU for Arm, native AVX-512): minutes more
+  std::function<void(const std::string&)> progress;  ///< one line per climb; may be empty
+};
+
+/// Climbs the best version of every kernel folder of workspace `ws` (kernels/NN_<type>/:
+/// best/<type><ext> when the optimizer kept one, else the folder's source) at the folder's
+/// model shape and dtype up the confidence ladder for the remote targets, as `vladbud run
+/// --all` does for the starters (ladder::climb_kernels), and writes workspace/rank.json:
+/// {"kernels": [{"dir", "kernel", "source", "improved", "size", "dtype"}], "targets":
+/// ladder::remote_targets_json, "table": ladder::format_remote_table}. Returns that document.
+/// Throws BridgeUsageError when the workspace has no kernel folder (run `vladbud extract`).
+nlohmann::json rank_workspace(const std::filesystem::path& ws, const RankWorkspaceOptions& opts);
+
+}  // namespace vb

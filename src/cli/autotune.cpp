@@ -1,0 +1,447 @@
+// `vladbud autotune`: the main job in one process: profile -> extract -> optimize -> verify ->
+// rank -> report, each stage the library function its own subcommand calls (bridge/pipeline.h,
+// optimize/orchestrator.h, optimize/report_md.h). A failed stage stops the run with its name,
+// the reason and the fix; what earlier stages wrote stays in the workspace.
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <csignal>
+#include <ctime>
+#include <filesystem>
+#include <functional>
+#include <iostream>
+#include <set>
+
+#include "bridge/pipeline.h"
+#include "cli/commands.h"
+#include "core/paths.h"
+#include "optimize/loop.h"
+#include "optimize/measure.h"
+#include "optimize/orchestrator.h"
+#include "optimize/report_md.h"
+
+namespace vb::cli {
+
+namespace {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+std::atomic<bool> g_autotune_stop{false};
+
+extern "C" void on_autotune_signal(int sig) {
+  if (g_autotune_stop.exchange(true)) {  // second Ctrl-C: stop at once (the best is in place)
+    std::signal(sig, SIG_DFL);
+    std::raise(sig);
+  }
+}
+
+struct AutotuneArgs {
+  std::string model, class_name, module, config, model_args = "{}", input_shape = "1,64",
+                                                  dtype = "fp32", device = "cpu", budget = "3m",
+                                                  workspace = "workspace";
+  int top = 3, plateau = 20, reps = 7;
+  std::uint64_t seed = 1;
+  bool json = false, no_git = false, no_rank = false, no_pytorch = false;
+};
+
+/// A stage that failed: its exit code, what went wrong and how to fix it.
+struct StageFailure {
+  int code;
+  std::string what, fix;
+};
+
+constexpr int kStages = 6;
+
+std::string fmt_secs(double s) {
+  const int t = static_cast<int>(s + 0.5);
+  return t >= 60 ? fmt::format("{}m{:02d}s", t / 60, t % 60) : fmt::format("{}s", t);
+}
+
+std::string stamp() {
+  const std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  ::gmtime_r(&t, &tm);
+  char b[32];
+  std::strftime(b, sizeof b, "%Y%m%dT%H%M%S", &tm);
+  return b;
+}
+
+// True when `p` is the current directory or one of its ancestors.
+bool holds_cwd(const fs::path& p) {
+  std::error_code ec;
+  const fs::path a = fs::weakly_canonical(p, ec), cwd = fs::current_path();
+  if (ec) return false;
+  for (fs::path c = cwd;; c = c.parent_path()) {
+    if (c == a) return true;
+    if (c == c.parent_path()) return false;
+  }
+}
+
+// What the stages wrote so far (for the failure message).
+std::string kept_files(const fs::path& ws) {
+  std::string out;
+  for (const char* f : {"profile.json", "kernels", "results.tsv", "orchestration.json",
+                        "verify.json", "rank.json", "report.md", "progress.png"})
+    if (fs::exists(ws / f)) out += (out.empty() ? "" : ", ") + (ws / f).string() + (fs::is_directory(ws / f) ? "/" : "");
+  return out.empty() ? "nothing" : out;
+}
+
+std::function<void(const std::string&)> live_line(std::ostream& log) {
+  const bool tty = ::isatty(&log == &std::cout ? 1 : 2);
+  return [tty, &log](const std::string& s) {
+    if (tty) log << "\r\33[K  " << s << std::flush;
+    else log << "  " << s << "\n" << std::flush;
+  };
+}
+
+void run_autotune(AutotuneArgs a) {
+  std::ostream& log = a.json ? std::cerr : std::cout;
+  auto usage = [](const std::string& m) {
+    std::cerr << "vladbud autotune: " << m << "\n";
+    throw CLI::RuntimeError(kUsage);
+  };
+  // ---- every input checked before anything is written ----
+  if (a.model.empty() && a.module.empty()) {
+    if (!a.class_name.empty() && a.class_name != "GPT2")
+      usage("--class-name " + a.class_name + " needs --model FILE.py (or --module); without "
+            "both, autotune runs the bundled GPT-2 small (models/gpt2.py, class GPT2)");
+    a.model = (vladbud_home() / "models" / "gpt2.py").string();
+    a.class_name = "GPT2";
+  }
+  ProfileRequest preq;
+  preq.model = a.model;
+  preq.class_name = a.class_name;
+  preq.module = a.module;
+  preq.config = a.config;
+  preq.model_args = a.model_args;
+  preq.input_shape = a.input_shape;
+  preq.dtype = a.dtype;
+  preq.device = a.device;
+  preq.workspace = a.workspace;
+  try {
+    check_profile_request(preq);
+  } catch (const BridgeUsageError& e) {
+    usage(e.what());
+  }
+  double budget_s = 0;
+  try {
+    budget_s = opt::parse_budget(a.budget);
+  } catch (const std::invalid_argument& e) {
+    const std::string m = e.what();
+    usage(m.rfind("--budget", 0) == 0 ? m : "--budget " + m);
+  }
+  if (a.top < 1) usage("--top must be at least 1 (how many kernel groups to extract)");
+  if (a.plateau < 0) usage("--plateau must be >= 0 (0: never move on at a plateau)");
+  if (a.reps < 1) usage("--reps must be >= 1 (timed forwards per side in verify)");
+  if (a.workspace.empty()) usage("--workspace must name a folder");
+  fs::path ws = fs::path(a.workspace).lexically_normal();
+  if (ws.filename().empty() && ws.has_parent_path()) ws = ws.parent_path();  // "workspace/"
+  if (ws.empty() || ws == "." || ws == "..")
+    usage("--workspace '" + a.workspace + "' must name a dedicated folder (default: workspace)");
+  // A workspace from an earlier run is kept: moved aside, never overwritten.
+  std::string archived;
+  if (fs::exists(ws)) {
+    if (!fs::is_directory(ws)) usage("--workspace '" + a.workspace + "' exists and is not a folder");
+    if (!fs::is_empty(ws)) {
+      if (holds_cwd(ws))
+        usage("--workspace '" + a.workspace + "' holds the current directory; pass a dedicated "
+              "folder (default: workspace)");
+      fs::path to = ws;
+      to.replace_filename(ws.filename().string() + ".prev-" + stamp());
+      std::error_code ec;
+      fs::rename(ws, to, ec);
+      if (ec)
+        usage("--workspace '" + a.workspace + "' holds an earlier run and could not be moved to " +
+              to.string() + " (" + ec.message() + "); pass another --workspace");
+      archived = to.string();
+    }
+  }
+  fs::create_directories(ws);
+
+  const auto t0 = Clock::now();
+  auto since = [](Clock::time_point t) {
+    return std::chrono::duration<double>(Clock::now() - t).count();
+  };
+  json stages = json::array();
+  int stage_no = 0;
+  std::string stage_name;
+  Clock::time_point stage_t0;
+  auto begin = [&](const std::string& name, const std::string& what) {
+    ++stage_no;
+    stage_name = name;
+    stage_t0 = Clock::now();
+    log << fmt::format("\n== [{}/{}] {}: {} ==\n", stage_no, kStages, name, what) << std::flush;
+  };
+  auto done = [&](const std::string& note) {
+    const double s = since(stage_t0);
+    stages.push_back({{"name", stage_name}, {"seconds", s}, {"status", "ok"}});
+    log << fmt::format("[{}/{}] {} done in {}{}\n", stage_no, kStages, stage_name, fmt_secs(s),
+                       note.empty() ? "" : ": " + note)
+        << std::flush;
+  };
+  auto fail = [&](const StageFailure& f) {
+    log << std::flush;
+    std::cerr << fmt::format("\nvladbud autotune: stage {}/{} ({}) failed: {}\n  fix: {}\n  kept: {}\n",
+                             stage_no, kStages, stage_name, f.what, f.fix, kept_files(ws));
+    if (a.json)
+      std::cout << json{{"failed_stage", stage_name}, {"stage", stage_no}, {"error", f.what},
+                        {"fix", f.fix}, {"workspace", ws.string()}, {"stages", stages}}
+                       .dump(2)
+                << "\n";
+    throw CLI::RuntimeError(f.code);
+  };
+  const std::string wsq = ws.string();
+  log << fmt::format(
+      "vladbud autotune: {} ({}), input {}, {} on {}, optimizer budget {}, top {}, workspace {}\n",
+      a.class_name, a.model.empty() ? a.module : a.model, a.input_shape, a.dtype, a.device,
+      a.budget, a.top, wsq);
+  if (!archived.empty()) log << "the earlier run in " << wsq << " was moved to " << archived << "\n";
+
+  // ---- 1. profile ----
+  begin("profile", fmt::format("torch.profiler over the forward of {} ({} warm-up, {} profiled)",
+                               a.class_name, preq.warmup, preq.iters));
+  ProfileOutcome prof;
+  try {
+    log << "  starting Python with torch (" << bridge_python() << ")...\n" << std::flush;
+    prof = profile_model(preq);
+  } catch (const BridgeUsageError& e) {
+    fail({kUsage, e.what(), "correct the model options (--model, --class-name, --model-args, --module, --config)"});
+  } catch (const EmptyProfileError& e) {
+    fail({kFail, e.what(), "profile a model whose forward runs PyTorch operators (eager mode)"});
+  } catch (const std::exception& e) {
+    fail({kFail, e.what(),
+          "run `bash scripts/setup.sh` (it makes .venv with torch) or set VB_PYTHON to a Python "
+          "that has torch; the message above holds the Python side's error"});
+  }
+  log << format_profile_summary(prof, preq, 10);
+  done("wrote " + prof.written.string());
+
+  // ---- 2. extract ----
+  const std::string backend = a.device == "cuda" ? "cuda" : "cpu";
+  begin("extract", fmt::format("the {} largest (type, shapes, dtype) groups into {}/kernels/ ({} starters)",
+                               a.top, wsq, backend));
+  std::vector<fs::path> dirs;
+  try {
+    dirs = extract_kernels(prof.profile, a.top, backend, ws);
+  } catch (const std::exception& e) {
+    fail({kFail, e.what(),
+          "profile a model that spends its time in the nine kernel types (matmul, attention, "
+          "norms, ...), see the table above"});
+  }
+  for (const auto& d : dirs) {
+    const auto mp = read_model_problem(d);
+    log << fmt::format("  {:<28} {:>5.1f}%  {} {} {}  bound {}\n", d.filename().string(),
+                       100 * mp->doc.value("share", 0.0), mp->type->name(), mp->size.label,
+                       mp->doc.value("dtype", ""), mp->doc.value("bound", ""));
+  }
+  done(fmt::format("{} kernel folder(s)", dirs.size()));
+
+  // ---- 3. optimize ----
+  begin("optimize", fmt::format("the search over each kernel's @vb-param space, {} in all; next "
+                                "kernel by expected end-to-end gain; Ctrl-C stops, keeping the best",
+                                fmt_secs(budget_s)));
+  opt::OrchestratorOptions oo;
+  oo.budget_s = budget_s;
+  oo.plateau_k = a.plateau;
+  oo.loop.seed = a.seed;
+  oo.loop.git = !a.no_git;
+  if (!a.no_pytorch) oo.loop.pytorch_baseline = opt::time_pytorch_baseline;
+  oo.loop.progress = live_line(log);
+  g_autotune_stop = false;
+  oo.loop.stop = &g_autotune_stop;
+  json orch;
+  {
+    auto old_int = std::signal(SIGINT, on_autotune_signal);
+    auto old_term = std::signal(SIGTERM, on_autotune_signal);
+    std::string err;
+    try {
+      orch = opt::run_orchestrator(ws, oo);
+    } catch (const std::exception& e) {
+      err = e.what();
+    }
+    std::signal(SIGINT, old_int);
+    std::signal(SIGTERM, old_term);
+    log << "\n";
+    if (!err.empty()) fail({kFail, err, "re-run `vladbud extract` and `vladbud optimize --workspace " + wsq + "`"});
+  }
+  if (g_autotune_stop)
+    fail({130, "interrupted (Ctrl-C)",
+          "the best versions are in place; finish with `vladbud verify --workspace " + wsq +
+              " && vladbud report --workspace " + wsq + "`, or re-run `vladbud optimize --workspace " +
+              wsq + "` to resume"});
+  std::string errors;
+  for (const auto& k : orch["kernels"])
+    if (k.value("status", "") == "error")
+      errors += fmt::format("\n    {}: {}", k.value("dir", ""), k.value("reason", ""));
+  if (!fs::exists(ws / "results.tsv"))
+    fail({kFail, "no kernel could be optimized:" + errors,
+          "the search proposer needs tunables ('// @vb-param' lines, README: The optimizer): the "
+          "starters of matmul, softmax, rmsnorm and reduce declare them; raise --top to include "
+          "one of them"});
+  log << opt::format_status(ws);
+  if (!errors.empty()) log << "  not optimized (kept at the starter):" << errors << "\n";
+  done(fmt::format("{:.3f}x expected end-to-end (Amdahl)", orch.value("amdahl_speedup", 1.0)));
+
+  // ---- 4. verify ----
+  VerifyRequest vreq;
+  vreq.workspace = ws;
+  vreq.reps = a.reps;
+  begin("verify", fmt::format("the best kernel of each type plugged into {} vs the unmodified "
+                              "model (seeds 0, 1, 2; {} alternating timed forwards)",
+                              a.class_name, a.reps));
+  json ver;
+  try {
+    ver = verify_model(vreq);
+  } catch (const KernelBuildError& e) {
+    std::cerr << e.diagnostics;
+    fail({kFail, e.what(),
+          "the kernel folder's best/ version no longer builds: remove that best/ folder to fall "
+          "back to the starter, then `vladbud verify --workspace " + wsq + "`"});
+  } catch (const std::exception& e) {
+    fail({kFail, e.what(),
+          "see the message; `vladbud verify --workspace " + wsq + "` re-runs this stage alone"});
+  }
+  log << format_verify(ver, prof.profile, ws);
+  if (ver.value("verdict", "FAIL") != "PASS")
+    fail({kFail,
+          "the model's output with VladBud's kernels differs from PyTorch's beyond the tolerance "
+          "(see the seeds above; " + (ws / "verify.json").string() + ")",
+          "`vladbud verify --diagnose --workspace " + wsq + "` names the kernel type that breaks "
+          "it; remove that folder's best/ (or fix its source), re-run verify, then `vladbud "
+          "report --workspace " + wsq + "`"});
+  done(fmt::format("{}, end-to-end {:.3f}x", ver.value("verdict", ""), ver.value("speedup", 0.0)));
+
+  // ---- 5. rank ----
+  json rank;
+  if (a.no_rank) {
+    begin("rank", "skipped (--no-rank)");
+    stages.push_back({{"name", "rank"}, {"seconds", 0}, {"status", "skipped"}});
+  } else {
+    begin("rank", fmt::format("the best kernels up the confidence ladder for the spec DB's {} "
+                              "targets that are not this machine (rungs 0, 1, 3)",
+                              backend == "cuda" ? "NVIDIA" : "CPU"));
+    RankWorkspaceOptions ro;
+    // One line per (kernel, target) climb; the climbers' per-rung lines are left out.
+    ro.progress = [&log](const std::string& m) {
+      if (m.rfind("[remote ", 0) == 0) log << "  " << m << "\n" << std::flush;
+    };
+    try {
+      rank = rank_workspace(ws, ro);
+    } catch (const std::exception& e) {
+      fail({kFail, e.what(),
+            "`vladbud targets` lists the spec DB; --no-rank skips this stage, then `vladbud "
+            "report --workspace " + wsq + "`"});
+    }
+    log << rank.value("table", std::string());
+    done(fmt::format("{} target(s), wrote {}", rank["targets"].size(), (ws / "rank.json").string()));
+  }
+
+  // ---- 6. report ----
+  begin("report", "report.md (per kernel, Amdahl, verify, remote targets) and progress.png");
+  opt::ReportFiles rep;
+  try {
+    rep = opt::write_report(ws);
+  } catch (const std::exception& e) {
+    fail({kFail, e.what(), "`vladbud report --workspace " + wsq + "` re-runs this stage alone"});
+  }
+  log << "  " << rep.report_md.string() << "\n";
+  if (rep.png_written) log << "  " << rep.progress_png.string() << "\n";
+  else log << "  no progress.png: " << rep.png_note << "\n";
+  done("");
+
+  // ---- summary ----
+  std::set<std::string> plugged;
+  for (const auto& k : ver.value("kernels", json::array()))
+    plugged.insert(fs::path(k.value("folder", "")).filename().string());
+  json kernels = json::array();
+  log << fmt::format("\n== summary ({} in all) ==\n", fmt_secs(since(t0)));
+  log << fmt::format("{:<22} {:>6} {:>12} {:>12} {:>8} {:>10} {:>9}  {}\n", "kernel", "share",
+                     "starter_us", "best_us", "speedup", "vs_pytorch", "verified", "status");
+  for (const auto& k : orch["kernels"]) {
+    const std::string dir = k.value("dir", "");
+    double pt_us = 0;
+    try {
+      pt_us = json::parse(read_file(ws / "kernels" / dir / "problem.json")).value("pytorch_us", 0.0);
+    } catch (const std::exception&) {
+    }
+    const double base = k.value("baseline_us", 0.0), best = k.value("best_us", 0.0);
+    const std::string status = k.value("status", "");
+    const std::string vs = pt_us > 0 && best > 0 ? fmt::format("{:.3f}x", pt_us / best) : "n/a";
+    log << fmt::format("{:<22} {:>5.1f}% {:>12.2f} {:>12.2f} {:>7.3f}x {:>10} {:>9}  {}\n", dir,
+                       100 * k.value("time_share", 0.0), base, best, k.value("speedup", 1.0), vs,
+                       plugged.count(dir) ? ver.value("verdict", "") : "-", status);
+    kernels.push_back({{"dir", dir}, {"kernel", k.value("kernel", "")},
+                       {"time_share", k.value("time_share", 0.0)}, {"starter_us", base},
+                       {"best_us", best}, {"speedup", k.value("speedup", 1.0)},
+                       {"pytorch_us", pt_us > 0 ? json(pt_us) : json(nullptr)},
+                       {"experiments", k.value("experiments", 0)}, {"kept", k.value("kept", 0)},
+                       {"status", status}, {"reason", k.value("reason", "")},
+                       {"verified", plugged.count(dir) > 0}});
+  }
+  const json lat = ver.value("latency", json::object());
+  log << fmt::format(
+      "(verified: the folder whose best kernel verify plugged in for every op of its type; "
+      "speedup: over the starter, interleaved medians)\nverify: {} on {} seed(s); end-to-end "
+      "{:.3f}x (PyTorch {:.2f} ms, with VladBud's kernels {:.2f} ms per forward)\n",
+      ver.value("verdict", ""), ver.value("seeds", json::array()).size(), ver.value("speedup", 0.0),
+      lat.value("baseline_ms", 0.0), lat.value("vladbud_ms", 0.0));
+  log << "report: " << rep.report_md.string()
+      << (rep.png_written ? " and " + rep.progress_png.string() : std::string()) << "\n";
+  if (a.json)
+    std::cout << json{{"workspace", ws.string()},
+                      {"seconds", since(t0)},
+                      {"stages", stages},
+                      {"kernels", kernels},
+                      {"amdahl_speedup", orch.value("amdahl_speedup", 1.0)},
+                      {"verify", {{"verdict", ver.value("verdict", "")},
+                                  {"speedup", ver.value("speedup", 0.0)},
+                                  {"baseline_ms", lat.value("baseline_ms", 0.0)},
+                                  {"vladbud_ms", lat.value("vladbud_ms", 0.0)}}},
+                      {"report_md", rep.report_md.string()},
+                      {"progress_png", rep.png_written ? rep.progress_png.string() : ""}}
+                     .dump(2)
+              << "\n";
+}
+
+}  // namespace
+
+void add_autotune(CLI::App& app) {
+  auto a = std::make_shared<AutotuneArgs>();
+  auto* c = app.add_subcommand(
+      "autotune",
+      "The main job in one process: profile the model -> extract its largest kernel groups -> "
+      "optimize them (the orchestrator, within --budget) -> verify the best kernels plugged into "
+      "the model -> rank them for the spec DB's remote targets (the confidence ladder) -> write "
+      "workspace/report.md and progress.png. Without --model: the bundled GPT-2 small. A failed "
+      "stage stops the run naming the stage and the fix; earlier stages' files stay. An earlier "
+      "run in the workspace is moved to <workspace>.prev-<time>.");
+  c->add_option("--model", a->model, "Python file defining the model class (default: models/gpt2.py)");
+  c->add_option("--class-name", a->class_name, "nn.Module class (default with the default model: GPT2)");
+  c->add_option("--module", a->module, "importable module instead of --model (transformers, ...)");
+  c->add_option("--config", a->config, "transformers config: config.json, a folder, or a cached name");
+  c->add_option("--model-args", a->model_args, "constructor keyword arguments as a JSON object")
+      ->capture_default_str();
+  c->add_option("--input-shape", a->input_shape, "BATCH,SEQ of the input")->capture_default_str();
+  c->add_option("--dtype", a->dtype, "fp32, fp16 or bf16 (the model is cast to it)")->capture_default_str();
+  c->add_option("--device", a->device, "cpu or cuda (cuda: CUDA starters, NVIDIA remote targets)")
+      ->capture_default_str();
+  c->add_option("--budget", a->budget, "the optimizer's wall-clock budget: 90s, 3m, 1h, 1h30m")
+      ->capture_default_str();
+  c->add_option("--top", a->top, "kernel groups to extract and optimize")->capture_default_str();
+  c->add_option("--plateau", a->plateau, "move on after this many experiments without a keep")
+      ->capture_default_str();
+  c->add_option("--seed", a->seed, "seed of the search proposer")->capture_default_str();
+  c->add_option("--reps", a->reps, "verify: timed forwards per side")->capture_default_str();
+  c->add_option("--workspace", a->workspace, "workspace folder")->capture_default_str();
+  c->add_flag("--no-rank", a->no_rank, "skip the remote-target ranking stage");
+  c->add_flag("--no-pytorch", a->no_pytorch, "do not time PyTorch per kernel (speedup vs PyTorch n/a)");
+  c->add_flag("--no-git", a->no_git, "do not commit kept versions even inside a git repository");
+  c->add_flag("--json", a->json, "print a JSON summary on stdout (the progress goes to stderr)");
+  c->callback([a] { run_autotune(*a); });
+}
+
+}  // namespace vb::cli

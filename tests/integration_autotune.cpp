@@ -1,0 +1,232 @@
+// `vladbud autotune` through the binary: the whole pipeline (profile -> extract -> optimize ->
+// verify -> rank -> report) on a tiny GPT-2 with a tiny budget, bad input refused before
+// anything is written, and a failing stage named with its fix while the earlier run is kept.
+// The pipeline tests need a Python with torch (skipped with the reason when there is none).
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "bridge/bridge.h"
+#include "core/paths.h"
+#include "core/process.h"
+#include "ladder/rank.h"
+
+namespace vb {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+ProcessResult vladbud(std::vector<std::string> args, const fs::path& cwd) {
+  args.insert(args.begin(), std::string(VB_BINARY_DIR) + "/vladbud");
+  return run_process(args, std::chrono::minutes(10), cwd);
+}
+
+fs::path temp_dir(const std::string& name) {
+  auto d = fs::temp_directory_path() / ("vb-autotune-it-" + std::to_string(::getpid()) + "-" + name);
+  fs::remove_all(d);
+  fs::create_directories(d);
+  return d;
+}
+
+bool have_torch() {
+  static const bool ok = [] {
+    try {
+      return run_process({bridge_python(), "-c", "import torch"}, std::chrono::minutes(1)).ok();
+    } catch (const std::exception&) {
+      return false;
+    }
+  }();
+  return ok;
+}
+
+std::string gpt2() { return (vladbud_home() / "models" / "gpt2.py").string(); }
+
+// Folders next to `ws` named <ws>.prev-*.
+int archived_runs(const fs::path& ws) {
+  int n = 0;
+  for (const auto& e : fs::directory_iterator(ws.parent_path()))
+    n += e.path().filename().string().rfind(ws.filename().string() + ".prev-", 0) == 0;
+  return n;
+}
+
+TEST(AutotuneCli, WholePipelineOnATinyGpt2WritesEveryStagesOutput) {
+  if (!have_torch()) GTEST_SKIP() << "no Python with torch (" << bridge_python() << "); run scripts/setup.sh";
+  const auto d = temp_dir("pipeline");
+  const fs::path ws = d / "ws";
+  const auto r = vladbud({"autotune", "--model", gpt2(), "--class-name", "GPT2", "--model-args",
+                          R"({"n_layer": 1, "n_embd": 64, "n_head": 4, "vocab_size": 512, "n_positions": 64})",
+                          "--input-shape", "1,16", "--budget", "20s", "--top", "3", "--reps", "2",
+                          "--no-git", "--workspace", ws.string()},
+                         d);
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  // Every stage announced in order, and the closing summary.
+  std::size_t at = 0;
+  for (const char* h : {"[1/6] profile", "[2/6] extract", "[3/6] optimize", "[4/6] verify",
+                        "[5/6] rank", "[6/6] report", "== summary"}) {
+    const auto p = r.out.find(h, at);
+    ASSERT_NE(p, std::string::npos) << h << " missing or out of order:\n" << r.out;
+    at = p;
+  }
+  EXPECT_TRUE(fs::exists(ws / "profile.json"));
+  // The ranks follow measured time (noisy on a shared machine); the tiny GPT-2 has two typed
+  // groups besides its matmuls (attention, layernorm), so the top 3 hold a tunable matmul.
+  int folders = 0, matmuls = 0;
+  for (const auto& e : fs::directory_iterator(ws / "kernels")) {
+    ++folders;
+    EXPECT_TRUE(fs::exists(e.path() / "problem.json")) << e.path();
+    matmuls += e.path().filename().string().find("_matmul") != std::string::npos;
+  }
+  EXPECT_EQ(folders, 3);
+  EXPECT_GE(matmuls, 1);
+  ASSERT_TRUE(fs::exists(ws / "results.tsv"));
+  EXPECT_NE(read_file(ws / "results.tsv").find("baseline"), std::string::npos);
+  EXPECT_TRUE(fs::exists(ws / "orchestration.json"));
+  const json v = json::parse(read_file(ws / "verify.json"));
+  ASSERT_TRUE(v.contains("verdict"));
+  EXPECT_EQ(v["verdict"], "PASS") << v.dump(1);
+  EXPECT_GT(v["speedup"].get<double>(), 0);
+  const json rk = json::parse(read_file(ws / "rank.json"));
+  EXPECT_FALSE(rk["targets"].empty()) << rk.dump(1);
+  EXPECT_EQ(rk["kernels"].size(), 3u);
+  const std::string md = read_file(ws / "report.md");
+  EXPECT_NE(md.find("## Kernels"), std::string::npos) << md;
+  EXPECT_NE(md.find("## Amdahl breakdown"), std::string::npos) << md;
+  // A tuned folder: PyTorch timed at its shape, the report's "speedup vs PyTorch" filled in.
+  for (const auto& e : fs::directory_iterator(ws / "kernels")) {
+    const std::string dir = e.path().filename().string();
+    if (dir.find("_matmul") == std::string::npos) continue;
+    const json p = json::parse(read_file(e.path() / "problem.json"));
+    EXPECT_GT(p.value("pytorch_us", 0.0), 0) << p.dump(1);
+    const auto row = md.find("| " + dir + " |");
+    ASSERT_NE(row, std::string::npos) << md;
+    std::vector<std::string> cells;
+    std::string cell;
+    for (char ch : md.substr(row + 1, md.find('\n', row) - row - 1)) {
+      if (ch == '|') cells.push_back(cell), cell.clear();
+      else cell += ch;
+    }
+    ASSERT_GE(cells.size(), 5u) << md;
+    EXPECT_NE(cells[4].find('x'), std::string::npos) << "speedup vs PyTorch: '" << cells[4] << "'";
+    EXPECT_EQ(cells[4].find("n/a"), std::string::npos) << md;
+  }
+  EXPECT_NE(md.find("## End-to-end verification"), std::string::npos) << md;
+  EXPECT_NE(md.find("* verdict: " + v["verdict"].get<std::string>()), std::string::npos) << md;
+  EXPECT_NE(md.find("end-to-end speedup"), std::string::npos) << md;
+  EXPECT_NE(md.find("## Remote targets"), std::string::npos) << md;
+  EXPECT_NE(r.out.find("report: " + (ws / "report.md").string()), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("verify: PASS"), std::string::npos) << r.out;
+  fs::remove_all(d);
+}
+
+TEST(AutotuneCli, BadInputIsRefusedBeforeAnythingIsWrittenOrMoved) {
+  const auto d = temp_dir("bad-input");
+  const fs::path ws = d / "ws";
+  fs::create_directories(ws / "kernels" / "01_matmul");
+  write_file_atomic(ws / "profile.json", "sentinel\n");
+  write_file_atomic(ws / "kernels" / "01_matmul" / "matmul.cpp", "keep me\n");
+  struct Case {
+    std::vector<std::string> args;
+    const char* says;
+  };
+  const std::vector<Case> cases = {
+      {{"--model", (d / "nope.py").string(), "--class-name", "GPT2"}, "does not exist"},
+      {{"--model", gpt2(), "--class-name", "GPT2", "--input-shape", "1,x"}, "BATCH,SEQ"},
+      {{"--model", gpt2(), "--class-name", "GPT2", "--input-shape", "0,8"}, "BATCH,SEQ"},
+      {{"--model", gpt2(), "--class-name", "GPT2", "--budget", "10x"}, "--budget"},
+      {{"--model", gpt2(), "--class-name", "GPT2", "--budget", "0s"}, "--budget"},
+      {{"--model", gpt2(), "--class-name", "GPT2", "--dtype", "fp8"}, "--dtype"},
+      {{"--model", gpt2(), "--class-name", "GPT2", "--top", "0"}, "--top"},
+      {{"--class-name", "Llama"}, "needs --model"},
+  };
+  for (const auto& c : cases) {
+    std::vector<std::string> args = {"autotune", "--workspace", ws.string()};
+    args.insert(args.end(), c.args.begin(), c.args.end());
+    const auto r = vladbud(args, d);
+    EXPECT_EQ(r.exit_code, 2) << c.says << ": " << r.out << r.err;
+    EXPECT_NE(r.err.find(c.says), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("vladbud autotune"), std::string::npos) << r.err;
+  }
+  EXPECT_EQ(read_file(ws / "profile.json"), "sentinel\n");
+  EXPECT_EQ(read_file(ws / "kernels" / "01_matmul" / "matmul.cpp"), "keep me\n");
+  EXPECT_EQ(archived_runs(ws), 0);
+  fs::remove_all(d);
+}
+
+TEST(AutotuneCli, AFailedStageIsNamedWithItsFixAndTheEarlierRunIsKept) {
+  if (!have_torch()) GTEST_SKIP() << "no Python with torch (" << bridge_python() << "); run scripts/setup.sh";
+  const auto d = temp_dir("failed-stage");
+  const fs::path ws = d / "ws";
+  fs::create_directories(ws);
+  write_file_atomic(ws / "profile.json", "earlier run\n");
+  write_file_atomic(d / "identity.py", R"(import torch.nn as nn
+
+
+class Identity(nn.Module):
+    """Does no tensor work at all: the profiler records no operator."""
+
+    def example_inputs(self, batch, seq, device="cpu"):
+        import torch
+        return torch.zeros(batch, seq)
+
+    def forward(self, x):
+        return x
+)");
+  const auto r = vladbud({"autotune", "--model", (d / "identity.py").string(), "--class-name",
+                          "Identity", "--input-shape", "1,4", "--workspace", ws.string()},
+                         d);
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  EXPECT_NE(r.err.find("stage 1/6 (profile) failed"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("recorded no operator time"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("fix: "), std::string::npos) << r.err;
+  EXPECT_EQ(r.out.find("[2/6] extract"), std::string::npos) << "a later stage ran:\n" << r.out;
+  // The earlier run was moved aside, not overwritten.
+  ASSERT_EQ(archived_runs(ws), 1);
+  EXPECT_NE(r.out.find(ws.string() + ".prev-"), std::string::npos) << r.out;
+  for (const auto& e : fs::directory_iterator(d)) {
+    if (e.path().filename().string().rfind("ws.prev-", 0) == 0) {
+      EXPECT_EQ(read_file(e.path() / "profile.json"), "earlier run\n");
+    }
+  }
+  EXPECT_FALSE(fs::exists(ws / "profile.json"));
+  fs::remove_all(d);
+}
+
+// The rank stage's climber entry point: each source at its own problem size, and a source of
+// the wrong backend for a target refused with the reason instead of compiled.
+TEST(AutotuneRank, ClimbKernelsUsesEachKernelsSizeAndRefusesAMismatchedBackend) {
+  const KernelType* sm = find_kernel_type("softmax");
+  ASSERT_NE(sm, nullptr);
+  const ladder::Variant starter{"starter", vladbud_home() / "kernels" / "cpu" / "softmax.cpp", "cpu", ""};
+  const Size small{"model-R64xC1024", {{"R", 64}, {"C", 1024}}, {}};
+  const Size large{"model-R4096xC4096", {{"R", 4096}, {"C", 4096}}, {}};
+  const std::vector<ladder::KernelToClimb> ks = {{sm, starter, small, DType::F32},
+                                                 {sm, starter, large, DType::F32}};
+  const std::vector<TargetSpec> targets = {ladder::resolve_target("neoverse-v2"),
+                                           ladder::resolve_target("h100-sxm")};
+  ladder::ClimbOptions o;
+  o.max_rung = 3;
+  o.skip_emulation = true;
+  const auto r = ladder::climb_kernels(ks, targets, o);
+  ASSERT_EQ(r.size(), 2u);
+  ASSERT_EQ(r[0].size(), 2u);
+  for (const auto& c : r[0]) {
+    EXPECT_FALSE(c.rejected) << c.to_json().dump(1);
+    EXPECT_EQ(c.highest_rung, 3) << c.to_json().dump(1);
+    ASSERT_TRUE(c.estimate.has_value());
+  }
+  // 256x the elements: the roofline estimate grows with the problem it was asked for.
+  EXPECT_GT(r[0][1].estimate->time_us, 20 * r[0][0].estimate->time_us);
+  for (const auto& c : r[1]) {
+    EXPECT_TRUE(c.rejected);
+    EXPECT_NE(c.stop_reason.find("needs a .cu source"), std::string::npos) << c.stop_reason;
+  }
+  const std::string table = ladder::format_remote_table(targets, r, {"01_softmax", "02_softmax"});
+  EXPECT_NE(table.find("01_softmax"), std::string::npos) << table;
+  EXPECT_NE(table.find("02_softmax"), std::string::npos) << table;
+}
+
+}  // namespace
+}  // namespace vb

@@ -120,6 +120,7 @@ PY
 --score)
   dir="${2:-$here/bench/results}"
   python3 "$here/bench/ranking_score.py" "$pred" "$dir"/ranking-cpu-measured-*.json \
-    --title "Blind CPU ranking study (issue 4)" --out "$here/bench/results/ranking-cpu.md" ;;
+    --title "Blind CPU ranking study (issue 4)" --notes "$here/bench/results/ranking-cpu-notes.md" \
+    --out "$here/bench/results/ranking-cpu.md" ;;
 *) sed -n '2,20p' "$0"; exit 2 ;;
 esac

@@ -140,6 +140,8 @@ TEST(AutotuneCli, BadInputIsRefusedBeforeAnythingIsWrittenOrMoved) {
       {{"--model", gpt2(), "--class-name", "GPT2", "--dtype", "fp8"}, "--dtype"},
       {{"--model", gpt2(), "--class-name", "GPT2", "--top", "0"}, "--top"},
       {{"--class-name", "Llama"}, "needs --model"},
+      {{"--model", d.string(), "--class-name", "GPT2"}, "is a folder"},
+      {{"--model", gpt2(), "--class-name", "GPT2", "--budget", std::string(400, '9')}, "a week"},
   };
   for (const auto& c : cases) {
     std::vector<std::string> args = {"autotune", "--workspace", ws.string()};
@@ -152,6 +154,36 @@ TEST(AutotuneCli, BadInputIsRefusedBeforeAnythingIsWrittenOrMoved) {
   EXPECT_EQ(read_file(ws / "profile.json"), "sentinel\n");
   EXPECT_EQ(read_file(ws / "kernels" / "01_matmul" / "matmul.cpp"), "keep me\n");
   EXPECT_EQ(archived_runs(ws), 0);
+  // A folder that no VladBud run wrote is the user's: refused, never moved aside.
+  const fs::path mine = d / "thesis";
+  fs::create_directories(mine);
+  write_file_atomic(mine / "chapter1.txt", "mine\n");
+  auto r = vladbud({"autotune", "--workspace", mine.string(), "--model", gpt2(), "--class-name",
+                    "GPT2"}, d);
+  EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
+  EXPECT_NE(r.err.find("no VladBud run wrote"), std::string::npos) << r.err;
+  EXPECT_EQ(read_file(mine / "chapter1.txt"), "mine\n");
+  EXPECT_EQ(archived_runs(mine), 0);
+  // A workspace that cannot be created (under a file) is named with the fix.
+  write_file_atomic(d / "afile", "x\n");
+  r = vladbud({"autotune", "--workspace", (d / "afile" / "ws").string(), "--model", gpt2(),
+               "--class-name", "GPT2"}, d);
+  EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
+  EXPECT_NE(r.err.find("cannot be created"), std::string::npos) << r.err;
+  fs::remove_all(d);
+}
+
+TEST(AutotuneCli, AModelWithAPythonErrorIsNamedAsTheModelsFault) {
+  if (!have_torch()) GTEST_SKIP() << "no Python with torch (" << bridge_python() << "); run scripts/setup.sh";
+  const auto d = temp_dir("syntax");
+  write_file_atomic(d / "broken.py", "import torch.nn as nn\nclass Broken(nn.Module:\n    pass\n");
+  const auto r = vladbud({"autotune", "--model", (d / "broken.py").string(), "--class-name",
+                          "Broken", "--workspace", (d / "ws").string()},
+                         d);
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  EXPECT_NE(r.err.find("SyntaxError"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("fix: the model raised a Python error"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("scripts/setup.sh"), std::string::npos) << "not a torch problem:\n" << r.err;
   fs::remove_all(d);
 }
 

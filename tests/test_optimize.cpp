@@ -159,7 +159,11 @@ TEST(OptimizeInput, BudgetsAndProblemFiles) {
   EXPECT_EQ(parse_budget("1h30m"), 5400);
   EXPECT_EQ(parse_budget("90s"), 90);
   EXPECT_EQ(parse_budget("45"), 45);
-  for (const char* bad : {"", "abc", "10x", "-5m", "0", "m30"})
+  EXPECT_EQ(parse_budget("168h"), 168 * 3600);
+  const std::string huge(400, '9');
+  for (const std::string& bad :
+       {std::string(""), std::string("abc"), std::string("10x"), std::string("-5m"),
+        std::string("0"), std::string("m30"), std::string("169h"), huge, huge + "h"})
     EXPECT_THROW(parse_budget(bad), std::invalid_argument) << bad;
   const fs::path d = temp_dir("problem");
   std::ofstream(d / "problem.json")

@@ -19,6 +19,9 @@ void check_profile_request(const ProfileRequest& a) {
   if (a.model.empty() && a.module.empty())
     bad("pass --model FILE.py --class-name CLASS (e.g. --model models/gpt2.py --class-name GPT2), "
         "or --module transformers --class-name AutoModelForCausalLM --config CONFIG");
+  if (!a.model.empty() && fs::is_directory(a.model))
+    bad("--model '" + a.model + "' is a folder; pass the Python file that defines the model, "
+        "e.g. " + (vladbud_home() / "models" / "gpt2.py").string());
   if (!a.model.empty() && !fs::is_regular_file(a.model))
     bad("model file '" + a.model + "' does not exist; the bundled models are " +
         (vladbud_home() / "models").string() + "/{gpt2,llama,bert,custom_template}.py");

@@ -150,6 +150,14 @@ void run_autotune(AutotuneArgs a) {
       if (holds_cwd(ws))
         usage("--workspace '" + a.workspace + "' holds the current directory; pass a dedicated "
               "folder (default: workspace)");
+      // Only a folder an earlier run wrote is moved aside; anything else is the user's.
+      bool ours = false;
+      for (const char* f : {"profile.json", "kernels", "results.tsv", "orchestration.json",
+                            "verify.json", "report.md", "rank.json", ".bridge"})
+        ours = ours || fs::exists(ws / f);
+      if (!ours)
+        usage("--workspace '" + a.workspace + "' is a non-empty folder that no VladBud run wrote "
+              "(no profile.json, kernels/ or results.tsv in it); pass a new or empty folder");
       fs::path to = ws;
       to.replace_filename(ws.filename().string() + ".prev-" + stamp());
       std::error_code ec;
@@ -160,7 +168,13 @@ void run_autotune(AutotuneArgs a) {
       archived = to.string();
     }
   }
-  fs::create_directories(ws);
+  {
+    std::error_code ec;
+    fs::create_directories(ws, ec);
+    if (ec)
+      usage("--workspace '" + a.workspace + "' cannot be created (" + ec.message() +
+            "); pass a folder in a writable place");
+  }
 
   const auto t0 = Clock::now();
   auto since = [](Clock::time_point t) {
@@ -213,7 +227,20 @@ void run_autotune(AutotuneArgs a) {
   } catch (const EmptyProfileError& e) {
     fail({kFail, e.what(), "profile a model whose forward runs PyTorch operators (eager mode)"});
   } catch (const std::exception& e) {
-    fail({kFail, e.what(),
+    const std::string m = e.what();
+    const bool no_torch = m.find("No module named 'torch'") != std::string::npos ||
+                          m.find("has no torch") != std::string::npos;
+    bool model_error = false;
+    for (const char* k : {"SyntaxError", "IndentationError", "NameError", "ImportError",
+                          "ModuleNotFoundError", "TypeError", "AttributeError", "RuntimeError"})
+      model_error = model_error || m.find(k) != std::string::npos;
+    if (model_error && !no_torch)
+      fail({kFail, m,
+            "the model raised a Python error while it was imported, built or run (the last "
+            "lines above name the file and line): fix " +
+                (a.model.empty() ? std::string("the module") : a.model) +
+                " or its --model-args"});
+    fail({kFail, m,
           "run `bash scripts/setup.sh` (it makes .venv with torch) or set VB_PYTHON to a Python "
           "that has torch; the message above holds the Python side's error"});
   }

@@ -72,7 +72,8 @@ void run_optimize(const OptimizeArgs& a) {
   try {
     budget = opt::parse_budget(a.budget);
   } catch (const std::invalid_argument& e) {
-    usage_error(std::string("--budget ") + e.what());
+    const std::string m = e.what();
+    usage_error(m.rfind("--budget", 0) == 0 ? m : "--budget " + m);
   }
   if (a.proposer != "search" && a.proposer != "agent")
     usage_error("--proposer must be 'search' or 'agent' (got '" + a.proposer + "')");

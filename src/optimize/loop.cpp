@@ -33,20 +33,30 @@ double parse_budget(const std::string& text) {
       "'" + text + "' is not a budget; use e.g. 90s, 30m, 1h, 1h30m or a number of seconds";
   std::smatch m;
   double s = 0;
+  auto num = [&](const std::string& digits) {
+    try {
+      return std::stod(digits);
+    } catch (const std::out_of_range&) {
+      throw std::invalid_argument("--budget must be at most a week, 168h (got '" + text + "')");
+    }
+  };
   if (std::regex_match(text, m, whole)) {
-    s = std::stod(m[1]);
+    s = num(m[1]);
   } else {
     std::string rest = text;
     if (rest.empty()) throw std::invalid_argument(form);
     while (!rest.empty()) {
       if (!std::regex_search(rest, m, part) || m.position(0) != 0) throw std::invalid_argument(form);
-      const double v = std::stod(m[1]);
+      const double v = num(m[1]);
       const char u = m[3].str()[0];
       s += v * (u == 'h' ? 3600 : u == 'm' ? 60 : 1);
       rest = m.suffix();
     }
   }
   if (!(s > 0)) throw std::invalid_argument("--budget must be positive (got '" + text + "')");
+  // std::stod gives inf past DBL_MAX digits; a week is far beyond any optimization session.
+  if (!(s <= 7 * 24 * 3600.0))
+    throw std::invalid_argument("--budget must be at most a week, 168h (got '" + text + "')");
   return s;
 }
 

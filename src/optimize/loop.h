@@ -95,7 +95,8 @@ std::filesystem::path default_workspace(const std::filesystem::path& dir);
 nlohmann::json read_kernel_state(const std::filesystem::path& dir);
 
 /// Parses a budget: "90s", "30m", "1h", "1h30m", "45" (seconds). Throws std::invalid_argument
-/// with the accepted forms for anything else or a non-positive value.
+/// with the accepted forms for anything else, a non-positive value or more than a week (168h,
+/// which also catches numbers too large for a double).
 double parse_budget(const std::string& text);
 
 /// Commits `files` (paths inside the repository) on branch `branch` of the git repository

@@ -445,7 +445,8 @@ void add_autotune(CLI::App& app) {
       "the model -> rank them for the spec DB's remote targets (the confidence ladder) -> write "
       "workspace/report.md and progress.png. Without --model: the bundled GPT-2 small. A failed "
       "stage stops the run naming the stage and the fix; earlier stages' files stay. An earlier "
-      "run in the workspace is moved to <workspace>.prev-<time>.");
+      "run in the workspace is moved to <workspace>.prev-<time>; a non-empty folder no run wrote "
+      "is refused. Exit codes: 0 done, 1 a stage failed, 2 bad input, 130 Ctrl-C.");
   c->add_option("--model", a->model, "Python file defining the model class (default: models/gpt2.py)");
   c->add_option("--class-name", a->class_name, "nn.Module class (default with the default model: GPT2)");
   c->add_option("--module", a->module, "importable module instead of --model (transformers, ...)");

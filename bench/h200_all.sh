@@ -12,7 +12,8 @@
 #                                        default) and pack every log and JSON into
 #                                        $OUT/h200-results.tar.gz (plus summary.txt)
 # Stages: correctness gpu-tests run-all rank-cuda rank-cpu pipeline optimizer (CUDA optimizer
-# throughput, OPT_BUDGET, default 4m; not in the default set)
+# throughput, OPT_BUDGET, default 4m; not in the default set) variants (tuning variants of one
+# type, VARIANTS_DIR / VARIANTS_DTYPE; not in the default set)
 # Each stage has its own time limit (seconds, STAGE_LIMIT_<stage> overrides) and never stops the
 # others; the summary lists each stage's exit code and duration.
 set -uo pipefail
@@ -56,7 +57,7 @@ summary="$logs/summary.txt"
 } >"$summary"
 
 declare -A limit=([correctness]=90 [gpu-tests]=150 [run-all]=330 [rank-cuda]=330 [rank-cpu]=120
-                  [pipeline]=150 [optimizer]=290)
+                  [pipeline]=150 [optimizer]=290 [variants]=150)
 # Timestamped stderr (Unix seconds), to see where the time goes.
 ts_lines() { local l; while IFS= read -r l; do printf '%s %s\n' "${EPOCHREALTIME%????}" "$l"; done >&2; }
 # The stages, one function each (run in a child bash under `timeout`).
@@ -78,6 +79,22 @@ stage_run-all() {
   "$VB" run --all --no-cpu --remote none --quick --dtype "${RUN_DTYPE:-bf16}" --progress --json \
     --report "$LOGS/run-all.md" --results "$LOGS/results.tsv" >"$LOGS/run-all.json" 2> >(ts_lines)
 }
+stage_variants() {
+  # Tuning variants of one type (VARIANTS_DIR, default bench/variants/cuda/cross_entropy; the
+  # type is the folder's name): all five stages of each, built in parallel, then each timed in
+  # turn at the benchmark size in VARIANTS_DTYPE (default bf16), side by side in one run.
+  local dir="${VARIANTS_DIR:-bench/variants/cuda/cross_entropy}" k
+  k="$(basename "$dir")"
+  ls "$dir"/*.cu | xargs -P 8 -I{} sh -c '"$VB" bench --backend cuda -k "$0" -s "$1" --no-timing \
+        --no-pytorch --json --results "$LOGS/variants-check.tsv" \
+        >"$LOGS/variants-check.$(basename "$1" .cu).json" 2>&1; echo "check $1 rc=$?"' "$k" {}
+  for f in "$dir"/*.cu; do
+    "$VB" bench --backend cuda -k "$k" -s "$f" --timing-only --dtype "${VARIANTS_DTYPE:-bf16}" \
+      --json --results "$LOGS/variants.tsv" --tag "variant" \
+      >"$LOGS/variants.$(basename "$f" .cu).json" 2>&1
+    echo "time $f rc=$? $(grep -o '"latency_us"[^,]*' "$LOGS/variants.$(basename "$f" .cu).json" | head -1)"
+  done
+}
 stage_rank-cuda() { bash bench/ranking_cuda.sh --measure "$LOGS"; }
 stage_rank-cpu() { bash bench/ranking_cpu.sh --measure "$LOGS" --target h200-host; }
 stage_pipeline() { bash bench/pipeline_h200.sh "$LOGS"; }
@@ -86,7 +103,7 @@ stage_optimizer() {
   cp bench/results/optimizer-cuda.md "$LOGS/"
 }
 export LOGS="$logs"
-export -f ts_lines stage_correctness stage_gpu-tests stage_run-all stage_rank-cuda stage_rank-cpu stage_pipeline stage_optimizer
+export -f ts_lines stage_correctness stage_gpu-tests stage_run-all stage_variants stage_rank-cuda stage_rank-cpu stage_pipeline stage_optimizer
 stages=("$@")
 [ ${#stages[@]} -eq 0 ] && stages=(correctness run-all rank-cuda rank-cpu gpu-tests pipeline)
 for s in "${stages[@]}"; do

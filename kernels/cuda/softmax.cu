@@ -114,7 +114,9 @@ __global__ void __launch_bounds__(BT, 1)
       if (k * G + t < n_packs) {
 #pragma unroll
         for (int j = 0; j < NP; ++j) {
-          v[k][j] = expf(v[k][j] - m);  // all -inf row: exp(NaN) = NaN, as PyTorch
+          // exp(x - m) as 2^((x - m) * log2 e) in one MUFU.EX2 (ex2_ftz: outputs below 2^-126
+          // flush to 0, 1e-38 absolute). All -inf row: exp(NaN) = NaN, as PyTorch.
+          v[k][j] = ex2_ftz(__fmul_rn(v[k][j] - m, kLog2e));
           s += v[k][j];
         }
       }

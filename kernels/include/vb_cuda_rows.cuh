@@ -12,6 +12,7 @@
 //                                        16-byte stores in inline PTX, st.global.v2/v4.b32)
 //   warp_max, warp_sum, group_max,
 //   group_sum                            shuffle reductions; fixed order (bitwise deterministic)
+//   kLog2e, ex2_ftz                      log2(e); 2^x in one MUFU.EX2 (flushes subnormals)
 //   merge_ms                             online-softmax (max, sum-exp) state merge
 //   load_step, step_pack                 UU-pack steps of a streamed row
 //   aligned_to, grid_for, sm_count       host side: alignment test, grid size, SM count
@@ -200,6 +201,17 @@ __device__ __forceinline__ float group_sum(float v, float* red, int& phase) {
     for (int i = 1; i < G / 32; ++i) v += b[i];
   }
   return v;
+}
+
+constexpr float kLog2e = 1.4426950408889634f;  // log2(e)
+
+/// 2^x by PTX ex2.approx.ftz.f32: one MUFU.EX2 (relative error about 2^-22; PTX ISA, "ex2").
+/// Results below 2^-126 are flushed to 0 (callers use it for exp(x - max) terms, where that
+/// is far below every tolerance). expf(x) costs ~8 instructions (range reduction, FFMAs).
+__device__ __forceinline__ float ex2_ftz(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
 }
 
 /// Merges the online-softmax state (m2, s2) into (m, s): m = max, s = Σ exp(x - m). A state

@@ -7,25 +7,32 @@
 // PyTorch; a target outside [0, V) that is not ignore_index gives a NaN loss (the device cannot
 // report it; nothing outside the row is read).
 //
-// Fused, one pass over the logits. Two paths, both bitwise deterministic (no atomics):
+// Fused, one pass over the logits. Every sum has a fixed order: the loss is bitwise
+// deterministic (atomics only count completions; they never add values).
 //  * Rows of at most SPLIT_COLS elements (and every row when SPLIT_COLS is 0): a group per row
 //    (one warp for V <= WARP_MAX_COLS, else a block of BLOCK_THREADS) computes the running max
 //    and Σexp (online softmax, rescaled once per UNROLL vector loads), merges the threads'
 //    states in a fixed order, and its first thread reads the target logit and adds
 //    (max - x_t) + log(Σexp) to the block's running sum (rows in grid-stride order). Each block
-//    writes its partial sum and count to a fixed slot.
+//    writes its partial sum and count to a fixed slot; a final single-block kernel adds the
+//    slots in order and divides.
 //  * Longer rows (a vocabulary: 512 x 128256 has only 512 rows, too few to keep 132 SMs' loads
-//    in flight one block per row): each row is split into chunks of 32 lanes x CHUNK_LOADS
-//    vectors. A persistent grid of warps walks the chunks in order, each warp loading its next
-//    chunk before it reduces the current one to a (max, Σexp) pair in a fixed slot (loads stay
-//    in flight while the SM computes exps; no block barrier). A merge kernel, one warp per
-//    row, merges a row's pairs in chunk order, reads the target logit and writes the block's
-//    partial sum and count. Rows are taken in pieces of at most kChunkSlots pairs (one piece
-//    for any realistic batch).
-// A final single-block kernel adds the partial sums in slot order and divides. The slots are
-// __device__ arrays of this module, written before they are read in every call (nothing is
-// carried between calls; concurrent calls from several host threads on different streams
-// would share them).
+//    in flight one block per row) are split into chunks of 32 lanes x CHUNK_LOADS vectors.
+//    - 16-byte vectors with CHUNK_STAGES > 0 (the default): ce_range_async. A persistent grid
+//      gives each warp one contiguous range of chunks, streamed through the warp's own cp.async
+//      ring of CHUNK_STAGES chunks in shared memory; each lane keeps an online (max, Σexp),
+//      with exp as one MUFU.EX2 per logit. Where a row ends the warp merges its lanes and
+//      stores the row's partial; a ticket per row lets the warp that completes the row merge
+//      the row's partials in order and store its loss, and a ticket over the rows lets the
+//      warp that completes the last row sum the losses and write the mean: one kernel.
+//    - Otherwise: ce_chunks, one warp per chunk with the next chunk prefetched in registers,
+//      then ce_merge (one warp per row) and the final kernel.
+//    Rows are taken in pieces of at most kChunkSlots partials (one piece for any realistic
+//    batch).
+// Measured on the H200: bench/results/h200-cuda.md ("cross_entropy"). The slots and tickets
+// are __device__ arrays of this module, written before they are read in every call (the
+// tickets return to 0 at the end of each call; nothing else is carried between calls).
+// Concurrent calls from several host threads on different streams would share them.
 
 #include "vb_cuda.cuh"
 

@@ -14,13 +14,16 @@
 #   bench/ranking_cuda.sh --score [FILE]     Kendall tau and top-1 regret per kernel type
 #                                            (bench/ranking_score.py); writes
 #                                            bench/results/ranking-h200.md
+# PRED_OUT / SCORE_OUT redirect the prediction / the report (post-hoc re-predictions).
 # VB names the vladbud binary (default: .h200/vladbud when carried there, else build/vladbud).
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 vb="${VB:-}"
 [ -z "$vb" ] && { [ -x "$here/.h200/vladbud" ] && vb="$here/.h200/vladbud" || vb="$here/build/vladbud"; }
 read -r -a types <<<"${RANK_TYPES:-softmax rmsnorm matmul}"  # RANK_TYPES: a subset, e.g. "matmul"
-pred="$here/bench/results/ranking-h200-prediction.json"
+# PRED_OUT: another prediction file (a re-prediction after a model change must not overwrite the
+# blind one); SCORE_OUT: another report for --score.
+pred="${PRED_OUT:-$here/bench/results/ranking-h200-prediction.json}"
 mode="${1:-}"
 [ -x "$vb" ] || { echo "ranking_cuda.sh: $vb not found; build first (scripts/setup.sh)" >&2; exit 2; }
 
@@ -118,6 +121,6 @@ PY
   python3 "$here/bench/ranking_score.py" "$pred" "${2:-$here/bench/results/ranking-cuda-measured-h200.json}" \
     --title "Blind GPU ranking study (issue 5): CUDA variants on the H200" \
     --notes "$here/bench/results/ranking-h200-notes.md" \
-    --out "$here/bench/results/ranking-h200.md" ;;
+    --out "${SCORE_OUT:-$here/bench/results/ranking-h200.md}" ;;
 *) sed -n '2,20p' "$0"; exit 2 ;;
 esac

@@ -276,6 +276,37 @@ TEST_P(CudaStarterStatic, ClimbsEveryArchitecture) {
   }
 }
 
+// The matmul starter carries an mma.sync kernel (more HMMA instructions) beside its wgmma
+// kernel: the estimate for sm_90a must rest on the wgmma kernel, which is what runs there, and
+// for sm_80 on the mma.sync one (the wgmma path is not compiled for it). Rung 1 also shows the
+// cp.async / TMA counts.
+TEST(CudaStatic, MatmulEstimateRestsOnTheWgmmaKernelOnHopper) {
+  REQUIRE_NVCC();
+  if (ladder::find_cuobjdump().empty()) GTEST_SKIP() << "cuobjdump not installed (no SASS mix)";
+  const fs::path src = vladbud_home() / "kernels" / "cuda" / "matmul.cu";
+  const KernelType& type = *find_kernel_type("matmul");
+  ClimbOptions o;
+  o.dtype = DType::BF16;
+  o.max_rung = 3;
+  auto h = std::async(std::launch::async,
+                      [&] { return ladder::nvidia_climb_source(src, type, spec("h100-sxm"), o); });
+  const ClimbResult a = ladder::nvidia_climb_source(src, type, spec("a100-sxm"), o);
+  const ClimbResult hr = h.get();
+  ASSERT_FALSE(hr.rejected) << hr.stop_reason;
+  ASSERT_FALSE(a.rejected) << a.stop_reason;
+  const std::string hk = rung(hr, 1).data["main_kernel_demangled"].get<std::string>();
+  EXPECT_NE(hk.find("wgmma_gemm_kernel"), std::string::npos) << hk;
+  EXPECT_NE(rung(hr, 1).summary.find(" TMA"), std::string::npos) << rung(hr, 1).summary;
+  const std::string ak = rung(a, 1).data["main_kernel_demangled"].get<std::string>();
+  EXPECT_NE(ak.find("mma_gemm_kernel"), std::string::npos) << ak;
+  EXPECT_EQ(ak.find("wgmma"), std::string::npos) << ak;
+  bool wgmma_path = false;
+  for (const auto& f : rung(hr, 3).data["factors"])
+    if (f["name"] == "path" && f["source"].get<std::string>().find("wgmma") != std::string::npos)
+      wgmma_path = true;
+  EXPECT_TRUE(wgmma_path) << rung(hr, 3).data.dump();
+}
+
 INSTANTIATE_TEST_SUITE_P(AllTypes, CudaStarterStatic,
                          ::testing::Values("matmul", "softmax", "layernorm", "rmsnorm",
                                            "flash_attention", "fused_mlp", "cross_entropy",

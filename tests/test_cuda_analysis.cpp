@@ -181,6 +181,25 @@ TEST(SassMix, HopperWarpgroupMma) {
   EXPECT_EQ(v[0].total, 24);  // 32 lines, 8 NOP
 }
 
+TEST(SassMix, TensorPathGenerationRanksWgmmaAndTcgen05OverMmaSync) {
+  EXPECT_EQ(parse_sass_mix(fixture("sass_wmma_hgemm_sm80.txt"))[0].tensor_path_generation(), 1);
+  EXPECT_EQ(parse_sass_mix(fixture("sass_wgmma_sm90a.txt"))[0].tensor_path_generation(), 2);
+  EXPECT_EQ(parse_sass_mix(fixture("sass_spill_sm90a.txt"))[0].tensor_path_generation(), 0);
+  // A kernel with a big mma.sync fallback beside a few HGMMA is still a wgmma kernel.
+  SassMix both;
+  both.hmma = 64;
+  both.hgmma = 4;
+  EXPECT_EQ(both.tensor_path_generation(), 2);
+  SassMix tc05;  // tcgen05.mma (sm_100a) is counted under other_mma; the opcode names it
+  tc05.other_mma = 2;
+  tc05.opcodes["UTCHMMA"] = 2;
+  EXPECT_EQ(tc05.tensor_path_generation(), 2);
+  SassMix dmma;  // fp64 warp MMA: a warp MMA, not an asynchronous one
+  dmma.other_mma = 3;
+  dmma.opcodes["DMMA"] = 3;
+  EXPECT_EQ(dmma.tensor_path_generation(), 1);
+}
+
 TEST(SassMix, SpillsShowAsLocalMemory) {
   const auto v = parse_sass_mix(fixture("sass_spill_sm90a.txt"));
   ASSERT_EQ(v.size(), 1u);

@@ -103,6 +103,14 @@ std::optional<int> product_of_hex(std::string_view values) {
 
 }  // namespace
 
+int SassMix::tensor_path_generation() const {
+  long tcgen05 = 0;
+  for (const auto& [op, n] : opcodes)
+    if (op.rfind("UTC", 0) == 0 && op.find("MMA") != std::string::npos) tcgen05 += n;
+  if (hgmma + qgmma + tcgen05 > 0) return 2;
+  return tensor_core() > 0 ? 1 : 0;
+}
+
 double SassMix::mean_load_bytes() const {
   if (ldg == 0) return 0;
   const long narrow = ldg - ldg_64 - ldg_128 - ldg_256;

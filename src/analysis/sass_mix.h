@@ -60,6 +60,12 @@ struct SassMix {
 
   /// Any tensor-core MMA instruction (hmma + hgmma + imma + qgmma + other_mma).
   long tensor_core() const { return hmma + hgmma + imma + qgmma + other_mma; }
+  /// Generation of the newest tensor-core path in the kernel: 2 for the asynchronous MMAs
+  /// (HGMMA / QGMMA: wgmma on sm_90a; UTC*MMA: tcgen05 on sm_100a), 1 for warp MMAs only
+  /// (HMMA, IMMA, QMMA, OMMA, DMMA: mma.sync), 0 for none. A starter that keeps an mma.sync
+  /// fallback beside its wgmma path has more HMMA than HGMMA instructions, yet the newer path
+  /// is the one that runs where the architecture has it.
+  int tensor_path_generation() const;
   /// Global loads and stores of 128 bits or more.
   long wide_global() const { return ldg_128 + ldg_256 + stg_128 + stg_256; }
   /// Mean bytes per thread of one global load (4 for scalar fp32, 16 for LDG.E.128); 0 when

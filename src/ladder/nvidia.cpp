@@ -408,7 +408,9 @@ ClimbResult NvidiaClimber::climb(const KernelType& type, const Variant& variant,
   r1.tool = "ptxas -v + " + (b.have_sass ? std::string("cuobjdump --dump-sass/-elf") : std::string("(no cuobjdump)"));
   r1.tool_version = b.nvcc_version + (b.have_sass ? "; " + b.cuobjdump : "");
   // The kernel the estimate rests on (heuristic): among the entries instantiated for the ranked
-  // dtype (all entries when none is a dtype template), the one with the most tensor-core MMAs,
+  // dtype (all entries when none is a dtype template), the one with the newest tensor-core path
+  // (wgmma / tcgen05 over mma.sync: a starter's mma.sync fallback has more MMA instructions
+  // than its wgmma path, but on sm_90a the wgmma path runs), then the most tensor-core MMAs,
   // then the most asynchronous or >= 128-bit memory instructions (the fast path of a guarded
   // pair), then the most SASS instructions, then the most registers.
   std::vector<const KernelView*> cands;
@@ -421,7 +423,8 @@ ClimbResult NvidiaClimber::climb(const KernelType& type, const Variant& variant,
       cands.begin(), cands.end(), [](const KernelView* a, const KernelView* c) {
         auto key = [](const KernelView* k) {
           const SassMix* m = k->mix;
-          return std::make_tuple(m ? m->tensor_core() : 0L,
+          return std::make_tuple(m ? m->tensor_path_generation() : 0,
+                                 m ? m->tensor_core() : 0L,
                                  m ? m->ldgsts + m->tma + m->wide_global() : 0L,
                                  m ? m->total : 0L, k->ptxas->registers);
         };
@@ -484,9 +487,10 @@ ClimbResult NvidiaClimber::climb(const KernelType& type, const Variant& variant,
   std::string sass_part = "no SASS mix (" + b.cuobjdump + ")";
   if (main->mix) {
     const SassMix& m = *main->mix;
-    sass_part = fmt::format("{} instr: {} HMMA, {} HGMMA, {} FFMA, {} LDG ({} >=128-bit), {} LDL/STL",
-                            m.total, m.hmma, m.hgmma, m.ffma, m.ldg, m.ldg_128 + m.ldg_256,
-                            m.ldl + m.stl);
+    sass_part = fmt::format(
+        "{} instr: {} HMMA, {} HGMMA, {} FFMA, {} LDG ({} >=128-bit), {} LDGSTS, {} TMA, {} LDL/STL",
+        m.total, m.hmma, m.hgmma, m.ffma, m.ldg, m.ldg_128 + m.ldg_256, m.ldgsts, m.tma,
+        m.ldl + m.stl);
   }
   r1.summary = fmt::format(
       "{}: {} regs, {} B smem, spills {}/{} B; {} threads ({}): occupancy {:.0f}% ({}); {}",

@@ -38,35 +38,14 @@ inline vbv::i64 stage_floats(vbk::Dt dt, vbv::i64 V) {
 
 extern "C" int vb_kernel_run(const DLTensor* in, int n_in, DLTensor* out, int n_out,
                              const double* attrs, int n_attrs, void*) {
-  if (int e = vbk::check_args(in, n_in, 2, out, n_out, 1, n_attrs, 1, 0x2u)) return e;
-  if (vbk::dtype_of(out[0]) != vbk::Dt::F32) return vbk::fail("loss: expected fp32 output");
-  if (in[0].ndim != 2) return vbk::fail("logits: expected 2 dimensions [B,V], got %d", in[0].ndim);
-  const vbv::i64 B = in[0].shape[0], V = in[0].shape[1];
-  if (int e = vbk::check_shape(in[0], "logits", {B, V})) return e;
-  if (int e = vbk::check_shape(in[1], "targets", {B})) return e;
-  if (int e = vbk::check_shape(out[0], "loss", {})) return e;
-  if (!(std::fabs(attrs[0]) < 9.0e18) || attrs[0] != std::floor(attrs[0]))
-    return vbk::fail("ignore_index must be an integer (got %g)", attrs[0]);
-  const vbv::i64 ig = static_cast<vbv::i64>(attrs[0]);
-  const auto dt = vbk::dtype_of(in[0]);
+  vbv::CrossEntropyArgs a;
+  if (int e = vbv::check_cross_entropy(in, n_in, out, n_out, attrs, n_attrs, a)) return e;
+  const vbv::i64 V = a.V;
+  const auto dt = a.dt;
   const void* x = vbk::data_ptr(in[0]);
   const vbv::i64* tgt = static_cast<const vbv::i64*>(vbk::data_ptr(in[1]));
   float* loss_out = static_cast<float*>(vbk::data_ptr(out[0]));
-  // Non-ignored rows in order; a target outside [0, V) that is not ignore_index is an error.
-  std::vector<vbv::i64> rows;
-  try {
-    rows.reserve(static_cast<std::size_t>(B));
-  } catch (...) {
-    return vbk::fail("out of memory (row list)");
-  }
-  for (vbv::i64 r = 0; r < B; ++r) {
-    const vbv::i64 t = tgt[r];
-    if (t == ig) continue;
-    if (t < 0 || t >= V)
-      return vbk::fail("targets[%lld] = %lld is outside [0, %lld) and is not ignore_index",
-                       (long long)r, (long long)t, (long long)V);
-    rows.push_back(r);
-  }
+  const std::vector<vbv::i64>& rows = a.rows;  // the non-ignored rows, in order
   const vbv::i64 nr = static_cast<vbv::i64>(rows.size());
   if (nr == 0) {
     *loss_out = __builtin_nanf("");  // mean over no rows: 0/0, as PyTorch

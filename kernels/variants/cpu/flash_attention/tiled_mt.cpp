@@ -113,20 +113,13 @@ bool attend(const float* Q, const float* K, const float* V, void* out, vbk::Dt d
 
 extern "C" int vb_kernel_run(const DLTensor* in, int n_in, DLTensor* out, int n_out,
                              const double* attrs, int n_attrs, void*) {
-  if (int e = vbk::check_args(in, n_in, 3, out, n_out, 1, n_attrs, 2)) return e;
-  if (int e = vbk::check_same_dtype(in, n_in, out, n_out)) return e;
-  if (in[0].ndim != 4) return vbk::fail("q: expected 4 dimensions [B,H,S,D], got %d", in[0].ndim);
-  const vbv::i64 B = in[0].shape[0], H = in[0].shape[1], S = in[0].shape[2], D = in[0].shape[3];
-  if (int e = vbk::check_shape(in[0], "q", {B, H, S, D})) return e;
-  if (int e = vbk::check_shape(in[1], "k", {B, H, S, D})) return e;
-  if (int e = vbk::check_shape(in[2], "v", {B, H, S, D})) return e;
-  if (int e = vbk::check_shape(out[0], "o", {B, H, S, D})) return e;
-  if (attrs[0] != 0.0 && attrs[0] != 1.0) return vbk::fail("causal must be 0 or 1 (got %g)", attrs[0]);
-  const bool causal = attrs[0] != 0.0;
-  const float scale = static_cast<float>(attrs[1]);
-  if (!std::isfinite(scale)) return vbk::fail("sm_scale must be finite (got %g)", attrs[1]);
+  vbv::AttentionArgs a;
+  if (int e = vbv::check_attention(in, n_in, out, n_out, attrs, n_attrs, a)) return e;
+  const vbv::i64 B = a.B, H = a.H, S = a.S, D = a.D;
+  const bool causal = a.causal;
+  const float scale = a.scale;
   if (B * H * S == 0 || D == 0) return 0;
-  const auto dt = vbk::dtype_of(in[0]);
+  const auto dt = a.dt;
   vbk::Scratch sq, sk, sv;
   const float* Q = vbv::as_f32(in[0], sq);
   const float* K = vbv::as_f32(in[1], sk);

@@ -35,18 +35,11 @@ __attribute__((optimize("no-tree-vectorize"))) void mlp(const float* X, const fl
 extern "C" int vb_kernel_run(const DLTensor* in, int n_in, DLTensor* out, int n_out,
                              const double* attrs, int n_attrs, void*) {
   (void)attrs;
-  if (int e = vbk::check_args(in, n_in, 4, out, n_out, 1, n_attrs, 0)) return e;
-  if (int e = vbk::check_same_dtype(in, n_in, out, n_out)) return e;
-  if (in[0].ndim != 2) return vbk::fail("x: expected 2 dimensions [B,D], got %d", in[0].ndim);
-  if (in[1].ndim != 2) return vbk::fail("w_gate: expected 2 dimensions [H,D], got %d", in[1].ndim);
-  const vbv::i64 B = in[0].shape[0], D = in[0].shape[1], H = in[1].shape[0];
-  if (int e = vbk::check_shape(in[0], "x", {B, D})) return e;
-  if (int e = vbk::check_shape(in[1], "w_gate", {H, D})) return e;
-  if (int e = vbk::check_shape(in[2], "w_up", {H, D})) return e;
-  if (int e = vbk::check_shape(in[3], "w_down", {D, H})) return e;
-  if (int e = vbk::check_shape(out[0], "y", {B, D})) return e;
+  vbv::MlpArgs a;
+  if (int e = vbv::check_mlp(in, n_in, out, n_out, n_attrs, a)) return e;
+  const vbv::i64 B = a.B, D = a.D, H = a.H;
   if (B == 0 || D == 0) return 0;
-  const auto dt = vbk::dtype_of(in[0]);
+  const auto dt = a.dt;
   vbk::Scratch sx, sg, su, sd, hbuf(B * H), ybuf(B * D);
   const float* X = vbv::as_f32(in[0], sx);
   const float* Wg = vbv::as_f32(in[1], sg);

@@ -34,21 +34,13 @@ bool rope(const void* x, void* y, vbk::Dt dt, const float* cs, const float* sn, 
 
 extern "C" int vb_kernel_run(const DLTensor* in, int n_in, DLTensor* out, int n_out,
                              const double* attrs, int n_attrs, void*) {
-  if (int e = vbk::check_args(in, n_in, 3, out, n_out, 1, n_attrs, 1)) return e;
-  if (int e = vbk::check_same_dtype(in, n_in, out, n_out)) return e;
-  if (in[0].ndim != 4) return vbk::fail("x: expected 4 dimensions [B,H,S,D], got %d", in[0].ndim);
-  const vbv::i64 B = in[0].shape[0], H = in[0].shape[1], S = in[0].shape[2], D = in[0].shape[3];
-  if (D % 2 != 0) return vbk::fail("x: head dim D = %lld must be even", (long long)D);
-  const vbv::i64 h = D / 2;
-  if (int e = vbk::check_shape(in[0], "x", {B, H, S, D})) return e;
-  if (int e = vbk::check_shape(in[1], "cos", {S, h})) return e;
-  if (int e = vbk::check_shape(in[2], "sin", {S, h})) return e;
-  if (int e = vbk::check_shape(out[0], "y", {B, H, S, D})) return e;
-  if (attrs[0] != 0.0 && attrs[0] != 1.0) return vbk::fail("interleaved must be 0 or 1 (got %g)", attrs[0]);
-  const bool interleaved = attrs[0] != 0.0;
-  const vbv::i64 rows = B * H * S;
+  vbv::RopeArgs a;
+  if (int e = vbv::check_rope(in, n_in, out, n_out, attrs, n_attrs, a)) return e;
+  const vbv::i64 S = a.S, D = a.D;
+  const bool interleaved = a.interleaved;
+  const vbv::i64 rows = a.B * a.H * S;
   if (rows == 0 || D == 0) return 0;
-  const auto dt = vbk::dtype_of(in[0]);
+  const auto dt = a.dt;
   vbk::Scratch sc, ss;
   const float* cs = vbv::as_f32(in[1], sc);
   const float* sn = vbv::as_f32(in[2], ss);

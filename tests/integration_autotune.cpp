@@ -139,7 +139,9 @@ TEST(AutotuneCli, BadInputIsRefusedBeforeAnythingIsWrittenOrMoved) {
       {{"--model", gpt2(), "--class-name", "GPT2", "--budget", "0s"}, "--budget"},
       {{"--model", gpt2(), "--class-name", "GPT2", "--dtype", "fp8"}, "--dtype"},
       {{"--model", gpt2(), "--class-name", "GPT2", "--top", "0"}, "--top"},
-      {{"--class-name", "Llama"}, "needs --model"},
+      {{"--model", gpt2(), "--class-name", "GPT2", "--dtype", "half16"}, "--dtype"},
+      {{"--class-name", "Llama"}, "pass --model FILE.py"},
+      {{"--class-name", "Gpt2"}, "case-sensitive"},
       {{"--model", d.string(), "--class-name", "GPT2"}, "is a folder"},
       {{"--model", gpt2(), "--class-name", "GPT2", "--budget", std::string(400, '9')}, "a week"},
   };
@@ -161,8 +163,15 @@ TEST(AutotuneCli, BadInputIsRefusedBeforeAnythingIsWrittenOrMoved) {
   auto r = vladbud({"autotune", "--workspace", mine.string(), "--model", gpt2(), "--class-name",
                     "GPT2"}, d);
   EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
-  EXPECT_NE(r.err.find("no VladBud run wrote"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("no autotune run wrote"), std::string::npos) << r.err;
   EXPECT_EQ(read_file(mine / "chapter1.txt"), "mine\n");
+  EXPECT_EQ(archived_runs(mine), 0);
+  // results.tsv alone (bench and run append to one anywhere) does not make it a workspace.
+  write_file_atomic(mine / "results.tsv", "experiment\ttag\n");
+  r = vladbud({"autotune", "--workspace", mine.string(), "--model", gpt2(), "--class-name",
+               "GPT2"}, d);
+  EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
+  EXPECT_NE(r.err.find("no autotune run wrote"), std::string::npos) << r.err;
   EXPECT_EQ(archived_runs(mine), 0);
   // A workspace that cannot be created (under a file) is named with the fix.
   write_file_atomic(d / "afile", "x\n");
@@ -223,6 +232,15 @@ class Identity(nn.Module):
     }
   }
   EXPECT_FALSE(fs::exists(ws / "profile.json"));
+  EXPECT_NE(r.err.find("the earlier run is in " + ws.string() + ".prev-"), std::string::npos)
+      << r.err;
+  // A second failure replaces the first one's leftovers (it finished no stage) instead of
+  // moving them aside too: the earlier run stays the only .prev folder.
+  const auto r2 = vladbud({"autotune", "--model", (d / "identity.py").string(), "--class-name",
+                           "Identity", "--input-shape", "1,4", "--workspace", ws.string()},
+                          d);
+  EXPECT_EQ(r2.exit_code, 1) << r2.out << r2.err;
+  EXPECT_EQ(archived_runs(ws), 1) << r2.out << r2.err;
   fs::remove_all(d);
 }
 

@@ -112,7 +112,9 @@ TEST(CudaStatic, FixtureKernelClimbsEveryArchitecture) {
         EXPECT_GT(k["sass"]["mufu"].get<long>(), 0);  // rsqrtf
       }
     }
-    if (sass) EXPECT_EQ(r1.data["block_threads_source"], "__launch_bounds__ (EIATTR_MAX_THREADS)");
+    if (sass) {
+      EXPECT_EQ(r1.data["block_threads_source"], "__launch_bounds__ (EIATTR_MAX_THREADS)");
+    }
     EXPECT_GT(r1.data["occupancy"]["occupancy"].get<double>(), 0.4);
     EXPECT_EQ(rung(r, 2).status, "unavailable");
     EXPECT_NE(rung(r, 2).summary.find("no NVIDIA GPU emulator"), std::string::npos);
@@ -138,8 +140,9 @@ TEST(CudaStatic, FixtureKernelClimbsEveryArchitecture) {
   }
   EXPECT_GT(gb10, 10 * b200);
   // Second climb comes from the cache.
-  const auto again = ladder::nvidia_climb_source(fixture("rmsnorm_abi.cu"), type, spec("b200"),
-                                                 ClimbOptions{DType::BF16});
+  ClimbOptions bf16;
+  bf16.dtype = DType::BF16;
+  const auto again = ladder::nvidia_climb_source(fixture("rmsnorm_abi.cu"), type, spec("b200"), bf16);
   EXPECT_TRUE(rung(again, 0).data["cached"].get<bool>());
   EXPECT_DOUBLE_EQ(again.estimate->time_us, b200);
 }

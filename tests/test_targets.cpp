@@ -82,6 +82,17 @@ TEST(CpuInfo, DetectsThisMachine) {
   }
 }
 
+TEST(CpuInfo, ContentionWarningOnlyAboveTheCoresPlusOne) {
+  EXPECT_EQ(contention_warning(0.0, 2), "");  // unknown load
+  EXPECT_EQ(contention_warning(2.9, 2), "");  // this run's own two threads and a little more
+  const std::string w = contention_warning(5.25, 2);
+  EXPECT_EQ(w.rfind("warning: the machine was busy", 0), 0u) << w;
+  EXPECT_NE(w.find("5.2 on 2 cores"), std::string::npos) << w;
+  EXPECT_EQ(contention_warning(17.0, 16), "");
+  EXPECT_NE(contention_warning(17.5, 16), "");
+  EXPECT_THROW(contention_warning(3.0, 0), std::invalid_argument);
+}
+
 TEST(CpuInfo, ParsesX86Cpuinfo) {
   const std::string text =
       "processor\t: 0\nvendor_id\t: GenuineIntel\ncpu family\t: 6\n"

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cctype>
 #include <chrono>
 #include <csignal>
 #include <ctime>
@@ -16,11 +17,13 @@
 
 #include "bridge/pipeline.h"
 #include "cli/commands.h"
+#include "core/dtype.h"
 #include "core/paths.h"
 #include "optimize/loop.h"
 #include "optimize/measure.h"
 #include "optimize/orchestrator.h"
 #include "optimize/report_md.h"
+#include "targets/cpu_info.h"
 
 namespace vb::cli {
 
@@ -106,11 +109,21 @@ void run_autotune(AutotuneArgs a) {
   };
   // ---- every input checked before anything is written ----
   if (a.model.empty() && a.module.empty()) {
-    if (!a.class_name.empty() && a.class_name != "GPT2")
-      usage("--class-name " + a.class_name + " needs --model FILE.py (or --module); without "
-            "both, autotune runs the bundled GPT-2 small (models/gpt2.py, class GPT2)");
+    if (!a.class_name.empty() && a.class_name != "GPT2") {
+      std::string lower = a.class_name;
+      for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+      usage("--class-name " + a.class_name + ": the default model, models/gpt2.py, has class " +
+            "GPT2" + (lower == "gpt2" ? " (class names are case-sensitive)" : "") +
+            "; for your own model pass --model FILE.py (or --module) as well");
+    }
     a.model = (vladbud_home() / "models" / "gpt2.py").string();
     a.class_name = "GPT2";
+  }
+  // The same spellings as bench and run (fp32 / float32 / float, ...), passed on canonical.
+  if (const auto dt = parse_dtype(a.dtype)) {
+    a.dtype = dtype_name(*dt);
+  } else {
+    usage("--dtype must be one of fp32, fp16, bf16 (got '" + a.dtype + "')");
   }
   ProfileRequest preq;
   preq.model = a.model;
@@ -150,14 +163,30 @@ void run_autotune(AutotuneArgs a) {
       if (holds_cwd(ws))
         usage("--workspace '" + a.workspace + "' holds the current directory; pass a dedicated "
               "folder (default: workspace)");
-      // Only a folder an earlier run wrote is moved aside; anything else is the user's.
+      // Only a folder an earlier autotune run wrote is moved aside; anything else is the
+      // user's. (results.tsv alone is no sign: bench and run append to one anywhere.)
       bool ours = false;
-      for (const char* f : {"profile.json", "kernels", "results.tsv", "orchestration.json",
-                            "verify.json", "report.md", "rank.json", ".bridge"})
+      for (const char* f : {"profile.json", "orchestration.json", "verify.json", "report.md",
+                            "rank.json", ".bridge"})
         ours = ours || fs::exists(ws / f);
+      ours = ours || fs::exists(ws / "kernels" / "orchestration.json") ||
+             fs::exists(ws / "progress.png");
       if (!ours)
-        usage("--workspace '" + a.workspace + "' is a non-empty folder that no VladBud run wrote "
-              "(no profile.json, kernels/ or results.tsv in it); pass a new or empty folder");
+        usage("--workspace '" + a.workspace + "' is a non-empty folder that no autotune run "
+              "wrote (no profile.json, .bridge/ or report.md in it); pass a new or empty folder");
+      // An earlier run that finished no stage left only its .bridge/ request: nothing to keep.
+      bool only_bridge = true;
+      for (const auto& e : fs::directory_iterator(ws))
+        only_bridge = only_bridge && e.path().filename() == ".bridge";
+      if (only_bridge && !fs::exists(ws / ".bridge" / "profile.json")) {
+        std::error_code rec;
+        fs::remove_all(ws / ".bridge", rec);
+        if (rec)
+          usage("--workspace '" + a.workspace + "': cannot clear the earlier run that finished "
+                "no stage (" + rec.message() + "); pass another --workspace");
+      }
+    }
+    if (!fs::is_empty(ws)) {
       fs::path to = ws;
       to.replace_filename(ws.filename().string() + ".prev-" + stamp());
       std::error_code ec;
@@ -184,13 +213,19 @@ void run_autotune(AutotuneArgs a) {
   int stage_no = 0;
   std::string stage_name;
   Clock::time_point stage_t0;
+  // The highest 1-minute load average seen at the stage boundaries: above the core count + 1
+  // (this run's own threads count too), other work competed with the measurements.
+  double max_load = 0;
+  auto sample_load = [&] { max_load = std::max(max_load, system_load_average()); };
   auto begin = [&](const std::string& name, const std::string& what) {
+    sample_load();
     ++stage_no;
     stage_name = name;
     stage_t0 = Clock::now();
     log << fmt::format("\n== [{}/{}] {}: {} ==\n", stage_no, kStages, name, what) << std::flush;
   };
   auto done = [&](const std::string& note) {
+    sample_load();
     const double s = since(stage_t0);
     stages.push_back({{"name", stage_name}, {"seconds", s}, {"status", "ok"}});
     log << fmt::format("[{}/{}] {} done in {}{}\n", stage_no, kStages, stage_name, fmt_secs(s),
@@ -201,6 +236,9 @@ void run_autotune(AutotuneArgs a) {
     log << std::flush;
     std::cerr << fmt::format("\nvladbud autotune: stage {}/{} ({}) failed: {}\n  fix: {}\n  kept: {}\n",
                              stage_no, kStages, stage_name, f.what, f.fix, kept_files(ws));
+    if (!archived.empty())
+      std::cerr << "  the earlier run is in " << archived << " (move it back to " << ws.string()
+                << " to use it again)\n";
     if (a.json)
       std::cout << json{{"failed_stage", stage_name}, {"stage", stage_no}, {"error", f.what},
                         {"fix", f.fix}, {"workspace", ws.string()}, {"stages", stages}}
@@ -209,6 +247,15 @@ void run_autotune(AutotuneArgs a) {
     throw CLI::RuntimeError(f.code);
   };
   const std::string wsq = ws.string();
+  // The command as the user can type it here (build/vladbud from the repository root), for the
+  // fix lines.
+  const std::string vb = [] {
+    const fs::path exe = self_exe_dir() / "vladbud";
+    std::error_code ec;
+    const fs::path rel = fs::relative(exe, fs::current_path(), ec);
+    if (!ec && !rel.empty() && rel.begin()->string() != "..") return rel.string();
+    return exe.string();
+  }();
   log << fmt::format(
       "vladbud autotune: {} ({}), input {}, {} on {}, optimizer budget {}, top {}, workspace {}\n",
       a.class_name, a.model.empty() ? a.module : a.model, a.input_shape, a.dtype, a.device,
@@ -293,12 +340,12 @@ void run_autotune(AutotuneArgs a) {
     std::signal(SIGINT, old_int);
     std::signal(SIGTERM, old_term);
     log << "\n";
-    if (!err.empty()) fail({kFail, err, "re-run `vladbud extract` and `vladbud optimize --workspace " + wsq + "`"});
+    if (!err.empty()) fail({kFail, err, "re-run `" + vb + " extract` and `" + vb + " optimize --workspace " + wsq + "`"});
   }
   if (g_autotune_stop)
     fail({130, "interrupted (Ctrl-C)",
-          "the best versions are in place; finish with `vladbud verify --workspace " + wsq +
-              " && vladbud report --workspace " + wsq + "`, or re-run `vladbud optimize --workspace " +
+          "the best versions are in place; finish with `" + vb + " verify --workspace " + wsq +
+              " && " + vb + " report --workspace " + wsq + "`, or re-run `" + vb + " optimize --workspace " +
               wsq + "` to resume"});
   std::string errors;
   for (const auto& k : orch["kernels"])
@@ -327,18 +374,18 @@ void run_autotune(AutotuneArgs a) {
     std::cerr << e.diagnostics;
     fail({kFail, e.what(),
           "the kernel folder's best/ version no longer builds: remove that best/ folder to fall "
-          "back to the starter, then `vladbud verify --workspace " + wsq + "`"});
+          "back to the starter, then `" + vb + " verify --workspace " + wsq + "`"});
   } catch (const std::exception& e) {
     fail({kFail, e.what(),
-          "see the message; `vladbud verify --workspace " + wsq + "` re-runs this stage alone"});
+          "see the message; `" + vb + " verify --workspace " + wsq + "` re-runs this stage alone"});
   }
   log << format_verify(ver, prof.profile, ws);
   if (ver.value("verdict", "FAIL") != "PASS")
     fail({kFail,
           "the model's output with VladBud's kernels differs from PyTorch's beyond the tolerance "
           "(see the seeds above; " + (ws / "verify.json").string() + ")",
-          "`vladbud verify --diagnose --workspace " + wsq + "` names the kernel type that breaks "
-          "it; remove that folder's best/ (or fix its source), re-run verify, then `vladbud "
+          "`" + vb + " verify --diagnose --workspace " + wsq + "` names the kernel type that breaks "
+          "it; remove that folder's best/ (or fix its source), re-run verify, then `" + vb + " "
           "report --workspace " + wsq + "`"});
   done(fmt::format("{}, end-to-end {:.3f}x", ver.value("verdict", ""), ver.value("speedup", 0.0)));
 
@@ -360,7 +407,7 @@ void run_autotune(AutotuneArgs a) {
       rank = rank_workspace(ws, ro);
     } catch (const std::exception& e) {
       fail({kFail, e.what(),
-            "`vladbud targets` lists the spec DB; --no-rank skips this stage, then `vladbud "
+            "`" + vb + " targets` lists the spec DB; --no-rank skips this stage, then `" + vb + " "
             "report --workspace " + wsq + "`"});
     }
     log << rank.value("table", std::string());
@@ -373,7 +420,7 @@ void run_autotune(AutotuneArgs a) {
   try {
     rep = opt::write_report(ws);
   } catch (const std::exception& e) {
-    fail({kFail, e.what(), "`vladbud report --workspace " + wsq + "` re-runs this stage alone"});
+    fail({kFail, e.what(), "`" + vb + " report --workspace " + wsq + "` re-runs this stage alone"});
   }
   log << "  " << rep.report_md.string() << "\n";
   if (rep.png_written) log << "  " << rep.progress_png.string() << "\n";
@@ -418,12 +465,17 @@ void run_autotune(AutotuneArgs a) {
       lat.value("baseline_ms", 0.0), lat.value("vladbud_ms", 0.0));
   log << "report: " << rep.report_md.string()
       << (rep.png_written ? " and " + rep.progress_png.string() : std::string()) << "\n";
+  const std::string busy = contention_warning(max_load, detect_cpu().logical_cores);
+  const bool contended = !busy.empty();
+  if (contended) log << busy << "\n";
   if (a.json)
     std::cout << json{{"workspace", ws.string()},
                       {"seconds", since(t0)},
                       {"stages", stages},
                       {"kernels", kernels},
                       {"amdahl_speedup", orch.value("amdahl_speedup", 1.0)},
+                      {"max_load_average", max_load},
+                      {"contended", contended},
                       {"verify", {{"verdict", ver.value("verdict", "")},
                                   {"speedup", ver.value("speedup", 0.0)},
                                   {"baseline_ms", lat.value("baseline_ms", 0.0)},
@@ -445,8 +497,9 @@ void add_autotune(CLI::App& app) {
       "the model -> rank them for the spec DB's remote targets (the confidence ladder) -> write "
       "workspace/report.md and progress.png. Without --model: the bundled GPT-2 small. A failed "
       "stage stops the run naming the stage and the fix; earlier stages' files stay. An earlier "
-      "run in the workspace is moved to <workspace>.prev-<time>; a non-empty folder no run wrote "
-      "is refused. Exit codes: 0 done, 1 a stage failed, 2 bad input, 130 Ctrl-C.");
+      "run in the workspace is moved to <workspace>.prev-<time>; a non-empty folder no autotune run "
+      "wrote is refused. A busy machine (load average above the cores + 1) is warned about after "
+      "the summary. Exit codes: 0 done, 1 a stage failed, 2 bad input, 130 Ctrl-C.");
   c->add_option("--model", a->model, "Python file defining the model class (default: models/gpt2.py)");
   c->add_option("--class-name", a->class_name, "nn.Module class (default with the default model: GPT2)");
   c->add_option("--module", a->module, "importable module instead of --model (transformers, ...)");

@@ -78,8 +78,11 @@ fs::path editable_source(const fs::path& dir, const std::string& backend) {
                              ext + " " + dir.string() + "/` or run `vladbud extract`");
   if (found.size() > 1) {
     std::string names;
-    for (const auto& f : found) names += " " + f.filename().string();
-    throw std::runtime_error(dir.string() + " holds several *" + ext + " files (" + names.substr(1) +
+    for (const auto& f : found) {
+      if (!names.empty()) names += ' ';
+      names += f.filename().string();
+    }
+    throw std::runtime_error(dir.string() + " holds several *" + ext + " files (" + names +
                              "); a kernel folder has exactly one editable source");
   }
   return found.front();

@@ -4,6 +4,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <stdexcept>
+#include <cstdio>
 #include <cctype>
 #include <cstdint>
 #include <filesystem>
@@ -309,6 +311,19 @@ int runnable_tasks() {
   } catch (const std::exception&) {
     return -1;
   }
+}
+
+std::string contention_warning(double max_load, int cores) {
+  if (cores < 1) throw std::invalid_argument("contention_warning: cores must be >= 1");
+  if (!(max_load > cores + 1.0)) return "";
+  char buf[400];
+  std::snprintf(buf, sizeof buf,
+                "warning: the machine was busy during this run (load average up to %.1f on %d "
+                "cores, other processes included): the latencies, speedups and keeps above may "
+                "reflect the contention rather than the kernels; re-run on a quiet machine (see "
+                "`uptime`) before trusting them",
+                max_load, cores);
+  return buf;
 }
 
 double system_load_average() {

@@ -47,6 +47,12 @@ struct CpuInfo {
 /// A value above the core count means other work competes with measurements.
 double system_load_average();
 
+/// The warning a run prints when the highest 1-minute load average seen during it,
+/// `max_load`, passed `cores` + 1 (the run's own threads count in the load too, hence the +1):
+/// its timings then reflect the contention. "" when the machine was quiet enough (or the load
+/// is unknown: max_load <= 0). Throws std::invalid_argument for cores < 1.
+std::string contention_warning(double max_load, int cores);
+
 /// Tasks currently runnable on the machine (the R of "R/T" in /proc/loadavg), this thread
 /// included; -1 when unknown. Sampled while our own workers are idle, R - 1 is the number of
 /// other tasks competing for the cores.

@@ -8,7 +8,7 @@
 // report it; nothing outside the row is read).
 //
 // Fused, one pass over the logits. Every sum has a fixed order: the loss is bitwise
-// deterministic (atomics only count completions; they never add values).
+// deterministic (no atomics).
 //  * Rows of at most SPLIT_COLS elements (and every row when SPLIT_COLS is 0): a group per row
 //    (one warp for V <= WARP_MAX_COLS, else a block of BLOCK_THREADS) computes the running max
 //    and Σexp (online softmax, rescaled once per UNROLL vector loads), merges the threads'
@@ -18,21 +18,26 @@
 //    slots in order and divides.
 //  * Longer rows (a vocabulary: 512 x 128256 has only 512 rows, too few to keep 132 SMs' loads
 //    in flight one block per row) are split into chunks of 32 lanes x CHUNK_LOADS vectors.
-//    - 16-byte vectors with CHUNK_STAGES > 0 (the default): ce_range_async. A persistent grid
-//      gives each warp one contiguous range of chunks, streamed through the warp's own cp.async
-//      ring of CHUNK_STAGES chunks in shared memory; each lane keeps an online (max, Σexp),
-//      with exp as one MUFU.EX2 per logit. Where a row ends the warp merges its lanes and
-//      stores the row's partial; a ticket per row lets the warp that completes the row merge
-//      the row's partials in order and store its loss, and a ticket over the rows lets the
-//      warp that completes the last row sum the losses and write the mean: one kernel.
+//    - 16-byte vectors with CHUNK_STAGES > 0 (the default): two kernels, no atomics.
+//      ce_stream: CHUNK_GROUP consecutive chunks of a row make an item (at most 32 items per
+//      row); a persistent grid sweeps the items in order, each warp streaming its items through
+//      its own cp.async ring of CHUNK_STAGES chunks in shared memory; each lane keeps an online
+//      (max, Σexp) state (max by HMNMX2 on element pairs, exp as one FFMA + one MUFU.EX2 per
+//      logit), and every item's merged state is stored to its own slot. ce_finish (one thread
+//      per row) merges a row's slots in order, subtracts the target logit and adds the rows in
+//      a fixed order into the mean. It is launched as a programmatic dependent of ce_stream
+//      (sm_90+, DEPENDENT_LAUNCH): it is resident, and has loaded the target logits, before the
+//      stream ends, and only waits for the stream's stores (griddepcontrol.wait).
 //    - Otherwise: ce_chunks, one warp per chunk with the next chunk prefetched in registers,
 //      then ce_merge (one warp per row) and the final kernel.
 //    Rows are taken in pieces of at most kChunkSlots partials (one piece for any realistic
-//    batch).
-// Measured on the H200: bench/results/h200-cuda.md ("cross_entropy"). The slots and tickets
-// are __device__ arrays of this module, written before they are read in every call (the
-// tickets return to 0 at the end of each call; nothing else is carried between calls).
-// Concurrent calls from several host threads on different streams would share them.
+//    batch); a call of several pieces, or of more than 512 rows, adds per-block partial sums in
+//    the final kernel.
+//  * Rows whose loss is tiny are recomputed in the ce_rows path (kTinyLoss): see there.
+// Measured on the H200: bench/results/h200-cuda.md ("cross_entropy"). The slots are
+// __device__ arrays of this module, written before they are read in every call (nothing is
+// carried between calls). Concurrent calls from several host threads on different streams
+// would share them.
 
 #include "vb_cuda.cuh"
 
@@ -86,8 +91,20 @@
 #define CHUNK_STAGES 3
 #endif
 
+// @vb-param CHUNK_GROUP 16 {1,2,4,8,16,32}  ring: chunks per work item (raised to keep <= 32 items per row)
+#ifndef CHUNK_GROUP
+#define CHUNK_GROUP 16
+#endif
+
+// @vb-param DEPENDENT_LAUNCH 1 {0,1}  ring: launch ce_finish as a programmatic dependent of ce_stream (sm_90+)
+#ifndef DEPENDENT_LAUNCH
+#define DEPENDENT_LAUNCH 1
+#endif
+
 #include "vb_cuda_rows.cuh"
 #include "vb_cuda_mma.cuh"  // cp.async helpers
+
+#include <algorithm>
 
 namespace {
 
@@ -105,21 +122,53 @@ static_assert(CHUNK_THREADS % 32 == 0 && CHUNK_THREADS >= 32 && CHUNK_THREADS <=
 static_assert(CHUNK_LOADS >= 1 && CHUNK_LOADS <= 16, "CHUNK_LOADS must be in [1, 16]");
 static_assert(CHUNK_STAGES == 0 || (CHUNK_STAGES >= 2 && CHUNK_STAGES <= 8),
               "CHUNK_STAGES must be 0 or in [2, 8]");
+static_assert(CHUNK_GROUP >= 1, "CHUNK_GROUP must be >= 1");
 static_assert(CHUNK_BLOCKS_PER_SM >= 1 && CHUNK_BLOCKS_PER_SM * CHUNK_THREADS <= 2048,
               "CHUNK_BLOCKS_PER_SM x CHUNK_THREADS must be in [1, 2048] (threads per SM)");
 
+// Blocks of the ring kernel per SM that its registers must allow: one more than
+// CHUNK_BLOCKS_PER_SM where the threads allow it, so that the registers of a ce_finish block
+// (256 threads) are free next to them and it is resident before the stream ends.
+constexpr int kStreamMinBlocks = (CHUNK_BLOCKS_PER_SM + 1) * CHUNK_THREADS <= 2048
+                                     ? CHUNK_BLOCKS_PER_SM + 1
+                                     : CHUNK_BLOCKS_PER_SM;
 constexpr int kMaxBlocks = 4096;  // partial-sum slots (grid cap of each path)
 __device__ float g_part_sum[kMaxBlocks];
 __device__ long long g_part_cnt[kMaxBlocks];
 constexpr i64 kChunkSlots = 1 << 17;  // (max, Σexp) pairs of one piece of the split-row path
 __device__ float2 g_chunk_ms[kChunkSlots];
-// The ring path's completion counters and per-row results (piece-relative rows; a piece has at
-// most kChunkSlots / 2 rows). The counters are 0 at module load and put back to 0 by the warp
-// that sees the count complete, so every call starts from 0.
-__device__ int g_row_ticket[kChunkSlots / 2];
-__device__ float g_row_loss[kChunkSlots / 2];
-__device__ int g_row_cnt[kChunkSlots / 2];
-__device__ int g_rows_done;
+/// Rows whose loss (m - x_t) + log(Σexp) is below this are recomputed as
+/// log1p(Σ_{j != t} exp(x_j - x_t)). When the target is the row's clear maximum, Σexp is
+/// 1 + (a small r) and its fp32 rounding (~2^-24 absolute, a few times over) is all of r: a
+/// loss of 1e-3 would carry a ~1e-4 relative error, against the 1e-5 an fp32 output is held
+/// to. Below 0.25 the terms are all small and their sum keeps its relative precision; above
+/// it the direct form's error is under ~3e-6 relative. Only the ce_rows path (rows up to
+/// SPLIT_COLS elements, where the row is cheap to read again) does this.
+constexpr float kTinyLoss = 0.25f;
+
+/// Σ_{j < V, j != tgt} exp(x[j] - xt) over one row by a group of G threads (thread t of the
+/// group takes j = t, t + G, ...; then a fixed butterfly, and for G > 32 the warps' sums in
+/// warp order through red[0 .. G/32)). Every thread of the group gets the sum. All G threads
+/// must call it (G > 32: the whole block, with a barrier).
+template <int G, typename T>
+__device__ __forceinline__ float group_sum_except(const T* __restrict__ xr, i64 V, long long tgt,
+                                                  float xt, float* red) {
+  const int t = static_cast<int>(threadIdx.x) % G;
+  float r = 0.0f;
+  for (i64 j = t; j < V; j += G)
+    if (j != tgt) r += expf(vbk::to_f32(xr[j]) - xt);
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) r += __shfl_xor_sync(0xffffffffu, r, o);
+  if constexpr (G > 32) {
+    __syncthreads();  // red may hold the caller's values
+    if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = r;
+    __syncthreads();
+    r = red[0];
+    for (int w = 1; w < G / 32; ++w) r += red[w];
+    __syncthreads();
+  }
+  return r;
+}
 
 /// Per-row losses, summed per block into g_part_sum / g_part_cnt[blockIdx.x]. One row per
 /// group of G threads (BT per block); packs p = base + u*G + t of NP elements, UU per step.
@@ -187,12 +236,16 @@ __global__ void __launch_bounds__(BT, 1)
       for (int w = 1; w < G / 32; ++w) merge_ms(m, s, sm_m[w], sm_s[w]);
       __syncthreads();  // sm_m/sm_s are rewritten by the next row
     }
-    if (t == 0) {
-      const long long tgt = tg[row];
-      if (tgt != ignore) {
-        const float loss = (tgt >= 0 && tgt < V)
-                               ? (m - vbk::to_f32(xr[tgt])) + logf(s)
-                               : __int_as_float(0x7fffffff);  // invalid target: NaN
+    // Every thread of the group reads the target (one broadcast load) and forms the loss.
+    const long long tgt = tg[row];
+    if (tgt != ignore) {
+      const bool valid = tgt >= 0 && tgt < V;
+      const float xt = valid ? vbk::to_f32(xr[tgt]) : 0.0f;
+      float loss = valid ? (m - xt) + logf(s) : __int_as_float(0x7fffffff);  // invalid: NaN
+      if (loss < kTinyLoss) {  // group-uniform: see kTinyLoss
+        loss = log1pf(group_sum_except<G>(xr, V, tgt, xt, sm_s));
+      }
+      if (t == 0) {
         lsum += loss;
         ++lcnt;
       }
@@ -250,6 +303,9 @@ template <typename T, int NP>
 __device__ __forceinline__ float raw_elem(const RawPack<T, NP>& r, int j) {
   if constexpr (sizeof(T) == 4) {
     return vbk::to_f32(from_bits<T>(r.w[j]));
+  } else if constexpr (std::is_same<T, __nv_bfloat16>::value) {
+    // bf16 is the top half of an fp32: one LOP3 or SHF per element.
+    return __uint_as_float(j % 2 ? r.w[j / 2] & 0xffff0000u : r.w[j / 2] << 16);
   } else {
     return vbk::to_f32(from_bits<T>(r.w[j / 2] >> (16 * (j % 2))));
   }
@@ -319,156 +375,91 @@ __global__ void __launch_bounds__(BT, MINB)
   }
 }
 
-/// Σ a[i] (and Σ c[i]) over i < n by one warp: lane l adds i = l, l+32, ... in order, then a
-/// fixed butterfly; every lane gets the totals. Loads bypass L1 (__ldcg): the values were
-/// written by other SMs in this kernel (visible after their __threadfence and the caller's).
-template <typename C>
-__device__ __forceinline__ void warp_sum_strided(const float* a, const C* c, i64 n, float* sum,
-                                                 long long* cnt) {
-  const int lane = static_cast<int>(threadIdx.x) & 31;
-  // Eight loads in flight per lane (a plain loop waits one L2 latency per element: at the end
-  // of the kernel that wait is the whole tail); the adds keep index order.
-  constexpr int K = 8;
-  float sm = 0.0f;
-  long long cn = 0;
-  for (i64 i0 = lane; i0 < n; i0 += 32 * K) {
-    float va[K];
-    C vc[K];
+/// Max over every element of UU raw 16-bit packs (fp16 / bf16: HMNMX2 on element pairs, one
+/// instruction per two elements, then the pair's halves), or of every fp32 element. Like
+/// fmaxf, a NaN element is passed over (__hmax2 returns the other operand).
+template <typename T, int NP, int UU>
+__device__ __forceinline__ float packs_max(const RawPack<T, NP> (&p)[UU]) {
+  if constexpr (sizeof(T) == 2) {
+    using T2 = typename std::conditional<std::is_same<T, __half>::value, __half2,
+                                         __nv_bfloat162>::type;
+    constexpr int W = RawPack<T, NP>::W;
+    T2 m2 = *reinterpret_cast<const T2*>(&p[0].w[0]);
 #pragma unroll
-    for (int k = 0; k < K; ++k) {
-      const i64 i = i0 + 32LL * k;
-      va[k] = i < n ? __ldcg(a + i) : 0.0f;
-      vc[k] = i < n ? __ldcg(c + i) : C(0);
-    }
+    for (int u = 0; u < UU; ++u)
 #pragma unroll
-    for (int k = 0; k < K; ++k) {
-      sm += va[k];
-      cn += vc[k];
-    }
+      for (int k = u == 0 ? 1 : 0; k < W; ++k)
+        m2 = __hmax2(m2, *reinterpret_cast<const T2*>(&p[u].w[k]));
+    return fmaxf(__low2float(m2), __high2float(m2));
+  } else {
+    float m = kNegInf;
+#pragma unroll
+    for (int u = 0; u < UU; ++u)
+#pragma unroll
+      for (int j = 0; j < NP; ++j) m = fmaxf(m, raw_elem<T, NP>(p[u], j));
+    return m;
   }
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) {
-    sm += __shfl_xor_sync(0xffffffffu, sm, o);
-    cn += __shfl_xor_sync(0xffffffffu, cn, o);
-  }
-  *sum = sm;
-  *cnt = cn;
 }
 
-/// The ring path's epilogue, run by the one warp whose partial completed row `row` (of the
-/// piece starting at global row row0): merges the row's n_r partials g_chunk_ms[row*P + i] in
-/// order, lane 0 stores the row's loss and count, and the warp that completes the piece's last
-/// row sums the piece's row losses into slot `piece` of g_part_sum / g_part_cnt; in the last
-/// piece it also adds the n_pieces slots and writes the mean to *out. Every sum has a fixed
-/// order, whichever warp runs it: the loss is bitwise deterministic.
-template <typename T>
-__device__ __noinline__ void finish_row(const T* __restrict__ x, const long long* __restrict__ tg, i64 row0,
-                           i64 row, i64 rows, i64 V, int P, int n_r, long long ignore,
-                           int piece, int n_pieces, float* __restrict__ out) {
-  const int lane = static_cast<int>(threadIdx.x) & 31;
-  __threadfence();  // acquire: the other warps' partials of this row
-  float m = kNegInf, s = 0.0f;
-  for (int i = lane; i < n_r; i += 32) {
-    const float2 ms = __ldcg(&g_chunk_ms[row * P + i]);
-    merge_ms(m, s, ms.x, ms.y);
-  }
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) {
-    const float m2 = __shfl_xor_sync(0xffffffffu, m, o);
-    const float s2 = __shfl_xor_sync(0xffffffffu, s, o);
-    merge_ms(m, s, m2, s2);
-  }
-  int last_row = 0;
-  if (lane == 0) {
-    g_row_ticket[row] = 0;  // ready for the next call
-    const i64 grow = row0 + row;
-    const long long tgt = tg[grow];
-    float loss = 0.0f;
-    int cnt = 0;
-    if (tgt != ignore) {
-      loss = (tgt >= 0 && tgt < V) ? (m - vbk::to_f32(x[grow * V + tgt])) + logf(s)
-                                   : __int_as_float(0x7fffffff);  // invalid target: NaN
-      cnt = 1;
-    }
-    g_row_loss[row] = loss;
-    g_row_cnt[row] = cnt;
-    __threadfence();  // release the row's loss before counting it
-    last_row = atomicAdd(&g_rows_done, 1) == rows - 1;
-  }
-  if (!__shfl_sync(0xffffffffu, last_row, 0)) return;
-  __threadfence();  // acquire: every row's loss
-  float sum;
-  long long cnt;
-  warp_sum_strided(g_row_loss, g_row_cnt, rows, &sum, &cnt);
-  if (lane == 0) {
-    g_rows_done = 0;
-    g_part_sum[piece] = sum;
-    g_part_cnt[piece] = cnt;
-    __threadfence();
-  }
-  if (piece + 1 < n_pieces) return;
-  __syncwarp();
-  warp_sum_strided(g_part_sum, g_part_cnt, n_pieces, &sum, &cnt);
-  if (lane == 0) *out = cnt > 0 ? sum / static_cast<float>(cnt) : __int_as_float(0x7fffffff);
-}
-
-/// Split-row path, step 1 with a cp.async ring (16-byte packs only). The piece's rows x nch
-/// chunks, flattened in row order, are cut into one contiguous range of L chunks per warp
-/// (warp g: chunks [g*L, (g+1)*L); every warp has the same work, to one chunk). A warp
-/// streams its range through its own ring of S stages of UU x 32 packs (dynamic shared
-/// memory, BT/32 x S x UU x 512 bytes), S - 1 chunks in flight while it computes one; each
-/// lane keeps an online (max, Σexp) state, rescaled once per chunk. Where a row ends (or the
-/// range does) the lanes' states are merged by a fixed butterfly and lane 0 writes the row's
-/// partial to g_chunk_ms[row*P + (g - first warp of the row)] (first warp = row*nch / L;
-/// P >= the most warps any row spans) and counts it in g_row_ticket[row]; the warp that
-/// completes a row runs finish_row (row loss; the piece's sum; in the last piece the mean into
-/// *out), so the ring path is one kernel per piece: no merge or final kernel. Lane l copies and later reads only its own 16-byte
-/// slots, so cp.async.wait_group alone orders them (no barrier). Every step commits one
-/// group, empty past the end, so that wait_group<S-1> always means "the current chunk has
-/// landed".
+/// Split-row path with a cp.async ring (16-byte packs only), step 1. A row of V elements is
+/// nch chunks of 32 lanes x UU packs; K consecutive chunks of one row make an item (the row's
+/// last item may be shorter), ipr = ceil(nch / K) items per row, item i of the piece is part
+/// i % ipr of row i / ipr. Warp w of the W in the grid takes items w, w + W, w + 2W, ... (the
+/// grid sweeps the logits front to back, neighbouring warps on neighbouring items) and streams
+/// its chunks through its own ring of S stages in shared memory (BT/32 x S x UU x 512 bytes),
+/// S - 1 chunks in flight while it computes one, across item ends. Each lane keeps an online
+/// (max, Σexp) state, rescaled once per chunk; at an item's end the lanes merge by a fixed
+/// butterfly and lane 0 stores the item's partial to g_chunk_ms[i]. No atomics and no fences:
+/// the kernel boundary orders the partials before ce_finish reads them. Every block first
+/// allows the dependent launch (griddepcontrol.launch_dependents), so that ce_finish, launched
+/// with programmatic stream serialization, is resident and has loaded its target logits when
+/// this grid ends. Lane l copies and later reads only its own 16-byte slots, so
+/// cp.async.wait_group alone orders them (no barrier). Every step commits one group, empty
+/// past the end, so that wait_group<S-1> always means "the current chunk has landed".
 template <typename T, int BT, int NP, int UU, int S>
-__global__ void __launch_bounds__(BT)
-    ce_range_async(const T* __restrict__ x, const long long* __restrict__ tg, i64 row0, i64 rows,
-                   i64 V, int nch, i64 L, int P, long long ignore, int piece, int n_pieces,
-                   float* __restrict__ out) {
-  const i64 n_chunks = rows * nch;
+__global__ void __launch_bounds__(BT, kStreamMinBlocks)
+    ce_stream(const T* __restrict__ x, i64 row0, i64 V, int nch, int K, int ipr, int n_items) {
   static_assert(sizeof(T) * NP == 16, "the cp.async ring copies 16-byte packs");
+#if __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
   extern __shared__ uint4 ring[];  // [BT/32][S][UU][32]
   const int lane = static_cast<int>(threadIdx.x) & 31;
-  const i64 g = static_cast<i64>(blockIdx.x) * (BT / 32) + (threadIdx.x >> 5);
-  const i64 c_begin = g * L;
-  const i64 c_end = c_begin + L < n_chunks ? c_begin + L : n_chunks;
-  if (c_begin >= c_end) return;  // warp-uniform; nothing was issued
+  const int W = static_cast<int>(gridDim.x) * (BT / 32);
+  const int w0 = static_cast<int>(blockIdx.x) * (BT / 32) + static_cast<int>(threadIdx.x >> 5);
+  if (w0 >= n_items) return;  // warp-uniform; nothing was issued
   const i64 n_packs = V / NP;
   uint4* mine = ring + static_cast<std::size_t>(threadIdx.x >> 5) * S * UU * 32 + lane;
-  // Issue pointer: chunk ic = (irow, icc), one step ahead of the compute pointer by S - 1.
-  i64 ic = c_begin, irow = c_begin / nch;
-  int icc = static_cast<int>(c_begin % nch);
+  // A position in this warp's sequence: item it, chunk cc of its row, chunk end ce of the item.
+  struct Pos {
+    int it, cc, ce;
+  };
+  auto start = [&](int it) {
+    const int part = it % ipr;
+    const int cc = part * K;
+    return Pos{it, cc, cc + K < nch ? cc + K : nch};
+  };
+  Pos ip = start(w0);  // issue pointer, S - 1 chunks ahead of the compute pointer
   auto issue = [&](int stage) {
-    if (ic < c_end) {
-      const T* xr = x + (row0 + irow) * V;
-      const i64 base = static_cast<i64>(icc) * (32 * UU) + lane;
+    if (ip.it < n_items) {
+      const T* xr = x + (row0 + ip.it / ipr) * V;
+      const i64 base = static_cast<i64>(ip.cc) * (32 * UU) + lane;
 #pragma unroll
       for (int u = 0; u < UU; ++u) {
         const bool ok = base + u * 32 < n_packs;
         cp_async16(smem_addr(mine + (stage * UU + u) * 32), ok ? xr + (base + u * 32) * NP : xr,
                    ok);
       }
-      ++ic;
-      if (++icc == nch) {
-        icc = 0;
-        ++irow;
-      }
+      if (++ip.cc == ip.ce) ip = start(ip.it + W);
     }
     cp_async_commit();
   };
 #pragma unroll
   for (int k = 0; k < S - 1; ++k) issue(k);
-  i64 row = c_begin / nch;
-  int cc = static_cast<int>(c_begin % nch);
+  Pos cp = start(w0);
   int stage = 0;
   float m = kNegInf, s = 0.0f;
-  for (i64 c = c_begin; c < c_end; ++c) {
+  while (cp.it < n_items) {
     issue(stage == 0 ? S - 1 : stage - 1);  // the stage read one step ago
     cp_async_wait<S - 1>();
     RawPack<T, NP> cur[UU];
@@ -481,62 +472,159 @@ __global__ void __launch_bounds__(BT)
       cur[u].w[3] = q.w;
     }
     stage = stage + 1 == S ? 0 : stage + 1;
-    const i64 base = static_cast<i64>(cc) * (32 * UU) + lane;
+    const i64 base = static_cast<i64>(cp.cc) * (32 * UU) + lane;
+    // Packs u of this lane inside the row: u * 32 < live (a 32-bit compare per pack).
+    const i64 rem = n_packs - base;
+    const int live = rem >= 32 * UU ? 32 * UU : rem > 0 ? static_cast<int>(rem) : 0;
     float cm = kNegInf;
+    if ((cp.cc + 1) * (32LL * UU) <= n_packs) {  // a whole chunk (warp-uniform): every pack
+      cm = packs_max<T, NP, UU>(cur);
+    } else {  // the row's last chunk: its packs past the row end are zero-filled, skip them
 #pragma unroll
-    for (int u = 0; u < UU; ++u) {
-      if (base + u * 32 < n_packs) {
+      for (int u = 0; u < UU; ++u) {
+        if (u * 32 < live) {
 #pragma unroll
-        for (int j = 0; j < NP; ++j) cm = fmaxf(cm, raw_elem<T, NP>(cur[u], j));
+          for (int j = 0; j < NP; ++j) cm = fmaxf(cm, raw_elem<T, NP>(cur[u], j));
+        }
       }
     }
     const float mn = fmaxf(m, cm);
     if (mn != kNegInf) {  // else every logit so far is -inf: s stays 0
-      // exp(x - mn) = 2^((x - mn) * log2(e)): FADD, FMUL and one MUFU.EX2 per element
-      // (ex2_ftz; every term is at most 1 and the max contributes exactly 1, so flushed
-      // subnormal terms change Σexp by less than 2^-126 relative). expf costs ~8 instructions
+      // exp(x - mn) = 2^t, t = (x - mn) log2(e), as one FFMA and one MUFU.EX2 per element:
+      // t' = fma(x, log2e, -c) with c = mn*log2e rounded. The rounding error of c,
+      // c_lo = mn*log2e - c, is exact (one more FMA) and t' = t + c_lo rounded once, so every
+      // term carries the same factor 2^c_lo, taken out once per chunk by 2^-c_lo. (Without it
+      // the rounding of c would shift every term by up to 0.3 % for logits near the fp16
+      // maximum.) ex2_ftz: every term is at most 1 and the max contributes ~1, so flushed
+      // subnormal terms change Σexp by less than 2^-126 relative; expf costs ~8 instructions
       // per element, which made this loop issue-bound rather than bandwidth-bound on the H200.
-      // (Not fma(x, log2e, -mn*log2e): for logits near the fp16 maximum the rounding of
-      // mn*log2e would shift every term by up to 0.3 %.) m = -inf gives ex2(-inf) = 0.
-      float acc = s * ex2_ftz(__fmul_rn(m - mn, kLog2e));
+      // |c| >= 2^126 (|mn| near the fp32 / bf16 maximum, where c could overflow) takes the
+      // two-instruction form (x - mn) * log2e instead. m = -inf gives ex2(-inf) = 0.
+      const float c = __fmul_rn(mn, kLog2e);
+      float acc = 0.0f;
+      if (fabsf(c) < 0x1p126f) {
+        const float c_lo = __fmaf_rn(mn, kLog2e, -c);
 #pragma unroll
-      for (int u = 0; u < UU; ++u) {
-        if (base + u * 32 < n_packs) {
+        for (int u = 0; u < UU; ++u) {
+          if (u * 32 < live) {
 #pragma unroll
-          for (int j = 0; j < NP; ++j)
-            acc += ex2_ftz(__fmul_rn(raw_elem<T, NP>(cur[u], j) - mn, kLog2e));
+            for (int j = 0; j < NP; ++j)
+              acc += ex2_ftz(__fmaf_rn(raw_elem<T, NP>(cur[u], j), kLog2e, -c));
+          }
+        }
+        acc = __fmul_rn(acc, ex2_ftz(-c_lo));
+      } else {
+#pragma unroll
+        for (int u = 0; u < UU; ++u) {
+          if (u * 32 < live) {
+#pragma unroll
+            for (int j = 0; j < NP; ++j)
+              acc += ex2_ftz(__fmul_rn(raw_elem<T, NP>(cur[u], j) - mn, kLog2e));
+          }
         }
       }
-      s = acc;
+      s = __fmaf_rn(s, ex2_ftz(__fmul_rn(m - mn, kLog2e)), acc);
       m = mn;
     }
-    const bool row_end = ++cc == nch;
-    if (row_end || c + 1 == c_end) {  // warp-uniform
+    if (++cp.cc == cp.ce) {  // the item ends (warp-uniform)
 #pragma unroll
       for (int o = 16; o > 0; o >>= 1) {
         const float m2 = __shfl_xor_sync(0xffffffffu, m, o);
         const float s2 = __shfl_xor_sync(0xffffffffu, s, o);
         merge_ms(m, s, m2, s2);
       }
-      const i64 first = row * nch / L;  // the first warp whose range meets this row
-      const int n_r = static_cast<int>(((row + 1) * nch - 1) / L - first + 1);
-      int done = 0;
-      if (lane == 0) {
-        g_chunk_ms[row * P + (g - first)] = make_float2(m, s);
-        __threadfence();  // release the partial before counting it
-        done = atomicAdd(&g_row_ticket[row], 1) == n_r - 1;
-      }
-      if (__shfl_sync(0xffffffffu, done, 0))  // this warp completed the row
-        finish_row<T>(x, tg, row0, row, rows, V, P, n_r, ignore, piece, n_pieces, out);
+      if (lane == 0) g_chunk_ms[cp.it] = make_float2(m, s);
       m = kNegInf;
       s = 0.0f;
-      if (row_end) {
-        cc = 0;
-        ++row;
-      }
+      cp = start(cp.it + W);
     }
   }
   cp_async_wait<0>();  // nothing may land in shared memory after the warp exits
+}
+
+/// Split-row path with the ring, step 2: blocks of BT threads, one row per thread (block b:
+/// the piece's rows [b*BT, (b+1)*BT); ipr <= 32 partials per row). Launched with
+/// programmatic stream serialization right after ce_stream, and small enough (registers,
+/// threads) to be resident next to it from the start: before griddepcontrol.wait it reads
+/// only inputs (its row's target and x[row, target]), so that their two dependent loads are
+/// hidden behind the stream. After it, a thread loads its row's partials g_chunk_ms[r*ipr +
+/// i] (8 loads in flight at a time: one L2 round trip for ipr <= 8), takes their max M and
+/// Σ s_i exp(m_i - M) in index order, and forms the row's loss; the block adds the losses
+/// by fixed butterflies and warp order. The code is kept short on purpose: it runs once per
+/// call, after the stream has evicted it from L2, so every instruction-cache line it needs is
+/// a DRAM fetch on the critical path. With `out` non-null (one block, one piece) it writes the
+/// mean, else the block's loss sum and count to slot `slot0 + b` of g_part_sum / g_part_cnt
+/// for ce_final.
+template <typename T, int BT>
+__global__ void __launch_bounds__(BT)
+    ce_finish(const T* __restrict__ x, const long long* __restrict__ tg, i64 row0, i64 rows,
+              i64 V, int ipr, long long ignore, int slot0, float* __restrict__ out) {
+  constexpr int NW = BT / 32;
+  __shared__ float w_sum[NW];
+  __shared__ int w_cnt[NW];
+  const i64 r = static_cast<i64>(blockIdx.x) * BT + threadIdx.x;  // piece-relative row
+  const bool have = r < rows;
+  long long t = ignore;
+  if (have) t = tg[row0 + r];
+  const bool keep = have && t != ignore;
+  float xt = 0.0f;
+  if (keep)
+    xt = (t >= 0 && t < V) ? vbk::to_f32(x[(row0 + r) * V + t])
+                           : __int_as_float(0x7fffffff);  // invalid target: NaN loss
+#if __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");  // ce_stream ended; its stores are visible
+#endif
+  float loss = 0.0f;
+  if (keep) {
+    const float2* part = g_chunk_ms + r * ipr;
+    float mx = kNegInf, sum = 0.0f;
+    for (int i0 = 0; i0 < ipr; i0 += 8) {
+      float2 v[8];
+#pragma unroll
+      for (int k = 0; k < 8; ++k) v[k] = i0 + k < ipr ? part[i0 + k] : make_float2(kNegInf, 0.0f);
+      float bm = mx;
+#pragma unroll
+      for (int k = 0; k < 8; ++k) bm = fmaxf(bm, v[k].x);
+      // Rescale the running sum to the new max, then add the group's terms in index order
+      // (a partial of -inf only has s = 0 and adds nothing).
+      // exp as one MUFU.EX2 (ex2_ftz, relative error ~2^-22, the stream's own precision).
+      float acc = sum > 0.0f ? __fmul_rn(sum, ex2_ftz(__fmul_rn(mx - bm, kLog2e))) : 0.0f;
+#pragma unroll
+      for (int k = 0; k < 8; ++k)
+        if (v[k].y > 0.0f)
+          acc = __fadd_rn(acc, __fmul_rn(v[k].y, ex2_ftz(__fmul_rn(v[k].x - bm, kLog2e))));
+      sum = acc;
+      mx = bm;
+    }
+    loss = (mx - xt) + logf(sum);
+  }
+  float ls = loss;
+  int lc = keep;
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) {
+    ls += __shfl_xor_sync(0xffffffffu, ls, o);
+    lc += __shfl_xor_sync(0xffffffffu, lc, o);
+  }
+  const int lane = static_cast<int>(threadIdx.x) & 31;
+  if (lane == 0) {
+    w_sum[threadIdx.x >> 5] = ls;
+    w_cnt[threadIdx.x >> 5] = lc;
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    float bs = w_sum[0];
+    long long bc = w_cnt[0];
+    for (int i = 1; i < NW; ++i) {
+      bs += w_sum[i];
+      bc += w_cnt[i];
+    }
+    if (out) {
+      *out = bc > 0 ? bs / static_cast<float>(bc) : __int_as_float(0x7fffffff);
+    } else {
+      g_part_sum[slot0 + blockIdx.x] = bs;
+      g_part_cnt[slot0 + blockIdx.x] = bc;
+    }
+  }
 }
 
 /// Split-row path, step 2: one warp per row of the piece [row0, row0 + rows) (rows in
@@ -664,24 +752,35 @@ int ring_blocks_per_sm(K kernel, int bt, int smem, int* n) {
   cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
   if (e == cudaSuccess) e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(n, kernel, bt, smem);
   if (e != cudaSuccess)
-    return vbk::fail("ce_range_async: %d bytes of shared memory per block: %s; lower "
+    return vbk::fail("ce_stream: %d bytes of shared memory per block: %s; lower "
                      "CHUNK_STAGES or CHUNK_LOADS", smem, cudaGetErrorString(e));
   if (*n < 1)
-    return vbk::fail("ce_range_async: no block of %d threads and %d bytes of shared memory "
+    return vbk::fail("ce_stream: no block of %d threads and %d bytes of shared memory "
                      "fits on an SM; lower CHUNK_STAGES or CHUNK_LOADS", bt, smem);
   done = *n;
   return 0;
 }
 
+/// Compute capability major of the tensors' device (programmatic dependent launch needs 9).
+int cc_major(int device, int* major) {
+  const cudaError_t e = cudaDeviceGetAttribute(major, cudaDevAttrComputeCapabilityMajor, device);
+  if (e != cudaSuccess)
+    return vbk::fail("cudaDeviceGetAttribute(compute capability): %s", cudaGetErrorString(e));
+  return 0;
+}
+
 /// Split-row path: rows of V > SPLIT_COLS elements in chunks of 32 lanes x CHUNK_LOADS vectors
 /// (`vec`) or as many coalesced scalars. 16-byte vectors with CHUNK_STAGES > 0 take the
-/// cp.async ring (ce_range_async, a persistent grid of what fits on the SMs, at most
-/// CHUNK_BLOCKS_PER_SM blocks each); the rest the per-chunk register kernel (ce_chunks, SMs x
-/// CHUNK_BLOCKS_PER_SM blocks). The ring writes the loss to *out itself (*wrote_out = true);
-/// the per-chunk kernel leaves partial sums for ce_final (their count in *blocks).
+/// cp.async ring: ce_stream (a persistent grid of what fits on the SMs, at most
+/// CHUNK_BLOCKS_PER_SM blocks each) and ce_finish, launched as its programmatic dependent on
+/// devices of compute capability 9 and up (`pdl`); the rest the per-chunk register kernel
+/// (ce_chunks, SMs x CHUNK_BLOCKS_PER_SM blocks) and ce_merge. A call of one piece whose rows
+/// fit one ce_finish block writes the loss to *out itself (*wrote_out = true); otherwise the
+/// kernels leave partial sums for ce_final (their count in *blocks).
 template <typename T>
 int launch_split(const T* x, const long long* tg, float* out, i64 R, i64 V, long long ignore,
-                 bool vec, int sms, cudaStream_t st, unsigned* blocks, bool* wrote_out) {
+                 bool vec, int sms, bool pdl, cudaStream_t st, unsigned* blocks,
+                 bool* wrote_out) {
   constexpr int NV = vec_elems<T>();
   constexpr int BT = CHUNK_THREADS;
   constexpr int WPB = BT / 32;
@@ -693,64 +792,76 @@ int launch_split(const T* x, const long long* tg, float* out, i64 R, i64 V, long
   constexpr int kStages = CHUNK_STAGES > 0 ? CHUNK_STAGES : 2;
   constexpr int ring_bytes = WPB * kStages * CHUNK_LOADS * 32 * 16;
   constexpr bool ring = CHUNK_STAGES > 0 && VEC_BYTES == 16;
+  constexpr int FT = 512;  // ce_finish: threads (= rows) per block
   const bool use_ring = ring && vec;
   const i64 chunk = use_ring ? 32LL * CHUNK_LOADS * NV : vec ? 32LL * UR * NV : 32LL * US;
   const i64 nch64 = (V + chunk - 1) / chunk;
-  if (nch64 + 1 > kChunkSlots)
+  if (nch64 > kChunkSlots)
     return vbk::fail("logits: a row of %lld elements needs %lld chunks, more than the %lld "
-                     "chunk slots; raise CHUNK_LOADS", V, nch64, kChunkSlots - 1);
+                     "chunk slots; raise CHUNK_LOADS", V, nch64, kChunkSlots);
   const int nch = static_cast<int>(nch64);
+  // Ring: items of K chunks, at most 32 per row (ce_finish merges one partial per lane).
+  const int K = use_ring ? std::max(CHUNK_GROUP, (nch + 31) / 32) : 1;
+  const int ipr = (nch + K - 1) / K;  // partials per row
   int per_sm = MINB;
   if constexpr (ring) {
     if (vec) {
-      if (int e = ring_blocks_per_sm(ce_range_async<T, BT, NV, CHUNK_LOADS, kStages>, BT,
-                                     ring_bytes, &per_sm))
+      if (int e = ring_blocks_per_sm(ce_stream<T, BT, NV, CHUNK_LOADS, kStages>, BT, ring_bytes,
+                                     &per_sm))
         return e;
       if (per_sm > MINB) per_sm = MINB;
     }
   }
-  // Partial states per row: at most nch + 1 for the ring (a row meets at most
-  // ceil(nch / L) + 1 warp ranges), nch for the per-chunk kernel.
-  const i64 piece = kChunkSlots / (use_ring ? nch + 1 : nch);  // rows per piece
+  const i64 piece = kChunkSlots / ipr;  // rows per piece
   const i64 n_pieces = (R + piece - 1) / piece;
-  if (n_pieces > kMaxBlocks)
-    return vbk::fail("logits: %lld rows need %lld pieces, more than %d", R, n_pieces, kMaxBlocks);
   constexpr int MT = 256;  // merge threads per block: 8 rows at a time
-  const i64 merge_cap = kMaxBlocks / n_pieces;
   const i64 grid_cap = static_cast<i64>(sms) * per_sm;
-  int slot = 0;
+  i64 slot = 0;
   for (i64 r0 = 0; r0 < R; r0 += piece) {
     const i64 rows = R - r0 < piece ? R - r0 : piece;
-    const i64 chunks = rows * nch;  // <= kChunkSlots
-    const i64 need = (chunks + WPB - 1) / WPB;
+    const i64 items = rows * ipr;  // <= kChunkSlots
+    const i64 need = (items + WPB - 1) / WPB;
     const unsigned grid = static_cast<unsigned>(need < grid_cap ? need : grid_cap);
-    i64 L = 1;
-    int P = nch;
     if constexpr (ring) {
       if (vec) {
-        const i64 warps = static_cast<i64>(grid) * WPB;
-        L = (chunks + warps - 1) / warps;
-        P = static_cast<int>((nch + L - 1) / L + 1);
-        ce_range_async<T, BT, NV, CHUNK_LOADS, kStages><<<grid, BT, ring_bytes, st>>>(
-            x, tg, r0, rows, V, nch, L, P, ignore, static_cast<int>(r0 / piece),
-            static_cast<int>(n_pieces), out);
-        VBK_CUDA_CHECK_LAUNCH("ce_range_async");
-        *wrote_out = true;  // the kernel reduces the rows and writes the loss itself
+        ce_stream<T, BT, NV, CHUNK_LOADS, kStages><<<grid, BT, ring_bytes, st>>>(
+            x, r0, V, nch, K, ipr, static_cast<int>(items));
+        VBK_CUDA_CHECK_LAUNCH("ce_stream");
+        const i64 fb = (rows + FT - 1) / FT;
+        const bool direct = n_pieces == 1 && fb == 1;
+        if (slot + fb > kMaxBlocks)
+          return vbk::fail("logits: %lld rows need more than %d partial-sum slots", R, kMaxBlocks);
+        cudaLaunchConfig_t cfg = {};
+        cfg.gridDim = dim3(static_cast<unsigned>(fb));
+        cfg.blockDim = dim3(FT);
+        cfg.stream = st;
+        cudaLaunchAttribute attr[1];
+        attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+        attr[0].val.programmaticStreamSerializationAllowed = 1;
+        cfg.attrs = attr;
+        cfg.numAttrs = pdl ? 1 : 0;
+        const cudaError_t e = cudaLaunchKernelEx(&cfg, ce_finish<T, FT>, x, tg, r0, rows, V,
+                                                 ipr, ignore, static_cast<int>(slot),
+                                                 direct ? out : static_cast<float*>(nullptr));
+        if (e != cudaSuccess) return vbk::fail("ce_finish: %s", cudaGetErrorString(e));
+        slot += fb;
+        *wrote_out = direct;
         continue;
       }
     }
     if (vec) {
-      ce_chunks<T, BT, NV, UR, MINB><<<grid, BT, 0, st>>>(x, r0, V, nch, static_cast<int>(chunks));
+      ce_chunks<T, BT, NV, UR, MINB><<<grid, BT, 0, st>>>(x, r0, V, nch, static_cast<int>(items));
     } else {
-      ce_chunks<T, BT, 1, US, MINB><<<grid, BT, 0, st>>>(x, r0, V, nch, static_cast<int>(chunks));
+      ce_chunks<T, BT, 1, US, MINB><<<grid, BT, 0, st>>>(x, r0, V, nch, static_cast<int>(items));
     }
     VBK_CUDA_CHECK_LAUNCH("ce_chunks");
     i64 mg = grid_for(rows, MT / 32, sms);
-    if (mg > merge_cap) mg = merge_cap;
-    ce_merge<T, MT><<<static_cast<unsigned>(mg), MT, 0, st>>>(x, tg, r0, rows, V, nch, L, P,
-                                                               ignore, slot);
+    if (mg > kMaxBlocks / n_pieces) mg = kMaxBlocks / n_pieces;
+    // Row r's partials are its nch chunks: ce_merge's layout with L = 1, P = nch.
+    ce_merge<T, MT><<<static_cast<unsigned>(mg), MT, 0, st>>>(x, tg, r0, rows, V, nch, 1, nch,
+                                                               ignore, static_cast<int>(slot));
     VBK_CUDA_CHECK_LAUNCH("ce_merge");
-    slot += static_cast<int>(mg);
+    slot += mg;
   }
   *blocks = static_cast<unsigned>(slot);
   return 0;
@@ -758,7 +869,7 @@ int launch_split(const T* x, const long long* tg, float* out, i64 R, i64 V, long
 
 template <typename T>
 int run_ce(const T* x, const long long* tg, float* out, i64 R, i64 V, long long ignore, int sms,
-           cudaStream_t st) {
+           bool pdl, cudaStream_t st) {
   constexpr int NV = vec_elems<T>();
   const bool vec = NV > 1 && V % NV == 0 && aligned_to(x, sizeof(T) * NV);
   unsigned blocks = 0;
@@ -768,7 +879,7 @@ int run_ce(const T* x, const long long* tg, float* out, i64 R, i64 V, long long 
         V <= WARP_MAX_COLS
             ? launch_rows<T, 32, WARP_BLOCK_THREADS>(x, tg, R, V, ignore, vec, sms, st, &blocks)
         : (SPLIT_COLS > 0 && V > SPLIT_COLS)
-            ? launch_split<T>(x, tg, out, R, V, ignore, vec, sms, st, &blocks, &wrote_out)
+            ? launch_split<T>(x, tg, out, R, V, ignore, vec, sms, pdl, st, &blocks, &wrote_out)
             : launch_rows<T, BLOCK_THREADS, BLOCK_THREADS>(x, tg, R, V, ignore, vec, sms, st, &blocks);
     if (e) return e;
   }
@@ -800,13 +911,15 @@ extern "C" int vb_kernel_run(const DLTensor* inputs, int n_inputs, DLTensor* out
   if (!(std::fabs(ig_d) < 9.0e18) || ig_d != std::floor(ig_d))
     return vbk::fail("ignore_index must be an integer (got %g)", ig_d);
   const long long ignore = static_cast<long long>(ig_d);
-  int sms = 0;
+  int sms = 0, major = 0;
   if (int e = sm_count(tl, &sms)) return e;
+  if (int e = cc_major(tl.device.device_id, &major)) return e;
   const cudaStream_t st = vbk::as_stream(stream);
   const long long* tg = static_cast<const long long*>(vbk::data_ptr(tt));
   float* out = static_cast<float*>(vbk::data_ptr(tout));
   return vbk::dispatch_float(vbk::dtype_of(tl), [&](auto tag) {
     using T = decltype(tag);
-    return run_ce<T>(static_cast<const T*>(vbk::data_ptr(tl)), tg, out, B, V, ignore, sms, st);
+    return run_ce<T>(static_cast<const T*>(vbk::data_ptr(tl)), tg, out, B, V, ignore, sms,
+                     DEPENDENT_LAUNCH && major >= 9, st);
   });
 }

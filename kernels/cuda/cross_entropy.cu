@@ -550,11 +550,12 @@ __global__ void __launch_bounds__(BT, kStreamMinBlocks)
 /// hidden behind the stream. After it, a thread loads its row's partials g_chunk_ms[r*ipr +
 /// i] (8 loads in flight at a time: one L2 round trip for ipr <= 8), takes their max M and
 /// Σ s_i exp(m_i - M) in index order, and forms the row's loss; the block adds the losses
-/// by fixed butterflies and warp order. The code is kept short on purpose: it runs once per
-/// call, after the stream has evicted it from L2, so every instruction-cache line it needs is
-/// a DRAM fetch on the critical path. With `out` non-null (one block, one piece) it writes the
-/// mean, else the block's loss sum and count to slot `slot0 + b` of g_part_sum / g_part_cnt
-/// for ce_final.
+/// by fixed butterflies and warp order. The code is kept short on purpose: on the H200 a
+/// version with 16 rows per warp unrolled (a warp butterfly per row) took 8.8 us after the stream,
+/// this one ~2.3 us (bench/results/h200-cuda.md; read there as instruction fetches from DRAM,
+/// the stream having evicted the code from L2). With `out` non-null (one block, one piece) it
+/// writes the mean, else the block's loss sum and count to slot `slot0 + b` of g_part_sum /
+/// g_part_cnt for ce_final.
 template <typename T, int BT>
 __global__ void __launch_bounds__(BT)
     ce_finish(const T* __restrict__ x, const long long* __restrict__ tg, i64 row0, i64 rows,

@@ -825,13 +825,14 @@ int launch_split(const T* x, const long long* tg, float* out, i64 R, i64 V, long
     const unsigned grid = static_cast<unsigned>(need < grid_cap ? need : grid_cap);
     if constexpr (ring) {
       if (vec) {
+        const i64 fb = (rows + FT - 1) / FT;  // ce_finish blocks = partial-sum slots
+        const bool direct = n_pieces == 1 && fb == 1;
+        if (slot + fb > kMaxBlocks)
+          return vbk::fail("logits: %lld rows need more than %d partial-sum slots (%d rows per "
+                           "slot)", R, kMaxBlocks, FT);
         ce_stream<T, BT, NV, CHUNK_LOADS, kStages><<<grid, BT, ring_bytes, st>>>(
             x, r0, V, nch, K, ipr, static_cast<int>(items));
         VBK_CUDA_CHECK_LAUNCH("ce_stream");
-        const i64 fb = (rows + FT - 1) / FT;
-        const bool direct = n_pieces == 1 && fb == 1;
-        if (slot + fb > kMaxBlocks)
-          return vbk::fail("logits: %lld rows need more than %d partial-sum slots", R, kMaxBlocks);
         cudaLaunchConfig_t cfg = {};
         cfg.gridDim = dim3(static_cast<unsigned>(fb));
         cfg.blockDim = dim3(FT);

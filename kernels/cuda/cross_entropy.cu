@@ -128,7 +128,8 @@ static_assert(CHUNK_BLOCKS_PER_SM >= 1 && CHUNK_BLOCKS_PER_SM * CHUNK_THREADS <=
 
 // Blocks of the ring kernel per SM that its registers must allow: one more than
 // CHUNK_BLOCKS_PER_SM where the threads allow it, so that the registers of a ce_finish block
-// (256 threads) are free next to them and it is resident before the stream ends.
+// (512 threads of at most 32 registers) are free next to them and it is resident before the
+// stream ends.
 constexpr int kStreamMinBlocks = (CHUNK_BLOCKS_PER_SM + 1) * CHUNK_THREADS <= 2048
                                      ? CHUNK_BLOCKS_PER_SM + 1
                                      : CHUNK_BLOCKS_PER_SM;
@@ -498,11 +499,13 @@ __global__ void __launch_bounds__(BT, kStreamMinBlocks)
       // maximum.) ex2_ftz: every term is at most 1 and the max contributes ~1, so flushed
       // subnormal terms change Σexp by less than 2^-126 relative; expf costs ~8 instructions
       // per element, which made this loop issue-bound rather than bandwidth-bound on the H200.
-      // |c| >= 2^126 (|mn| near the fp32 / bf16 maximum, where c could overflow) takes the
-      // two-instruction form (x - mn) * log2e instead. m = -inf gives ex2(-inf) = 0.
+      // |c_lo| <= ulp(c)/2, so the factor is safe only for small |c|: from |c| >= 2^22
+      // (|mn| >= ~2.9e6, fp32 / bf16 logits only; fp16 stops at 65504) c_lo could reach 2^-1
+      // and, from 2^31, overflow ex2; those take the two-instruction form (x - mn) * log2e.
+      // m = -inf gives ex2(-inf) = 0.
       const float c = __fmul_rn(mn, kLog2e);
       float acc = 0.0f;
-      if (fabsf(c) < 0x1p126f) {
+      if (fabsf(c) < 0x1p22f) {
         const float c_lo = __fmaf_rn(mn, kLog2e, -c);
 #pragma unroll
         for (int u = 0; u < UU; ++u) {
@@ -586,13 +589,14 @@ __global__ void __launch_bounds__(BT)
       float bm = mx;
 #pragma unroll
       for (int k = 0; k < 8; ++k) bm = fmaxf(bm, v[k].x);
-      // Rescale the running sum to the new max, then add the group's terms in index order
-      // (a partial of -inf only has s = 0 and adds nothing).
-      // exp as one MUFU.EX2 (ex2_ftz, relative error ~2^-22, the stream's own precision).
-      float acc = sum > 0.0f ? __fmul_rn(sum, ex2_ftz(__fmul_rn(mx - bm, kLog2e))) : 0.0f;
+      // Rescale the running sum to the new max, then add the group's terms in index order.
+      // A partial of -inf only has s = 0 and adds nothing; a NaN s (from a NaN logit) must
+      // reach the loss, so the tests are s != 0, not s > 0. exp as one MUFU.EX2 (ex2_ftz,
+      // relative error ~2^-22, the stream's own precision).
+      float acc = sum != 0.0f ? __fmul_rn(sum, ex2_ftz(__fmul_rn(mx - bm, kLog2e))) : 0.0f;
 #pragma unroll
       for (int k = 0; k < 8; ++k)
-        if (v[k].y > 0.0f)
+        if (v[k].y != 0.0f)
           acc = __fadd_rn(acc, __fmul_rn(v[k].y, ex2_ftz(__fmul_rn(v[k].x - bm, kLog2e))));
       sum = acc;
       mx = bm;

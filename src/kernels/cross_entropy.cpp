@@ -156,6 +156,7 @@ class CrossEntropyType final : public KernelType {
 
   std::vector<StabilityCase> stability_cases() const override {
     const Size s = bv("stab-64x4096", 64, 4096);
+    const Size v = bv("stab-4x50304", 4, 50304);
     return {{"logits near the dtype's max", s, "near_max", {}},
             {"all-equal rows (loss = log V)", s, "all_equal", {}},
             {"-inf logits (never at the target); a row with only its target finite",
@@ -163,7 +164,12 @@ class CrossEntropyType final : public KernelType {
              "masked_inf",
              {}},
             {"half of the rows ignore_index (mean over the rest)", s, "partial_ignore", {}},
-            {"all rows ignore_index (NaN expected)", s, "all_ignored", {}}};
+            {"all rows ignore_index (NaN expected)", s, "all_ignored", {}},
+            // Vocabulary rows (V > 4096, a multiple of 8 but not of a 1024-logit chunk): the
+            // split-row path of a GPU kernel, which the 4096-wide cases above do not reach.
+            {"vocabulary rows, logits near the dtype's max", v, "near_max", {}},
+            {"vocabulary rows, -inf logits and a row with only its target finite", v,
+             "masked_inf", {}}};
   }
 
   // cpu: 32×128256 (4.1M logits). Other backends: 512×128256 (66M logits, 263 MB of fp32 read:

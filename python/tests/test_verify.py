@@ -52,8 +52,9 @@ def test_llama_verify_covers_its_types(kernel_lib):
                    [("fused_mlp", "fused_mlp"), ("rmsnorm", "rmsnorm"), ("rotary_embedding", "rotary_embedding"),
                     ("matmul", "matmul")], kernel_lib))
     assert res["verdict"] == "PASS", res["seeds"]
+    # Each type alone: matmul alone also serves the SwiGLU's three linears per layer (2 x 3 + 9).
     calls = {k["type"]: k["calls_per_forward"] for k in res["kernels"]}
-    assert calls == {"fused_mlp": 2, "rmsnorm": 5, "rotary_embedding": 4, "matmul": 9}
+    assert calls == {"fused_mlp": 2, "rmsnorm": 5, "rotary_embedding": 4, "matmul": 15}
 
 
 def test_diagnose_names_the_kernel_that_breaks_the_output(kernel_lib, tmp_path):
@@ -162,3 +163,140 @@ def test_operator_level_softmax_cross_entropy_reduce(kernel_lib, tmp_path):
     calls = {k["type"]: k["calls_per_forward"] for k in res["kernels"]}
     assert calls == {"softmax": 1, "cross_entropy": 1, "reduce": 1}
     assert all(k["modules_replaced"] == 0 for k in res["kernels"])  # operator level
+
+
+# --- The end-to-end rule: a candidate goes in only if it makes the model faster beyond the noise.
+
+SLOW_RMSNORM = r"""
+#include <cmath>
+#include <thread>
+#include <chrono>
+#include <vector>
+#include "vb_kernel.h"
+// A correct RMSNorm that sleeps 3 ms per call: correct but slow (the verify selection must drop it).
+extern "C" int vb_kernel_run(const DLTensor* in, int n_in, DLTensor* out, int n_out,
+                             const double* attrs, int n_attrs, void*) {
+  if (int e = vbk::check_args(in, n_in, 2, out, n_out, 1, n_attrs, 1)) return e;
+  std::this_thread::sleep_for(std::chrono::milliseconds(3));
+  const int64_t rows = in[0].shape[0], n = in[0].shape[1];
+  const vbk::Dt dt = vbk::dtype_of(in[0]);
+  std::vector<float> x(n), w(n);
+  vbk::load_f32(vbk::data_ptr(in[1]), vbk::dtype_of(in[1]), 0, n, w.data());
+  for (int64_t r = 0; r < rows; ++r) {
+    vbk::load_f32(vbk::data_ptr(in[0]), dt, r * n, n, x.data());
+    double ss = 0;
+    for (float a : x) ss += double(a) * a;
+    const float inv = 1.0f / std::sqrt(float(ss / n) + float(attrs[0]));
+    for (int64_t j = 0; j < n; ++j) x[j] = (x[j] * inv) * w[j];
+    vbk::store_f32(x.data(), dt, vbk::data_ptr(out[0]), r * n, n);
+  }
+  return 0;
+}
+"""
+
+# A model whose own RMSNorm is deliberately slow in PyTorch (a sleep in its forward), so that
+# VladBud's rmsnorm is faster inside the model by a wide margin.
+SLOW_TORCH_MODEL = """
+import time
+import torch
+import torch.nn as nn
+
+
+class SlowRMSNorm(nn.Module):
+    def __init__(self, d, eps=1e-6):
+        super().__init__()
+        self.weight = nn.Parameter(torch.rand(d) + 0.5)
+        self.eps = eps
+
+    def forward(self, x):
+        time.sleep(0.015)
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight
+
+
+class Tiny(nn.Module):
+    def __init__(self, vocab_size=64, d=32, n_layer=2):
+        super().__init__()
+        torch.manual_seed(0)
+        self.vocab_size, self.n_layer = vocab_size, n_layer
+        self.emb = nn.Embedding(vocab_size, d)
+        self.norms = nn.ModuleList([SlowRMSNorm(d) for _ in range(n_layer)])
+        self.head = nn.Linear(d, vocab_size, bias=False)
+
+    def forward(self, ids):
+        h = self.emb(ids)
+        for n in self.norms:
+            h = h + n(h)
+        return self.head(h)
+"""
+
+
+def _tiny_req(tmp_path, kernel_lib, types, **kw):
+    f = tmp_path / "tiny_slow.py"
+    f.write_text(SLOW_TORCH_MODEL)
+    r = {"model": str(f), "class_name": "Tiny", "model_args": {}, "input_shape": "1,8",
+         "dtype": "fp32", "device": "cpu", "reps": 7, "warmup": 1, "seeds": [0],
+         "kernels": [{"type": t, "library": kernel_lib(src), "source": str(src)} for t, src in types]}
+    r.update(kw)
+    return r
+
+
+def test_faster_kernel_is_handed_over_and_slow_correct_one_dropped(kernel_lib, tmp_path):
+    # Our rmsnorm replaces a 15 ms-per-call PyTorch module: faster in the model by a wide margin
+    # (the margin covers a busy 2-core machine), kept.
+    res = run(_tiny_req(tmp_path, kernel_lib, [("rmsnorm", "rmsnorm")]))
+    assert res["verdict"] == "PASS"
+    c = res["candidates"][0]
+    assert c["decision"] == "in" and c["handed_over"], c
+    assert c["in_model_speedup"] > 1.3 and c["in_model_ci"][0] > 1.0
+    assert res["kernels_in"] == ["rmsnorm"] and res["speedup"] > 1.3
+    assert res["end_to_end"]["vladbud_ms"] < res["end_to_end"]["eager_ms"]
+
+
+def test_slow_but_correct_kernel_is_dropped(kernel_lib, tmp_path):
+    slow = tmp_path / "rmsnorm_sleepy.cpp"
+    slow.write_text(SLOW_RMSNORM)
+    res = run(_req("llama.py", "Llama", TINY_LLAMA, [("rmsnorm", str(slow))], kernel_lib, reps=5))
+    assert res["verdict"] == "PASS"  # correct: the output passes, it is just slow
+    c = res["candidates"][0]
+    assert c["correct"] and c["decision"] == "dropped" and not c["handed_over"], c
+    assert "not faster in the model" in c["reason"]
+    assert c["in_model_speedup"] < 1.0
+    assert res["kernels_in"] == [] and res["kernels_dropped"] == ["rmsnorm"]
+    assert res["speedup"] == 1.0  # nothing handed over: the model itself
+
+
+def test_kernel_slower_than_pytorch_at_its_own_shape_is_not_plugged_in(kernel_lib):
+    req = _req("gpt2.py", "GPT2", TINY_GPT2, [("layernorm", "layernorm")], kernel_lib)
+    req["kernels"][0]["own_shape_speedup"] = 0.42
+    res = run(req)
+    c = res["candidates"][0]
+    assert c["decision"] == "dropped" and "slower than PyTorch at its own shape (0.420x)" in c["reason"]
+    assert "in_model_speedup" not in c  # not timed in the model at all
+    assert res["kernels_in"] == []
+
+
+def test_select_off_plugs_in_every_correct_kernel(kernel_lib, tmp_path):
+    slow = tmp_path / "rmsnorm_sleepy.cpp"
+    slow.write_text(SLOW_RMSNORM)
+    res = run(_req("llama.py", "Llama", TINY_LLAMA, [("rmsnorm", str(slow))], kernel_lib, select=False))
+    assert res["kernels_in"] == ["rmsnorm"]
+    assert res["speedup"] < 1.0  # the diagnosis mode shows the slowdown instead of hiding it
+
+
+@pytest.mark.parametrize("n,k_expected", [(5, 1), (9, 2), (20, 6)])
+def test_median_ci_is_the_sign_test_interval(n, k_expected):
+    from vladbud.verify import median_ci
+    vals = list(range(1, n + 1))
+    med, lo, hi = median_ci(vals)
+    assert lo == k_expected and hi == n + 1 - k_expected
+
+
+def test_paired_decision_needs_consistent_rounds():
+    from vladbud.verify import paired_decision
+    base = [10.0] * 9
+    assert paired_decision(base, [5.0] * 9)["faster"]
+    noisy = [9.8, 10.3, 9.9, 10.1, 9.7, 10.2, 9.9, 10.4, 9.8]  # +-3 %: never "faster"
+    d = paired_decision(base, noisy)
+    assert not d["faster"] and not d["slower"]
+    with pytest.raises(ValueError):
+        paired_decision([], [])

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 
 #include "backends/backend.h"
@@ -146,6 +147,22 @@ fs::path best_source(const fs::path& dir, const ModelProblem& mp, const Backend&
   return src;
 }
 
+// PyTorch's median at a folder's own shape over the kernel's best median there (both from the
+// optimizer: problem.json's pytorch_us, orchestration.json's best_us for that folder), or null
+// when either was not measured.
+json own_shape_speedup(const fs::path& ws, const fs::path& dir, const json& problem) {
+  const double pt = problem.value("pytorch_us", 0.0);
+  if (pt <= 0 || !fs::exists(ws / "orchestration.json")) return nullptr;
+  try {
+    const json orch = json::parse(read_file(ws / "orchestration.json"));
+    for (const auto& k : orch.value("kernels", json::array()))
+      if (k.value("dir", "") == dir.filename().string() && k.value("best_us", 0.0) > 0)
+        return pt / k["best_us"].get<double>();
+  } catch (const std::exception&) {
+  }
+  return nullptr;
+}
+
 }  // namespace
 
 json verify_model(const VerifyRequest& a) {
@@ -181,7 +198,8 @@ json verify_model(const VerifyRequest& a) {
     const BuildResult br = be->build(src);
     if (!br.ok) throw KernelBuildError("building " + src.string() + " failed", br.diagnostics);
     json k = {{"type", type}, {"library", fs::absolute(br.library).string()},
-              {"source", src.string()}, {"backend", backend}, {"folder", d.string()}};
+              {"source", src.string()}, {"backend", backend}, {"folder", d.string()},
+              {"own_shape_speedup", own_shape_speedup(ws, d, mp->doc)}};
     chosen[type] = true;
     kernels.push_back(k);
   }
@@ -198,6 +216,9 @@ json verify_model(const VerifyRequest& a) {
                     {"kernels", kernels},
                     {"seeds", a.seeds},
                     {"reps", a.reps},
+                    {"compile", a.compile},
+                    {"select", a.select},
+                    {"profile_entries", prof.value("entries", json::array())},
                     {"diagnose", a.diagnose}};
   json res = run_bridge("verify", req, ws / ".bridge");
   write_file_atomic(ws / "verify.json", res.dump(1) + "\n");
@@ -212,32 +233,66 @@ std::string format_verify(const json& res, const json& prof, const fs::path& ws)
       res.value("device", ""),
       shape.size() == 2 ? fmt::format("{},{}", shape[0].get<int>(), shape[1].get<int>()) : "?",
       res.value("depth", 0));
-  for (const auto& k : res.value("kernels", json::array())) {
-    const int mods = k.value("modules_replaced", 0);
-    s += fmt::format("  kernel {:<17} {}  ({}, {} calls per forward)\n", k.value("type", ""),
-                     k.value("source", ""),
-                     mods ? fmt::format("module level: {} modules replaced", mods)
-                          : std::string("operator level"),
-                     k.value("calls_per_forward", 0));
-  }
   s += "tolerance: " + res.value("tolerance_rule", "") +
        fmt::format(" = {:.3g}\n", res.value("tolerance", 0.0));
-  for (const auto& x : res.value("seeds", json::array()))
-    s += fmt::format("  seed {}: rel_error {:.3g}  max_abs_diff {:.3g}  {}\n", x.value("seed", 0),
-                     x.value("rel_error", 0.0), x.value("max_abs_diff", 0.0),
-                     x.value("pass", false) ? "ok" : "FAIL");
-  const json l = res.value("latency", json::object());
-  s += fmt::format("latency: pytorch {:.2f} ms, with vladbud kernels {:.2f} ms ({}); speedup {:.3f}x\n",
-                   l.value("baseline_ms", 0.0), l.value("vladbud_ms", 0.0), l.value("protocol", ""),
-                   res.value("speedup", 0.0));
+  const auto num = [](const json& j, const char* k) {
+    return j.contains(k) && j[k].is_number() ? j[k].get<double>() : NAN;
+  };
+  const auto x = [](double v) { return std::isnan(v) ? std::string("-") : fmt::format("{:.3f}x", v); };
+  s += "candidate replacements, each alone in the model (in: handed over; dropped: why):\n";
+  s += fmt::format("  {:<17} {:>10} {:>10} {:>9} {:>10} {:>9}  {}\n", "kernel", "own shape", "in model",
+                   "compiled", "rel_error", "calls/fwd", "decision");
+  for (const auto& c : res.value("candidates", json::array())) {
+    const bool in = c.value("handed_over", false);
+    std::string why = c.value("reason", "");
+    if (c.contains("compiled_reason")) why += "; " + c["compiled_reason"].get<std::string>();
+    if (c.contains("combination_note")) why += "; " + c["combination_note"].get<std::string>();
+    const double expected = num(c, "expected_calls");
+    s += fmt::format("  {:<17} {:>10} {:>10} {:>9} {:>10.3g} {:>9}  {}: {}\n", c.value("type", ""),
+                     x(num(c, "own_shape_speedup")), x(num(c, "in_model_speedup")),
+                     x(num(c, "compiled_speedup")), c.value("rel_error", 0.0),
+                     std::isnan(expected)
+                         ? fmt::format("{:g}", c.value("calls_per_forward", 0.0))
+                         : fmt::format("{:g}/{:g}", c.value("calls_per_forward", 0.0), expected),
+                     in ? "IN" : "dropped", why);
+  }
+  s += "  (own shape: vs PyTorch at the folder's shape, from the optimizer; in model: the model "
+       "with this kernel vs without, median of paired rounds; calls/fwd: intercepted/profiled)\n";
+  for (const auto& x2 : res.value("seeds", json::array()))
+    s += fmt::format("  handed-over model, seed {}: rel_error {:.3g}  max_abs_diff {:.3g}  {}\n",
+                     x2.value("seed", 0), x2.value("rel_error", 0.0), x2.value("max_abs_diff", 0.0),
+                     x2.value("pass", false) ? "ok" : "FAIL");
   for (const auto& w : res.value("warnings", json::array()))
     s += "warning: " + w.get<std::string>() + "\n";
-  if (res.contains("diagnose")) {
-    for (const auto& d : res["diagnose"])
-      s += fmt::format("  diagnose {:<17} alone: rel_error {:.3g} {}\n", d.value("type", ""),
-                       d.value("rel_error", 0.0), d.value("pass", false) ? "ok" : "BREAKS THE OUTPUT");
-    if (res.contains("diagnose_note")) s += "  " + res["diagnose_note"].get<std::string>() + "\n";
+  for (const auto& w : res.value("intercept_failures", json::array()))
+    s += "intercept check failed: " + w.get<std::string>() + "\n";
+  if (res.contains("breaking")) {
+    std::string names;
+    for (const auto& b : res["breaking"]) names += (names.empty() ? "" : ", ") + b.get<std::string>();
+    s += "wrong in the model (dropped; fix the kernel or remove its folder's best/): " + names + "\n";
   }
+  if (res.contains("diagnose_note")) s += "  " + res["diagnose_note"].get<std::string>() + "\n";
+  const json e = res.value("end_to_end", json::object());
+  const auto ms = [&](const char* k) {
+    const double v = num(e, k);
+    return std::isnan(v) ? std::string("-") : fmt::format("{:.2f} ms", v);
+  };
+  s += fmt::format("end to end ({}): eager {}, torch.compile {}, VladBud {}, VladBud + compile {}\n",
+                   e.value("protocol", ""), ms("eager_ms"), ms("compile_ms"), ms("vladbud_ms"),
+                   ms("vladbud_compile_ms"));
+  std::string in;
+  for (const auto& t : res.value("kernels_in", json::array()))
+    in += (in.empty() ? "" : ", ") + t.get<std::string>();
+  const json ci = e.value("ci", json::array({1.0, 1.0}));
+  const std::string base = e.value("baseline", "eager") == "compile" ? "torch.compile" : "eager PyTorch";
+  s += in.empty()
+           ? fmt::format("handed over: the {} model unchanged (no candidate made it faster beyond the "
+                         "noise, {:.1f} %); end-to-end speedup 1.000x vs {}\n",
+                         e.value("baseline", "eager"), num(e, "noise_pct"), base)
+           : fmt::format("handed over: {} in the {} model; end-to-end speedup {:.3f}x vs {} (95% CI "
+                         "{:.3f}-{:.3f}x)\n",
+                         in, e.value("baseline", "eager"), res.value("speedup", 0.0), base,
+                         ci[0].get<double>(), ci[1].get<double>());
   s += "verify: " + res.value("verdict", "FAIL") + "\n";
   s += "wrote " + (ws / "verify.json").string() + "\n";
   return s;

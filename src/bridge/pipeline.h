@@ -70,8 +70,10 @@ std::string format_profile_summary(const ProfileOutcome& p, const ProfileRequest
 struct VerifyRequest {
   std::filesystem::path workspace = "workspace";
   std::string backend;  ///< build the kernels with this backend ("" = the one extract used)
-  bool diagnose = false;  ///< also replace each type alone and name the one that breaks it
-  int reps = 7;           ///< timed forwards per side
+  bool diagnose = false;  ///< also list each type's error alone (every type is checked alone anyway)
+  int reps = 9;           ///< paired timed rounds per in-model comparison (>= 1; 9 gives a 96 % interval)
+  bool compile = false;   ///< the baseline is torch.compile of the model, VladBud's ops inside the graph
+  bool select = true;     ///< false: plug in every correct kernel without the in-model timing decision
   std::vector<int> seeds{0, 1, 2};  ///< input seeds compared
 };
 
@@ -84,10 +86,18 @@ struct KernelBuildError : std::runtime_error {
 
 /// Builds the best kernel of each extracted type (the folder of that type with the largest
 /// share, i.e. the lowest NN; its best/<type><ext> when the optimizer left one, else the
-/// folder's source), runs `python -m vladbud.verify` on the profiled model (profile.json's
-/// model fields) and writes workspace/verify.json atomically. Returns verify.json's content
-/// ({"verdict": "PASS"|"FAIL", "speedup", "latency": {"baseline_ms", "vladbud_ms"}, "seeds",
-/// "kernels", "tolerance", ...}); a FAIL verdict is returned, not thrown. Throws
+/// folder's source) as a candidate replacement, with its speedup over PyTorch at the folder's
+/// own shape when both were measured (orchestration.json's best_us, problem.json's pytorch_us),
+/// runs `python -m vladbud.verify` on the profiled model (profile.json's model fields and
+/// entries) and writes workspace/verify.json atomically. verify decides per type inside the
+/// model (DESIGN §6b; python/vladbud/verify.py's doc gives the statistics): a candidate is
+/// handed over only if it is correct, intercepts the calls the profile attributed to its type,
+/// and makes the model faster beyond the noise. Returns verify.json's content ({"verdict":
+/// "PASS"|"FAIL", "speedup" (of what is handed over, 1.0 when nothing is), "candidates":
+/// [{"type", "decision": "in"|"dropped", "reason", ...}], "kernels_in", "kernels_dropped",
+/// "end_to_end": {"eager_ms", "compile_ms", "vladbud_ms", "vladbud_compile_ms", "ci", ...},
+/// "seeds", "tolerance", ...}); FAIL (a candidate wrong in the model or an intercept
+/// mismatch) is returned, not thrown. Throws
 /// BridgeUsageError when profile.json or the kernel folders are missing or malformed (naming the
 /// command to run), KernelBuildError when a kernel does not build, std::runtime_error when
 /// Python fails.

@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <functional>
 #include <iostream>
+#include <map>
 #include <set>
 
 #include "bridge/pipeline.h"
@@ -46,9 +47,10 @@ struct AutotuneArgs {
   std::string model, class_name, module, config, model_args = "{}", input_shape = "1,64",
                                                   dtype = "fp32", device = "cpu", budget = "3m",
                                                   workspace = "workspace";
-  int top = 3, plateau = 20, reps = 7;
+  int top = 3, plateau = 20, reps = 9;
   std::uint64_t seed = 1;
   bool json = false, no_git = false, no_rank = false, no_pytorch = false;
+  std::string compile = "auto";  ///< verify against torch.compile: on, off, auto (on for cuda)
 };
 
 /// A stage that failed: its exit code, what went wrong and how to fix it.
@@ -364,9 +366,12 @@ void run_autotune(AutotuneArgs a) {
   VerifyRequest vreq;
   vreq.workspace = ws;
   vreq.reps = a.reps;
-  begin("verify", fmt::format("the best kernel of each type plugged into {} vs the unmodified "
-                              "model (seeds 0, 1, 2; {} alternating timed forwards)",
-                              a.class_name, a.reps));
+  vreq.compile = a.compile == "on" || (a.compile == "auto" && a.device == "cuda");
+  begin("verify", fmt::format("each type's best kernel alone in {}: correct, intercepts the profiled "
+                              "calls, faster beyond the noise ({} paired rounds){}; the winners "
+                              "together vs the baseline",
+                              a.class_name, a.reps,
+                              vreq.compile ? ", again inside torch.compile" : ""));
   json ver;
   try {
     ver = verify_model(vreq);
@@ -382,12 +387,16 @@ void run_autotune(AutotuneArgs a) {
   log << format_verify(ver, prof.profile, ws);
   if (ver.value("verdict", "FAIL") != "PASS")
     fail({kFail,
-          "the model's output with VladBud's kernels differs from PyTorch's beyond the tolerance "
-          "(see the seeds above; " + (ws / "verify.json").string() + ")",
+          "a candidate kernel is wrong in the model or misses calls the profile attributed to its "
+          "type (see the candidates above; " + (ws / "verify.json").string() + ")",
           "`" + vb + " verify --diagnose --workspace " + wsq + "` names the kernel type that breaks "
           "it; remove that folder's best/ (or fix its source), re-run verify, then `" + vb + " "
           "report --workspace " + wsq + "`"});
-  done(fmt::format("{}, end-to-end {:.3f}x", ver.value("verdict", ""), ver.value("speedup", 0.0)));
+  done(fmt::format("{}, end-to-end {:.3f}x vs {} ({} of {} candidates handed over)",
+                   ver.value("verdict", ""), ver.value("speedup", 0.0),
+                   ver.value("end_to_end", json::object()).value("baseline", "eager"),
+                   ver.value("kernels_in", json::array()).size(),
+                   ver.value("candidates", json::array()).size()));
 
   // ---- 5. rank ----
   json rank;
@@ -428,13 +437,17 @@ void run_autotune(AutotuneArgs a) {
   done("");
 
   // ---- summary ----
-  std::set<std::string> plugged;
-  for (const auto& k : ver.value("kernels", json::array()))
-    plugged.insert(fs::path(k.value("folder", "")).filename().string());
+  std::set<std::string> plugged;  // folders whose kernel verify handed over
+  std::map<std::string, std::string> decision;  // folder -> in / dropped
+  for (const auto& k : ver.value("candidates", json::array())) {
+    const std::string f = fs::path(k.value("folder", "")).filename().string();
+    decision[f] = k.value("handed_over", false) ? "in" : "dropped";
+    if (k.value("handed_over", false)) plugged.insert(f);
+  }
   json kernels = json::array();
   log << fmt::format("\n== summary ({} in all) ==\n", fmt_secs(since(t0)));
   log << fmt::format("{:<22} {:>6} {:>12} {:>12} {:>8} {:>10} {:>9}  {}\n", "kernel", "share",
-                     "starter_us", "best_us", "speedup", "vs_pytorch", "verified", "status");
+                     "starter_us", "best_us", "speedup", "vs_pytorch", "in model", "status");
   for (const auto& k : orch["kernels"]) {
     const std::string dir = k.value("dir", "");
     double pt_us = 0;
@@ -447,22 +460,31 @@ void run_autotune(AutotuneArgs a) {
     const std::string vs = pt_us > 0 && best > 0 ? fmt::format("{:.3f}x", pt_us / best) : "n/a";
     log << fmt::format("{:<22} {:>5.1f}% {:>12.2f} {:>12.2f} {:>7.3f}x {:>10} {:>9}  {}\n", dir,
                        100 * k.value("time_share", 0.0), base, best, k.value("speedup", 1.0), vs,
-                       plugged.count(dir) ? ver.value("verdict", "") : "-", status);
+                       decision.count(dir) ? decision[dir] : "-", status);
     kernels.push_back({{"dir", dir}, {"kernel", k.value("kernel", "")},
                        {"time_share", k.value("time_share", 0.0)}, {"starter_us", base},
                        {"best_us", best}, {"speedup", k.value("speedup", 1.0)},
                        {"pytorch_us", pt_us > 0 ? json(pt_us) : json(nullptr)},
                        {"experiments", k.value("experiments", 0)}, {"kept", k.value("kept", 0)},
                        {"status", status}, {"reason", k.value("reason", "")},
-                       {"verified", plugged.count(dir) > 0}});
+                       {"verified", decision.count(dir) > 0},
+                       {"handed_over", plugged.count(dir) > 0}});
   }
   const json lat = ver.value("latency", json::object());
+  const json e2e = ver.value("end_to_end", json::object());
+  std::string in;
+  for (const auto& t : ver.value("kernels_in", json::array()))
+    in += (in.empty() ? "" : ", ") + t.get<std::string>();
   log << fmt::format(
-      "(verified: the folder whose best kernel verify plugged in for every op of its type; "
-      "speedup: over the starter, interleaved medians)\nverify: {} on {} seed(s); end-to-end "
-      "{:.3f}x (PyTorch {:.2f} ms, with VladBud's kernels {:.2f} ms per forward)\n",
-      ver.value("verdict", ""), ver.value("seeds", json::array()).size(), ver.value("speedup", 0.0),
-      lat.value("baseline_ms", 0.0), lat.value("vladbud_ms", 0.0));
+      "(in model: the folder's kernel was handed over (in) or dropped by verify, which says why; "
+      "speedup: over the starter, interleaved medians)\nverify: {} on {} seed(s); handed over: "
+      "{}\nend-to-end: {:.3f}x vs {} ({} {:.2f} ms, with what is handed over {:.2f} ms per "
+      "forward){}\n",
+      ver.value("verdict", ""), ver.value("seeds", json::array()).size(),
+      in.empty() ? "nothing (no kernel made the model faster beyond the noise)" : in,
+      ver.value("speedup", 0.0), e2e.value("baseline", "eager") == "compile" ? "torch.compile" : "eager PyTorch",
+      e2e.value("baseline", "eager"), lat.value("baseline_ms", 0.0), lat.value("vladbud_ms", 0.0),
+      ver.value("speedup", 0.0) >= 1.0 ? "" : " -- below 1.0x: please report it");
   log << "report: " << rep.report_md.string()
       << (rep.png_written ? " and " + rep.progress_png.string() : std::string()) << "\n";
   const std::string busy = contention_warning(max_load, detect_cpu().logical_cores);
@@ -478,6 +500,9 @@ void run_autotune(AutotuneArgs a) {
                       {"contended", contended},
                       {"verify", {{"verdict", ver.value("verdict", "")},
                                   {"speedup", ver.value("speedup", 0.0)},
+                                  {"kernels_in", ver.value("kernels_in", json::array())},
+                                  {"kernels_dropped", ver.value("kernels_dropped", json::array())},
+                                  {"end_to_end", e2e},
                                   {"baseline_ms", lat.value("baseline_ms", 0.0)},
                                   {"vladbud_ms", lat.value("vladbud_ms", 0.0)}}},
                       {"report_md", rep.report_md.string()},
@@ -516,7 +541,13 @@ void add_autotune(CLI::App& app) {
   c->add_option("--plateau", a->plateau, "move on after this many experiments without a keep")
       ->capture_default_str();
   c->add_option("--seed", a->seed, "seed of the search proposer")->capture_default_str();
-  c->add_option("--reps", a->reps, "verify: timed forwards per side")->capture_default_str();
+  c->add_option("--reps", a->reps, "verify: paired timed rounds per in-model comparison")
+      ->capture_default_str();
+  c->add_option("--compile", a->compile,
+                "verify against torch.compile of the model (VladBud's ops inside the compiled "
+                "graph): on, off, or auto = on for --device cuda")
+      ->check(CLI::IsMember({"on", "off", "auto"}))
+      ->capture_default_str();
   c->add_option("--workspace", a->workspace, "workspace folder")->capture_default_str();
   c->add_flag("--no-rank", a->no_rank, "skip the remote-target ranking stage");
   c->add_flag("--no-pytorch", a->no_pytorch, "do not time PyTorch per kernel (speedup vs PyTorch n/a)");

@@ -52,19 +52,36 @@ std::string verify_section(const json& v) {
   if (!seeds.empty())
     md += fmt::format("* worst relative error over {} seed(s): {:.3g} (tolerance {:.3g}: {})\n",
                       seeds.size(), worst, v.value("tolerance", 0.0), v.value("tolerance_rule", ""));
-  const json l = v.value("latency", json::object());
-  if (l.contains("baseline_ms"))
-    md += fmt::format("* latency per forward: PyTorch {:.2f} ms, with VladBud's kernels {:.2f} ms ({})\n",
-                      l.value("baseline_ms", 0.0), l.value("vladbud_ms", 0.0), l.value("protocol", ""));
+  const json e = v.value("end_to_end", json::object());
+  const auto ms = [&](const char* k) {
+    return e.contains(k) && e[k].is_number() ? fmt::format("{:.2f}", e[k].get<double>()) : std::string("-");
+  };
+  if (!e.empty())
+    md += fmt::format(
+        "* per forward ({}): eager {} ms, torch.compile {} ms, VladBud {} ms, VladBud + compile {} ms\n",
+        e.value("protocol", ""), ms("eager_ms"), ms("compile_ms"), ms("vladbud_ms"),
+        ms("vladbud_compile_ms"));
+  std::string in;
+  for (const auto& t : v.value("kernels_in", json::array()))
+    in += (in.empty() ? "" : ", ") + t.get<std::string>();
+  md += "* handed over: " + (in.empty() ? std::string("nothing (the baseline model unchanged)") : in) + "\n";
   if (v.contains("speedup"))
-    md += fmt::format("* end-to-end speedup: {:.3f}x\n", v.value("speedup", 0.0));
-  for (const auto& k : v.value("kernels", json::array())) {
-    const int mods = k.value("modules_replaced", 0);
-    md += fmt::format("* kernel {}: `{}` ({}, {} calls per forward)\n", k.value("type", ""),
-                      k.value("source", ""),
-                      mods ? fmt::format("module level, {} modules replaced", mods)
-                           : std::string("operator level"),
-                      k.value("calls_per_forward", 0));
+    md += fmt::format("* end-to-end speedup of what is handed over: {:.3f}x vs {}\n",
+                      v.value("speedup", 0.0), e.value("baseline", "eager"));
+  const json cands = v.value("candidates", json::array());
+  if (!cands.empty()) {
+    md += "\n| candidate | source | in model | decision | why |\n|---|---|---|---|---|\n";
+    for (const auto& c : cands) {
+      std::string why = c.value("reason", "");
+      if (c.contains("compiled_reason")) why += "; " + c["compiled_reason"].get<std::string>();
+      if (c.contains("combination_note")) why += "; " + c["combination_note"].get<std::string>();
+      md += fmt::format("| {} | `{}` | {} | {} | {} |\n", c.value("type", ""), c.value("source", ""),
+                        c.contains("in_model_speedup") && c["in_model_speedup"].is_number()
+                            ? fmt::format("{:.3f}x", c["in_model_speedup"].get<double>())
+                            : std::string("-"),
+                        c.value("handed_over", false) ? "in" : "dropped", why);
+    }
+    md += "\n";
   }
   for (const auto& w : v.value("warnings", json::array()))
     md += "* warning: " + w.get<std::string>() + "\n";

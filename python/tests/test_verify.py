@@ -300,3 +300,15 @@ def test_paired_decision_needs_consistent_rounds():
     assert not d["faster"] and not d["slower"]
     with pytest.raises(ValueError):
         paired_decision([], [])
+
+
+def test_compile_baseline_times_eager_compile_and_both_with_kernels(kernel_lib, tmp_path):
+    # --compile: the baseline is torch.compile of the model; the eager winner (our rmsnorm in
+    # place of a sleeping PyTorch module) goes into the compiled model through the compiled op.
+    res = run(_tiny_req(tmp_path, kernel_lib, [("rmsnorm", "rmsnorm")], compile=True, reps=5))
+    e = res["end_to_end"]
+    assert res["verdict"] == "PASS" and e["baseline"] == "compile"
+    for k in ("eager_ms", "compile_ms", "vladbud_ms", "vladbud_compile_ms"):
+        assert e[k] is not None and e[k] > 0, (k, e)
+    assert res["kernels_in"] == ["rmsnorm"], res["candidates"]
+    assert e["vladbud_compile_ms"] < e["compile_ms"]

@@ -9,7 +9,8 @@ input_shape, dtype, device) plus
   profile_entries: profile.json's entries (for the intercept check; optional),
   seeds (default [0, 1, 2]), reps (timed rounds per comparison, default 9), warmup (default 2),
   compile (bool: the baseline is torch.compile of the model, VladBud's ops inside the compiled
-  graph), select (bool, default true: false plugs in every correct kernel, the old behaviour,
+  graph), compile_each (bool, default false: also compile and time each eager winner alone inside
+  the compiled model; by default only their combination is compiled), select (bool, default true: false plugs in every correct kernel, the old behaviour,
   for diagnosis), diagnose (bool).
 
 The end-to-end rule (DESIGN §6b, issue 14): a candidate goes in only if it is correct and makes
@@ -25,11 +26,12 @@ the model faster beyond the noise. Per kernel type, alone:
     ~95 % confidence interval of the median ratio from order statistics (the sign-test
     interval: [r_(k), r_(n+1-k)] with the largest k such that P(Bin(n, 1/2) < k) <= 0.025;
     k = 1 below n = 6, i.e. min..max). In only when the interval's upper end is < 1: faster
-    beyond the noise. With `compile`, the eager winners are timed again as compiled models
-    against the compiled baseline.
+    beyond the noise. With `compile`, the eager winners go into the compiled model together
+    (each alone too with compile_each) and are timed against the compiled baseline.
 The winners go in together; the combination is timed against the baseline(s) in the same
 interleaved rounds (eager, compile, eager + kernels, compile + kernels). If the combination is
-not faster beyond the noise, only the best single winner is handed over (its own measurement).
+not faster beyond the noise, only the best single winner is handed over (its own measurement;
+in the compiled model without compile_each: nothing); slower beyond the noise: nothing.
 Nothing in: the handed-over model is the baseline itself, speedup 1.0.
 
 Tolerance: tol = 32 * u * sqrt(L), u the unit roundoff of the dtype (fp32 2^-24, fp16 2^-11,
@@ -284,18 +286,20 @@ def run(req):
     if use_compile:
         _say("compiling the baseline (torch.compile)")
         compiled_base = Variant("compile", _compile(base), [])
+        # Each eager winner compiled alone only on request (compile_each): an 800M-parameter
+        # model takes a minute or more per torch.compile; by default only the combination is
+        # compiled and timed against the compiled baseline.
         for c in winners:
+            if not (select and req.get("compile_each")):
+                c["in_compiled"] = True
+                continue
             _say(f"timing {c['type']} inside the compiled model")
             cv = Variant(f"compile+{c['type']}", _compile(c["_model"]), [c["type"]])
-            if select:
-                ms, _ = time_variants([compiled_base, cv], x, dev, warmup, reps)
-                d = paired_decision(ms["compile"], ms[cv.name])
-                c.update(compiled_speedup=d["speedup"], compiled_ci=d["ci"])
-                c["in_compiled"] = d["faster"]
-                c["compiled_reason"] = ("faster" if d["faster"] else "not faster beyond the noise") + \
-                    f" inside the compiled model: {_fmt_ci(d)}"
-            else:
-                c["in_compiled"] = True
+            ms, _ = time_variants([compiled_base, cv], x, dev, warmup, reps)
+            d = paired_decision(ms["compile"], ms[cv.name])
+            c.update(compiled_speedup=d["speedup"], compiled_ci=d["ci"], in_compiled=d["faster"])
+            c["compiled_reason"] = ("faster" if d["faster"] else "not faster beyond the noise") + \
+                f" inside the compiled model: {_fmt_ci(d)}"
     in_eager = [c["type"] for c in winners]
     in_comp = [c["type"] for c in winners if c.get("in_compiled")] if use_compile else []
 
@@ -331,7 +335,13 @@ def run(req):
                 if c["type"] in in_types:
                     c["combination_note"] = f"dropped: {note}, slower beyond the noise"
             return [], None
-        best = max((c for c in cands if c["type"] in in_types), key=lambda c: c.get(key) or 0.0)
+        measured = [c for c in cands if c["type"] in in_types and c.get(key) is not None]
+        if not measured:  # no single measurement to fall back on (compiled: compile_each off)
+            for c in cands:
+                if c["type"] in in_types:
+                    c["combination_note"] = f"dropped from the {base_name} model: {note}"
+            return [], None
+        best = max(measured, key=lambda c: c[key])
         for c in cands:
             if c["type"] in in_types and c is not best:
                 c["combination_note"] = f"dropped: {note}; kept the best single, {best['type']}"

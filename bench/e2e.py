@@ -471,6 +471,7 @@ def run_liger(row, spec, machine, ws, reps, left):
     with open(rq, "w") as f:
         json.dump(req, f, indent=1)
     env = child_env()
+    env.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # as vladbud's bridge runs verify (run_bridge)
     env["PYTHONPATH"] = os.path.join(ROOT, "python") + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     t = left()
     log(f"{spec['name']}: liger (limit {max(0, t):.0f} s)")

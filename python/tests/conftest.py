@@ -4,7 +4,12 @@ import subprocess
 import sys
 
 import pytest
-import torch
+
+# As the CLI's bridge does (src/bridge/bridge.cpp run_bridge): OpenMP threads sleep between
+# parallel regions instead of spinning, so that torch's and the kernels' runtimes do not starve
+# each other on a 2-core machine (read once, when libgomp loads: before torch is imported).
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+import torch  # noqa: E402
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 sys.path.insert(0, os.path.join(ROOT, "python"))

@@ -61,13 +61,26 @@ json run_bridge(const std::string& module, const json& request, const fs::path& 
   const char* old = std::getenv("PYTHONPATH");
   const std::string pp = pkg + (old && *old ? ":" + std::string(old) : "");
   ::setenv("PYTHONPATH", pp.c_str(), 1);
+  // OpenMP threads that spin between parallel regions (GNU libgomp's default) are ruinous when
+  // a process holds two OpenMP runtimes (torch's bundled libgomp and the system one of a CPU
+  // kernel library) or when other work shares the cores: measured on this 2-core machine with
+  // one other busy process, GPT-2 small 1x64 fp32 eager took a median 1464-1508 ms per forward
+  // by default and 312-344 ms with OMP_WAIT_POLICY=PASSIVE (minima 249-253 ms either way, i.e.
+  // no cost when the cores are free). Both sides of every comparison run in this one process, so
+  // the setting is the same for PyTorch and for VladBud's kernels. A user's own value wins.
+  const char* old_wait = std::getenv("OMP_WAIT_POLICY");
+  if (!old_wait) ::setenv("OMP_WAIT_POLICY", "PASSIVE", 1);
   const std::string py = bridge_python();
-  if (!have_program(py))
+  if (!have_program(py)) {
+    if (old) ::setenv("PYTHONPATH", old, 1); else ::unsetenv("PYTHONPATH");
+    if (!old_wait) ::unsetenv("OMP_WAIT_POLICY");
     throw std::runtime_error("no Python interpreter '" + py +
                              "'; run scripts/setup.sh (it makes .venv with torch) or set VB_PYTHON");
+  }
   ProcessResult r = run_process({py, "-m", "vladbud." + module, req.string(), res.string()},
                                 std::chrono::duration_cast<std::chrono::milliseconds>(timeout));
   if (old) ::setenv("PYTHONPATH", old, 1); else ::unsetenv("PYTHONPATH");
+  if (!old_wait) ::unsetenv("OMP_WAIT_POLICY");
   if (r.timed_out)
     throw std::runtime_error(fmt::format("python -m vladbud.{} timed out after {} s", module,
                                          timeout.count()));

@@ -1,49 +1,82 @@
-"""VladBud kernel libraries as torch custom ops, called through DLPack.
+"""VladBud kernel libraries as compiled torch ops: torch.ops.vladbud.<type>.
 
 A kernel library (built by a backend from one source, DESIGN §3) exports
     int vb_kernel_run(const DLTensor* inputs, int n_inputs, DLTensor* outputs, int n_outputs,
                       const double* attrs, int n_attrs, void* stream);
     const char* vb_kernel_last_error(void);
 taking ARRAYS of DLTensor structs in the type's ABI order (`vladbud bench --kernel T --abi`).
-Each torch tensor is exported with torch.utils.dlpack.to_dlpack; the capsule's DLManagedTensor
-(or DLManagedTensorVersioned) holds the DLTensor that is copied into the array; the capsules
-stay alive for the call, so shape/stride pointers stay valid. The kernel never allocates: the
-op allocates the outputs with torch.empty.
 
-The custom ops are `torch.ops.vladbud.<type>` (torch.library.custom_op), one per kernel type;
-`bind(type, path)` says which library serves a type. Each call is counted in CALLS.
+The ops are defined in C++ (python/vladbud/csrc/vladbud_ops.cpp, built once and loaded by
+vladbud.ext on import of this module): CPU and CUDA kernels that fill the DLTensors straight
+from the tensors and call the bound library once, on torch's current CUDA stream; Meta kernels
+for fake tensors, torch.compile and CUDA graphs. No Python runs per call. The schemas:
+
+    matmul(Tensor a, Tensor b) -> Tensor                       C[M,N] = A[M,K] B[K,N]
+    softmax(Tensor x) -> Tensor                                 over the last dim of x[R,C]
+    layernorm(Tensor x, Tensor weight, Tensor bias, float eps)  over the last dim of x[B,D]
+    rmsnorm(Tensor x, Tensor weight, float eps)                 x[M,N] / rms * weight[N]
+    flash_attention(Tensor q, Tensor k, Tensor v, float causal, float sm_scale)   q,k,v[B,H,S,D]
+    fused_mlp(Tensor x, Tensor w_gate, Tensor w_up, Tensor w_down)  x[B,D], w_gate/w_up[H,D],
+                                                                w_down[D,H] -> [B,D]
+    cross_entropy(Tensor logits, Tensor targets, float ignore_index) -> 0-d fp32
+                                                                logits[B,V], int64 targets[B]
+    rotary_embedding(Tensor x, Tensor cos, Tensor sin, float interleaved)  x[B,H,S,D],
+                                                                cos/sin[S,D/2]
+    reduce(Tensor x) -> Tensor                                  y[M] = sum_j x[M,j]
+
+Outputs have the first input's dtype and device (cross_entropy: fp32) and are contiguous.
+`bind(type, path, device)` says which library serves a type; each call is counted in CALLS.
+A failing kernel raises KernelError (RuntimeError) naming the type, the library and
+vb_kernel_last_error(); an unbound type raises RuntimeError naming vladbud.kernels.bind.
+
+KernelLibrary (ctypes + DLPack capsules) calls a library directly from Python; it is kept for
+scripts (bench/ce_kernel_breakdown.py) and as the reference for bench/op_overhead.py.
 """
 import ctypes
-from collections import Counter
+import os
+from collections.abc import Mapping
 
 import torch
-from torch import Tensor
 from torch.utils.dlpack import to_dlpack
+
+from . import ext
 
 
 class DLDevice(ctypes.Structure):
+    """DLPack's DLDevice (device_type: 1 CPU, 2 CUDA; device_id)."""
+
     _fields_ = [("device_type", ctypes.c_int32), ("device_id", ctypes.c_int32)]
 
 
 class DLDataType(ctypes.Structure):
+    """DLPack's DLDataType (code: 0 int, 1 uint, 2 float, 4 bfloat; bits; lanes)."""
+
     _fields_ = [("code", ctypes.c_uint8), ("bits", ctypes.c_uint8), ("lanes", ctypes.c_uint16)]
 
 
 class DLTensor(ctypes.Structure):
+    """DLPack's DLTensor (shape/strides in elements; byte_offset in bytes)."""
+
     _fields_ = [("data", ctypes.c_void_p), ("device", DLDevice), ("ndim", ctypes.c_int32),
                 ("dtype", DLDataType), ("shape", ctypes.POINTER(ctypes.c_int64)),
                 ("strides", ctypes.POINTER(ctypes.c_int64)), ("byte_offset", ctypes.c_uint64)]
 
 
 class DLManagedTensor(ctypes.Structure):
+    """DLPack's legacy managed tensor (capsule name 'dltensor')."""
+
     _fields_ = [("dl_tensor", DLTensor), ("manager_ctx", ctypes.c_void_p), ("deleter", ctypes.c_void_p)]
 
 
 class DLPackVersion(ctypes.Structure):
+    """DLPack's version pair of DLManagedTensorVersioned."""
+
     _fields_ = [("major", ctypes.c_uint32), ("minor", ctypes.c_uint32)]
 
 
 class DLManagedTensorVersioned(ctypes.Structure):
+    """DLPack >= 1.0 managed tensor (capsule name 'dltensor_versioned')."""
+
     _fields_ = [("version", DLPackVersion), ("manager_ctx", ctypes.c_void_p),
                 ("deleter", ctypes.c_void_p), ("flags", ctypes.c_uint64), ("dl_tensor", DLTensor)]
 
@@ -67,15 +100,22 @@ def dltensor_of(capsule) -> DLTensor:
     raise ValueError(f"not a DLPack capsule: {name!r}")
 
 
-class KernelError(RuntimeError):
-    """The kernel returned nonzero; the message is vb_kernel_last_error()."""
+# What a failing kernel raises. The compiled ops report C++ errors, which torch turns into
+# RuntimeError, so KernelError is RuntimeError itself: `except KernelError` catches a kernel's
+# failure (message: "vladbud <type> kernel <library> failed (rc N): <vb_kernel_last_error()>"),
+# and also any other RuntimeError of the call (an unbound type, a bad shape in a Meta kernel).
+KernelError = RuntimeError
 
 
 class KernelLibrary:
-    """A loaded kernel library (one kernel type)."""
+    """A kernel library (one kernel type) loaded with ctypes and called from Python through
+    DLPack capsules (torch.utils.dlpack.to_dlpack). Not what torch.ops.vladbud uses; kept for
+    scripts that call a library directly and as the reference of bench/op_overhead.py."""
 
     def __init__(self, path: str, kernel_type: str, device: str = "cpu"):
-        """device: where the kernel reads its tensors ("cpu" for the CPU backend, "cuda")."""
+        """path: the .so; device: where the kernel reads its tensors ("cpu" for the CPU backend,
+        "cuda"). Raises OSError when the library cannot be loaded, AttributeError when it lacks
+        vb_kernel_run or vb_kernel_last_error."""
         self.path, self.kernel_type, self.device = path, kernel_type, device
         self.lib = ctypes.CDLL(path)
         self.fn = self.lib.vb_kernel_run
@@ -86,7 +126,9 @@ class KernelLibrary:
         self.err.restype = ctypes.c_char_p
 
     def run(self, inputs, outputs, attrs):
-        """Calls the kernel on contiguous tensors (ABI order) with float attributes."""
+        """Calls the kernel once on contiguous tensors (inputs then outputs, ABI order, on the
+        library's device) with float attributes, on torch's current stream for CUDA tensors.
+        Raises KernelError with vb_kernel_last_error() on a nonzero return."""
         caps = [to_dlpack(t) for t in list(inputs) + list(outputs)]
         arr_in = (DLTensor * max(1, len(inputs)))()
         arr_out = (DLTensor * max(1, len(outputs)))()
@@ -107,103 +149,75 @@ class KernelLibrary:
                               f"{msg.decode(errors='replace') if msg else 'no message'}")
 
 
+TYPES = ("matmul", "softmax", "layernorm", "rmsnorm", "flash_attention", "fused_mlp",
+         "cross_entropy", "rotary_embedding", "reduce")
+"""The kernel types, in the order of the extension's counters."""
+
+ext.load()  # defines torch.ops.vladbud.* and torch.ops.vladbud_registry.*
+_reg = torch.ops.vladbud_registry
+
 LIBS = {}
-CALLS = Counter()
+"""kernel type -> (library path, device) of the bindings made through bind() (informational)."""
+
+
+class _Calls(Mapping):
+    """Calls of torch.ops.vladbud.<type> since the last clear(), per type, read from the
+    extension's atomic counters (one increment per op call that found a bound library).
+    Behaves like a read-only collections.Counter: CALLS[t] (0 when never called), CALLS.get(t, 0),
+    dict(CALLS) (the nonzero counts), CALLS.clear() (resets every counter)."""
+
+    def _counts(self):
+        return dict(zip(TYPES, _reg._calls(False)))
+
+    def __getitem__(self, t):
+        return self._counts().get(t, 0)
+
+    def get(self, t, default=0):
+        """The count of type t, `default` for an unknown type or a zero count."""
+        return self._counts().get(t) or default
+
+    def __iter__(self):
+        return iter({t: n for t, n in self._counts().items() if n})
+
+    def __len__(self):
+        return sum(1 for n in self._counts().values() if n)
+
+    def __contains__(self, t):
+        return bool(self._counts().get(t))
+
+    def clear(self):
+        """Resets every counter to 0."""
+        _reg._calls(True)
+
+    def reset(self):
+        """Returns the counts (nonzero ones, as a dict) and resets them, atomically per type."""
+        return {t: n for t, n in zip(TYPES, _reg._calls(True)) if n}
+
+    def __repr__(self):
+        return f"CALLS({dict(self)})"
+
+
+CALLS = _Calls()
 
 
 def bind(kernel_type: str, path: str, device: str = "cpu"):
-    """Serve torch.ops.vladbud.<kernel_type> with the library at path, whose kernel reads
-    tensors on `device` ("cpu" or "cuda")."""
-    LIBS[kernel_type] = KernelLibrary(path, kernel_type, device)
+    """Serve torch.ops.vladbud.<kernel_type> with the library at `path` (a .so exporting
+    vb_kernel_run and vb_kernel_last_error), whose kernel reads tensors on `device`: "cpu" (CUDA
+    tensors are then staged through host memory) or "cuda" (called on torch's current stream).
+    Replaces an earlier binding of the type (dlopen RTLD_LOCAL; the old library is closed once no
+    call uses it). Raises RuntimeError for an unknown type or device, or when the library cannot
+    be loaded (the type is then unbound)."""
+    LIBS.pop(kernel_type, None)
+    _reg._bind(kernel_type, os.fspath(path), device)
+    LIBS[kernel_type] = (os.fspath(path), device)
 
 
 def unbind_all():
+    """Drops every binding; calls of the ops then raise until bind() is called again."""
     LIBS.clear()
+    _reg._unbind_all()
 
 
-def _run(t, inputs, outputs, attrs):
-    lib = LIBS.get(t)
-    if lib is None:
-        raise RuntimeError(f"no kernel library bound for {t} (vladbud.kernels.bind)")
-    CALLS[t] += 1
-    home = outputs[0].device
-    if lib.device == "cpu" and home.type != "cpu":
-        # A CPU-backend kernel inside a GPU model: staged through host memory (correct, and the
-        # copies are part of the measured latency).
-        host_out = [torch.empty_like(o, device="cpu") for o in outputs]
-        lib.run([x.detach().to("cpu").contiguous() for x in inputs], host_out, attrs)
-        for o, h in zip(outputs, host_out):
-            o.copy_(h)
-        return outputs[0]
-    lib.run([x.contiguous() for x in inputs], outputs, attrs)
-    return outputs[0]
-
-
-@torch.library.custom_op("vladbud::matmul", mutates_args=())
-def matmul(a: Tensor, b: Tensor) -> Tensor:
-    """C[M,N] = A[M,K] B[K,N]."""
-    return _run("matmul", [a, b], [a.new_empty(a.shape[0], b.shape[1])], [])
-
-
-@torch.library.custom_op("vladbud::softmax", mutates_args=())
-def softmax(x: Tensor) -> Tensor:
-    """Softmax over the last dim of x[R,C]."""
-    return _run("softmax", [x], [torch.empty_like(x, memory_format=torch.contiguous_format)], [])
-
-
-@torch.library.custom_op("vladbud::layernorm", mutates_args=())
-def layernorm(x: Tensor, weight: Tensor, bias: Tensor, eps: float) -> Tensor:
-    """LayerNorm over the last dim of x[B,D]."""
-    return _run("layernorm", [x, weight, bias], [torch.empty_like(x, memory_format=torch.contiguous_format)], [eps])
-
-
-@torch.library.custom_op("vladbud::rmsnorm", mutates_args=())
-def rmsnorm(x: Tensor, weight: Tensor, eps: float) -> Tensor:
-    """x[M,N] / sqrt(mean(x^2) + eps) * weight[N]."""
-    return _run("rmsnorm", [x, weight], [torch.empty_like(x, memory_format=torch.contiguous_format)], [eps])
-
-
-@torch.library.custom_op("vladbud::flash_attention", mutates_args=())
-def flash_attention(q: Tensor, k: Tensor, v: Tensor, causal: float, sm_scale: float) -> Tensor:
-    """softmax(q k^T sm_scale + mask) v over q,k,v[B,H,S,D]."""
-    return _run("flash_attention", [q, k, v], [q.new_empty(q.shape)], [causal, sm_scale])
-
-
-@torch.library.custom_op("vladbud::fused_mlp", mutates_args=())
-def fused_mlp(x: Tensor, w_gate: Tensor, w_up: Tensor, w_down: Tensor) -> Tensor:
-    """(silu(x w_gate^T) * (x w_up^T)) w_down^T, x[B,D], w_gate/w_up[H,D], w_down[D,H]."""
-    return _run("fused_mlp", [x, w_gate, w_up, w_down], [x.new_empty(x.shape[0], w_down.shape[0])], [])
-
-
-@torch.library.custom_op("vladbud::cross_entropy", mutates_args=())
-def cross_entropy(logits: Tensor, targets: Tensor, ignore_index: float) -> Tensor:
-    """Mean NLL of logits[B,V] at int64 targets[B] (0-d fp32)."""
-    return _run("cross_entropy", [logits, targets],
-                [torch.empty((), dtype=torch.float32, device=logits.device)], [ignore_index])
-
-
-@torch.library.custom_op("vladbud::rotary_embedding", mutates_args=())
-def rotary_embedding(x: Tensor, cos: Tensor, sin: Tensor, interleaved: float) -> Tensor:
-    """RoPE of x[B,H,S,D] with cos/sin[S,D/2] (x's dtype)."""
-    return _run("rotary_embedding", [x, cos, sin], [x.new_empty(x.shape)], [interleaved])
-
-
-@torch.library.custom_op("vladbud::reduce", mutates_args=())
-def reduce(x: Tensor) -> Tensor:
-    """Sum over the last dim of x[M,N] -> y[M]."""
-    return _run("reduce", [x], [x.new_empty(x.shape[0])], [])
-
-
-@matmul.register_fake
-def _(a, b):
-    return a.new_empty(a.shape[0], b.shape[1])
-
-
-for _op in (softmax, rotary_embedding):
-    _op.register_fake(lambda x, *rest: torch.empty_like(x))
-layernorm.register_fake(lambda x, w, b, eps: torch.empty_like(x))
-rmsnorm.register_fake(lambda x, w, eps: torch.empty_like(x))
-flash_attention.register_fake(lambda q, k, v, c, s: torch.empty_like(q))
-fused_mlp.register_fake(lambda x, g, u, d: x.new_empty(x.shape[0], d.shape[0]))
-cross_entropy.register_fake(lambda lg, t, ii: torch.empty((), dtype=torch.float32, device=lg.device))
-reduce.register_fake(lambda x: x.new_empty(x.shape[0]))
+def bound(kernel_type: str) -> str:
+    """Path of the library serving kernel_type ("" when none)."""
+    return _reg._bound(kernel_type)

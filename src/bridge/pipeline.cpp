@@ -7,6 +7,7 @@
 #include <map>
 
 #include "backends/backend.h"
+#include "core/parallel.h"
 #include "core/paths.h"
 #include "ladder/rank.h"
 
@@ -184,24 +185,37 @@ json verify_model(const VerifyRequest& a) {
   if (a.seeds.empty()) throw BridgeUsageError("--seeds needs at least one seed");
   // The best kernel of each extracted type: the folder with the largest share (lowest NN) of
   // that type.
-  std::map<std::string, bool> chosen;
-  json kernels = json::array();
+  struct Chosen {
+    fs::path dir, src;
+    std::string type, backend;
+    const Backend* be;
+    json problem;
+    BuildResult br;
+  };
+  std::vector<Chosen> chosen;
   for (const auto& d : kernel_folders(ws)) {
     const auto mp = read_model_problem(d);
     const std::string type = mp->type->name();
-    if (chosen.count(type)) continue;
+    if (std::any_of(chosen.begin(), chosen.end(), [&](const Chosen& c) { return c.type == type; }))
+      continue;
     const std::string backend = a.backend.empty() ? mp->doc.value("backend", "cpu") : a.backend;
     const Backend* be = find_backend(backend);
     if (!be) throw BridgeUsageError("unknown backend '" + backend + "'; available: " + backend_names());
     bool improved = false;
     const fs::path src = best_source(d, *mp, *be, &improved);
-    const BuildResult br = be->build(src);
-    if (!br.ok) throw KernelBuildError("building " + src.string() + " failed", br.diagnostics);
-    json k = {{"type", type}, {"library", fs::absolute(br.library).string()},
-              {"source", src.string()}, {"backend", backend}, {"folder", d.string()},
-              {"own_shape_speedup", own_shape_speedup(ws, d, mp->doc)}};
-    chosen[type] = true;
-    kernels.push_back(k);
+    chosen.push_back({d, src, type, backend, be, mp->doc, {}});
+  }
+  // The candidates build in parallel (nvcc takes tens of seconds per kernel; each source has its
+  // own cache key and folder).
+  parallel_for(static_cast<std::int64_t>(chosen.size()), 1, [&](std::int64_t lo, std::int64_t hi) {
+    for (std::int64_t i = lo; i < hi; ++i) chosen[i].br = chosen[i].be->build(chosen[i].src);
+  });
+  json kernels = json::array();
+  for (const auto& c : chosen) {
+    if (!c.br.ok) throw KernelBuildError("building " + c.src.string() + " failed", c.br.diagnostics);
+    kernels.push_back({{"type", c.type}, {"library", fs::absolute(c.br.library).string()},
+                       {"source", c.src.string()}, {"backend", c.backend}, {"folder", c.dir.string()},
+                       {"own_shape_speedup", own_shape_speedup(ws, c.dir, c.problem)}});
   }
   const auto& m = prof.at("model");
   const auto shape = prof.at("input_shape");

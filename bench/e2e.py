@@ -660,14 +660,19 @@ def cpu_model():
 
 
 def git_commit():
+    """The commit measured: .h200/GIT_COMMIT when present (written by `e2e_h200.sh --pack` from
+    the tree the binaries were built from; the GPU machine's copy of .git can be stale), else
+    `git rev-parse HEAD` with a note when the tree has uncommitted changes."""
+    p = os.path.join(ROOT, ".h200", "GIT_COMMIT")
+    if os.path.isfile(p):
+        with open(p) as f:
+            lines = f.read().strip().splitlines()
+        if lines:
+            return lines[0] + (" (+ uncommitted changes)" if len(lines) > 1 else "") + " (as packed into .h200/)"
     c = _cmd_out(["git", "-C", ROOT, "rev-parse", "HEAD"])
     if c:
         dirty = _cmd_out(["git", "-C", ROOT, "status", "--porcelain", "--untracked-files=no"])
         return c + (" (+ uncommitted changes)" if dirty else "")
-    p = os.path.join(ROOT, ".h200", "GIT_COMMIT")
-    if os.path.isfile(p):
-        with open(p) as f:
-            return f.read().strip().splitlines()[0] + " (as packed into .h200/; no git here)"
     return None
 
 

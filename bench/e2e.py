@@ -660,11 +660,12 @@ def cpu_model():
 
 
 def git_commit():
-    """The commit measured: .h200/GIT_COMMIT when present (written by `e2e_h200.sh --pack` from
-    the tree the binaries were built from; the GPU machine's copy of .git can be stale), else
+    """The commit measured: .h200/GIT_COMMIT when the vladbud used is the packed one ($VLADBUD
+    under .h200/, as e2e_h200.sh sets; written by `e2e_h200.sh --pack` from the tree the
+    binaries were built from; the GPU machine's copy of .git can be stale), else
     `git rev-parse HEAD` with a note when the tree has uncommitted changes."""
     p = os.path.join(ROOT, ".h200", "GIT_COMMIT")
-    if os.path.isfile(p):
+    if os.path.isfile(p) and "/.h200/" in os.environ.get("VLADBUD", ""):
         with open(p) as f:
             lines = f.read().strip().splitlines()
         if lines:

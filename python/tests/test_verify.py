@@ -305,10 +305,38 @@ def test_paired_decision_needs_consistent_rounds():
 def test_compile_baseline_times_eager_compile_and_both_with_kernels(kernel_lib, tmp_path):
     # --compile: the baseline is torch.compile of the model; the eager winner (our rmsnorm in
     # place of a sleeping PyTorch module) goes into the compiled model through the compiled op.
-    res = run(_tiny_req(tmp_path, kernel_lib, [("rmsnorm", "rmsnorm")], compile=True, reps=5))
+    res = run(_tiny_req(tmp_path, kernel_lib, [("rmsnorm", "rmsnorm")], compile=True, reps=6))
     e = res["end_to_end"]
     assert res["verdict"] == "PASS" and e["baseline"] == "compile"
     for k in ("eager_ms", "compile_ms", "vladbud_ms", "vladbud_compile_ms"):
         assert e[k] is not None and e[k] > 0, (k, e)
     assert res["kernels_in"] == ["rmsnorm"], res["candidates"]
     assert e["vladbud_compile_ms"] < e["compile_ms"]
+
+
+def test_a_lucky_winner_not_confirmed_by_the_end_to_end_rounds_is_not_handed_over(kernel_lib, monkeypatch):
+    # Canned timings: the candidate's own rounds say "faster", the independent end-to-end rounds
+    # say "no different"; the confirmation decides, so nothing is handed over.
+    import vladbud.verify as V
+    calls = {"n": 0}
+
+    def fake_time_variants(variants, x, dev, warmup, reps, progress=None):
+        calls["n"] += 1
+        names = [v.name for v in variants]
+        if calls["n"] == 1:  # the candidate alone: 10 % faster in every round
+            return {names[0]: [10.0] * reps, names[1]: [9.0] * reps}, 1
+        return {n: [10.0 + 0.1 * ((i + j) % 3) for i in range(reps)] for j, n in enumerate(names)}, 1
+
+    monkeypatch.setattr(V, "time_variants", fake_time_variants)
+    res = run(_req("gpt2.py", "GPT2", TINY_GPT2, [("layernorm", "layernorm")], kernel_lib, reps=9))
+    c = res["candidates"][0]
+    assert c["decision"] == "in" and not c["handed_over"], c
+    assert "not confirmed" in c["combination_note"]
+    assert res["kernels_in"] == [] and res["speedup"] == 1.0
+
+
+def test_fewer_than_six_rounds_never_decide():
+    from vladbud.verify import paired_decision
+    d = paired_decision([10.0] * 5, [1.0] * 5)
+    assert not d["faster"] and d["speedup"] == pytest.approx(10.0)
+    assert paired_decision([10.0] * 6, [1.0] * 6)["faster"]

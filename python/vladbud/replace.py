@@ -478,6 +478,10 @@ def _rope_tables(cos, sin, q, k, unsqueeze_dim, partial):
         return None
     if cos.device != q.device or sin.device != q.device:
         return None
+    if cos.dtype != q.dtype or sin.dtype != q.dtype or k.dtype != q.dtype:
+        # HF computes q * cos in the promoted dtype (e.g. fp32 tables with bf16 q give fp32);
+        # the op returns q's dtype, so such a call keeps HF's own function.
+        return None
     h = R // 2
     if not _compiling():
         # Eager: the tables must be the same for every batch row and have duplicated halves

@@ -58,7 +58,7 @@ TEST(AutotuneCli, WholePipelineOnATinyGpt2WritesEveryStagesOutput) {
   const fs::path ws = d / "ws";
   const auto r = vladbud({"autotune", "--model", gpt2(), "--class-name", "GPT2", "--model-args",
                           R"({"n_layer": 1, "n_embd": 64, "n_head": 4, "vocab_size": 512, "n_positions": 64})",
-                          "--input-shape", "1,16", "--budget", "20s", "--top", "3", "--reps", "2",
+                          "--input-shape", "1,16", "--budget", "20s", "--top", "3", "--reps", "6",
                           "--no-git", "--workspace", ws.string()},
                          d);
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;

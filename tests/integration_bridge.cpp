@@ -55,6 +55,23 @@ TEST(BridgeCli, ExtractBeforeProfileNamesTheCommandToRun) {
   fs::remove_all(d);
 }
 
+TEST(BridgeCli, VerifyRefusesTooFewRoundsAndAProfileWithoutEntriesBeforeBuilding) {
+  const auto d = temp_dir("verify-bad");
+  fs::create_directories(d / "workspace" / "kernels");
+  write_file_atomic(d / "workspace" / "profile.json",
+                    R"({"model": {"class_name": "GPT2"}, "input_shape": [1, 8]})");
+  auto r = vladbud({"verify"}, d);
+  EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
+  EXPECT_NE(r.err.find("lacks the model, its input_shape or the profiled entries"), std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("vladbud profile"), std::string::npos) << r.err;
+  r = vladbud({"verify", "--reps", "3"}, d);
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("--reps must be >= 6"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(d / "workspace" / "verify.json"));
+  fs::remove_all(d);
+}
+
 TEST(BridgeCli, ProfileRejectsBadInputBeforeStartingTorch) {
   const auto d = temp_dir("bad-input");
   auto r = vladbud({"profile", "--model", "nope.py", "--class-name", "GPT2"}, d);
@@ -162,7 +179,7 @@ TEST(BridgeCli, ProfileExtractVerifyOnASmallGpt2) {
   }
   EXPECT_EQ(folders, 3) << r.out;
   EXPECT_GE(matmuls, 1) << r.out;
-  r = vladbud({"verify", "--reps", "2", "--seeds", "0", "1"}, d);
+  r = vladbud({"verify", "--reps", "6", "--seeds", "0", "1"}, d);
   EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_NE(r.out.find("verify: PASS"), std::string::npos) << r.out;
   const json v = json::parse(read_file(d / "workspace" / "verify.json"));

@@ -181,7 +181,18 @@ json verify_model(const VerifyRequest& a) {
     throw BridgeUsageError(pj.string() + " is not valid JSON (" + e.what() +
                            "); re-run `vladbud profile`");
   }
-  if (a.reps < 1) throw BridgeUsageError("--reps must be >= 1");
+  if (a.reps < 6)
+    throw BridgeUsageError(fmt::format(
+        "--reps must be >= 6 (got {}): fewer paired rounds give no 95 % interval for the decision "
+        "(n rounds cover the median with 1 - 2^(1-n)); the default is 9", a.reps));
+  // What the bridge needs from the profile, checked before any kernel is built.
+  if (!prof.contains("model") || !prof["model"].is_object() || !prof.contains("input_shape") ||
+      !prof["input_shape"].is_array() || prof["input_shape"].size() != 2 ||
+      !prof["input_shape"][0].is_number_integer() || !prof["input_shape"][1].is_number_integer() ||
+      !prof.contains("entries") || !prof["entries"].is_array() || prof["entries"].empty())
+    throw BridgeUsageError(pj.string() +
+                           " lacks the model, its input_shape or the profiled entries (the intercept "
+                           "check needs them); re-run `vladbud profile ...` then `vladbud extract`");
   if (a.seeds.empty()) throw BridgeUsageError("--seeds needs at least one seed");
   // The best kernel of each extracted type: the folder with the largest share (lowest NN) of
   // that type.

@@ -151,7 +151,9 @@ void run_autotune(AutotuneArgs a) {
   }
   if (a.top < 1) usage("--top must be at least 1 (how many kernel groups to extract)");
   if (a.plateau < 0) usage("--plateau must be >= 0 (0: never move on at a plateau)");
-  if (a.reps < 1) usage("--reps must be >= 1 (timed forwards per side in verify)");
+  if (a.reps < 6)
+    usage("--reps must be >= 6 (verify's paired rounds per in-model comparison: fewer give no 95 % "
+          "interval for the decision; the default is 9)");
   if (a.workspace.empty()) usage("--workspace must name a folder");
   fs::path ws = fs::path(a.workspace).lexically_normal();
   if (ws.filename().empty() && ws.has_parent_path()) ws = ws.parent_path();  // "workspace/"

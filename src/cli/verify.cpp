@@ -69,7 +69,7 @@ void add_verify(CLI::App& app) {
   c->add_option("--backend", a->req.backend, "backend to build the kernels with (default: the one extract used)");
   c->add_option("--reps", a->req.reps,
                 "paired timed rounds per in-model comparison (the decision uses the 95 % interval "
-                "of the median ratio; fewer than 6 rounds need every round faster)")
+                "of the median ratio; at least 6)")
       ->capture_default_str();
   c->add_option("--seeds", a->req.seeds, "input seeds compared")->capture_default_str();
   c->add_option("--workspace", a->workspace, "workspace folder")->capture_default_str();

@@ -314,6 +314,45 @@ def test_compile_baseline_times_eager_compile_and_both_with_kernels(kernel_lib, 
     assert e["vladbud_compile_ms"] < e["compile_ms"]
 
 
+def test_compiled_decision_is_made_alone_whatever_the_eager_decision(kernel_lib, tmp_path, monkeypatch):
+    # Canned timings: in eager the candidate is no faster (dropped there), inside the compiled
+    # model it is 20 % faster in every round, and the end-to-end rounds confirm it against the
+    # compiled baseline: it is handed over in the compiled model (e.g. HF attention, whose own
+    # compiled path runs with a materialized mask).
+    import vladbud.verify as V
+    seen = []
+
+    def fake_time_variants(variants, x, dev, warmup, reps, progress=None):
+        names = [v.name for v in variants]
+        seen.append(names)
+        fast = {"compile+rmsnorm": 8.0, "vladbud+compile": 8.0}
+        return {n: [fast.get(n, 10.0) + 0.01 * ((i + j) % 3) for i in range(reps)]
+                for j, n in enumerate(names)}, 1
+
+    monkeypatch.setattr(V, "time_variants", fake_time_variants)
+    res = run(_tiny_req(tmp_path, kernel_lib, [("rmsnorm", "rmsnorm")], compile=True, reps=6))
+    c = res["candidates"][0]
+    assert c["decision"] == "dropped" and "not faster in the model" in c["reason"], c
+    assert c["compiled_decision"] == "in" and c["compiled_speedup"] > 1.2, c
+    assert ["compile", "compile+rmsnorm"] in seen
+    assert c["handed_over"] and res["kernels_in"] == ["rmsnorm"], c
+    assert res["verdict"] == "PASS" and res["end_to_end"]["baseline"] == "compile"
+    assert res["speedup"] > 1.2
+
+
+def test_a_candidate_that_fails_its_screen_is_never_compiled(kernel_lib, tmp_path, monkeypatch):
+    import vladbud.verify as V
+    compiled = []
+    monkeypatch.setattr(V, "_compile", lambda m: compiled.append(m) or m)
+    req = _tiny_req(tmp_path, kernel_lib, [("rmsnorm", "rmsnorm")], compile=True, reps=6)
+    req["kernels"][0]["own_shape_speedup"] = 0.5
+    res = run(req)
+    c = res["candidates"][0]
+    assert "slower than PyTorch at its own shape" in c["reason"] and "compiled_decision" not in c
+    assert len(compiled) == 1  # the baseline only
+    assert res["kernels_in"] == [] and res["speedup"] == 1.0
+
+
 def test_a_lucky_winner_not_confirmed_by_the_end_to_end_rounds_is_not_handed_over(kernel_lib, monkeypatch):
     # Canned timings: the candidate's own rounds say "faster", the independent end-to-end rounds
     # say "no different"; the confirmation decides, so nothing is handed over.

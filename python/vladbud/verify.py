@@ -9,9 +9,9 @@ input_shape, dtype, device) plus
   profile_entries: profile.json's entries (for the intercept check; optional),
   seeds (default [0, 1, 2]), reps (timed rounds per comparison, default 9), warmup (default 2),
   compile (bool: the baseline is torch.compile of the model, VladBud's ops inside the compiled
-  graph), compile_each (bool, default false: also compile and time each eager winner alone inside
-  the compiled model; by default only their combination is compiled), select (bool, default true: false plugs in every correct kernel, the old behaviour,
-  for diagnosis), diagnose (bool).
+  graph; every candidate that passed steps 1-3 below is compiled and timed alone inside the
+  compiled model, whatever its eager decision), select (bool, default true: false plugs in every
+  correct kernel, the old behaviour, for diagnosis), diagnose (bool).
 
 The end-to-end rule (DESIGN §6b, issue 14): a candidate goes in only if it is correct and makes
 the model faster beyond the noise. Per kernel type, alone:
@@ -26,12 +26,17 @@ the model faster beyond the noise. Per kernel type, alone:
     ~95 % confidence interval of the median ratio from order statistics (the sign-test
     interval: [r_(k), r_(n+1-k)] with the largest k such that P(Bin(n, 1/2) < k) <= 0.025;
     k = 1 below n = 6, i.e. min..max). In only when the interval's upper end is < 1: faster
-    beyond the noise. With `compile`, the eager winners go into the compiled model together
-    (each alone too with compile_each) and are timed against the compiled baseline.
+    beyond the noise. With `compile`, the same paired rounds are run a second time for every
+    candidate that passed steps 1-3, each alone inside the compiled model against the compiled
+    baseline, and the compiled decision is made on them alone: the eager decision does not
+    carry over, because what torch.compile does around a replaced call differs (e.g. Hugging
+    Face materializes the causal mask under tracing, so the compiled model's own attention runs
+    with an explicit mask, while a replaced attention runs causal: measured on the H200 in
+    bench/results/compiled-breakdown-h200.md).
 The winners go in together; the combination is timed against the baseline(s) in the same
 interleaved rounds (eager, compile, eager + kernels, compile + kernels). If the combination is
-not faster beyond the noise, only the best single winner is handed over (its own measurement;
-in the compiled model without compile_each: nothing); slower beyond the noise: nothing.
+not confirmed faster beyond the noise by these independent rounds, nothing is handed over
+against that baseline.
 Nothing in: the handed-over model is the baseline itself, speedup 1.0.
 
 Tolerance: tol = 32 * u * sqrt(L), u the unit roundoff of the dtype (fp32 2^-24, fp16 2^-11,
@@ -246,8 +251,9 @@ def evaluate_candidate(k, base, req, seeds, tol, x, dev, base_variant, select):
         c.update(decision="dropped", reason=f"slower than PyTorch at its own shape "
                                             f"({c['own_shape_speedup']:.3f}x); not plugged in")
     elif not select:
-        c.update(decision="in", reason="plugged in without timing (select off)")
+        c.update(decision="in", reason="plugged in without timing (select off)", eligible=True)
     else:
+        c["eligible"] = True
         _say(f"timing {t} in the model ({int(req.get('reps', 9))} paired rounds)")
         ms, inner = time_variants([base_variant, var], x, dev, int(req.get("warmup", 2)),
                                   int(req.get("reps", 9)))
@@ -259,7 +265,8 @@ def evaluate_candidate(k, base, req, seeds, tol, x, dev, base_variant, select):
             c.update(decision="in", reason=f"faster in the model: {_fmt_ci(d)}")
         else:
             c.update(decision="dropped", reason=f"not faster in the model beyond the noise: {_fmt_ci(d)}")
-    c["_model"] = repl if c["decision"] == "in" else None
+    # Kept for the combination (eager winners) and for the compiled model's own decision.
+    c["_model"] = repl if c.get("eligible") else None
     return c
 
 
@@ -293,22 +300,27 @@ def run(req):
     if use_compile:
         _say("compiling the baseline (torch.compile)")
         compiled_base = Variant("compile", _compile(base), [])
-        # Each eager winner compiled alone only on request (compile_each): an 800M-parameter
-        # model takes a minute or more per torch.compile; by default only the combination is
-        # compiled and timed against the compiled baseline.
-        for c in winners:
-            if not (select and req.get("compile_each")):
-                c["in_compiled"] = True
+        # Every candidate that passed correctness, the intercept check and the own-shape screen is
+        # decided again inside the compiled model, alone (one torch.compile each: about 15-20 s for
+        # an 800M-parameter model on the H200).
+        for c in cands:
+            if not c.get("eligible"):
                 continue
-            _say(f"timing {c['type']} inside the compiled model")
+            if not select:
+                c.update(in_compiled=True, compiled_decision="in")
+                continue
+            _say(f"timing {c['type']} inside the compiled model ({reps} paired rounds)")
             cv = Variant(f"compile+{c['type']}", _compile(c["_model"]), [c["type"]])
             ms, _ = time_variants([compiled_base, cv], x, dev, warmup, reps)
             d = paired_decision(ms["compile"], ms[cv.name])
-            c.update(compiled_speedup=d["speedup"], compiled_ci=d["ci"], in_compiled=d["faster"])
+            c.update(compiled_speedup=d["speedup"], compiled_ci=d["ci"], in_compiled=d["faster"],
+                     compiled_decision="in" if d["faster"] else "dropped",
+                     compiled_ms={"without": statistics.median(ms["compile"]),
+                                  "with": statistics.median(ms[cv.name])})
             c["compiled_reason"] = ("faster" if d["faster"] else "not faster beyond the noise") + \
                 f" inside the compiled model: {_fmt_ci(d)}"
     in_eager = [c["type"] for c in winners]
-    in_comp = [c["type"] for c in winners if c.get("in_compiled")] if use_compile else []
+    in_comp = [c["type"] for c in cands if c.get("in_compiled")] if use_compile else []
 
     # The combination, timed with the baselines in the same interleaved rounds.
     variants = [base_v]

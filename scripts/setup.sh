@@ -1,29 +1,36 @@
 #!/usr/bin/env bash
 # Installs what VladBud needs (Debian packages, only when missing), then configures and builds
 # it into build/ (Release). Safe to re-run.
-# Usage: scripts/setup.sh [--tests] [--sanitize] [--build-dir DIR]
+# Usage: scripts/setup.sh [--tests] [--sanitize] [--build-dir DIR] [--target T]...
 #   --tests     also build the test executables (scripts/test.sh passes it)
 #   --sanitize  AddressSanitizer + UBSan build in build-asan/
+#   --target T  build only target T (repeatable; e.g. vb_unit_tests, which .ci/run builds under ASan)
+# Compiles go through ccache (Debian package) with CCACHE_BASEDIR set to the checkout, so a clean
+# clone elsewhere on the same machine (CI) reuses the objects of earlier builds.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build_dir="$here/build"
 sanitize=OFF
 targets=(--target vladbud vladbud-runner)
+picked=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --sanitize) sanitize=ON; build_dir="$here/build-asan" ;;
     --tests) targets=() ;;
     --build-dir) build_dir="$2"; shift ;;
-    -h|--help) sed -n '2,6p' "$0"; exit 0 ;;
+    --target) [ $# -ge 2 ] || { echo "setup.sh: --target needs a target name" >&2; exit 2; }
+              picked+=(--target "$2"); shift ;;
+    -h|--help) sed -n '2,9p' "$0"; exit 0 ;;
     *) echo "setup.sh: unknown option $1" >&2; exit 2 ;;
   esac
   shift
 done
+[ ${#picked[@]} -gt 0 ] && targets=("${picked[@]}")
 
 # Debian packages: toolchain, CLI11, nlohmann-json, fmt, DLPack, Highway, GoogleTest; the ladder
 # for CPU targets: clang-19, llvm-19 (llvm-mca-19), libomp-19-dev (omp.h for clang), qemu-user,
-# the aarch64 cross compiler.
-pkgs=(cmake make g++ libcli11-dev nlohmann-json3-dev libfmt-dev libdlpack-dev libhwy-dev libgtest-dev g++-aarch64-linux-gnu clang-19 llvm-19 libomp-19-dev qemu-user)
+# the aarch64 cross compiler; ccache for the C++ builds.
+pkgs=(cmake make g++ ccache libcli11-dev nlohmann-json3-dev libfmt-dev libdlpack-dev libhwy-dev libgtest-dev g++-aarch64-linux-gnu clang-19 llvm-19 libomp-19-dev qemu-user)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -64,6 +71,11 @@ if [ -f "$req" ]; then
 fi
 
 jobs="$(nproc 2>/dev/null || echo 2)"
-cmake -S "$here" -B "$build_dir" -DCMAKE_BUILD_TYPE=Release -DVB_SANITIZE="$sanitize" >/dev/null
+launcher=()
+if command -v ccache >/dev/null 2>&1; then
+  launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache)
+  export CCACHE_BASEDIR="$here"
+fi
+cmake -S "$here" -B "$build_dir" -DCMAKE_BUILD_TYPE=Release -DVB_SANITIZE="$sanitize" "${launcher[@]}" >/dev/null
 cmake --build "$build_dir" -j "$jobs" "${targets[@]}" >&2
 echo "setup: built $build_dir/vladbud" >&2

@@ -19,7 +19,7 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 
 ProcessResult vladbud(std::vector<std::string> args, const fs::path& cwd) {
-  args.insert(args.begin(), std::string(VB_BINARY_DIR) + "/vladbud");
+  args.insert(args.begin(), vb::test::binary_dir() + "/vladbud");
   return run_process(args, std::chrono::minutes(10), cwd);
 }
 

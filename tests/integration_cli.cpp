@@ -15,7 +15,7 @@ namespace {
 namespace fs = std::filesystem;
 
 ProcessResult vladbud(std::vector<std::string> args, const fs::path& cwd) {
-  args.insert(args.begin(), std::string(VB_BINARY_DIR) + "/vladbud");
+  args.insert(args.begin(), vb::test::binary_dir() + "/vladbud");
   return run_process(args, std::chrono::minutes(10), cwd);
 }
 

@@ -166,7 +166,7 @@ class CudaRunnerMock : public ::testing::Test {
  protected:
   void SetUp() override {
     old_ = std::getenv("VB_LIBCUDA") ? std::getenv("VB_LIBCUDA") : "";
-    ::setenv("VB_LIBCUDA", VB_MOCK_LIBCUDA, 1);
+    ::setenv("VB_LIBCUDA", vb::test::mock_libcuda().c_str(), 1);
   }
   void TearDown() override {
     if (old_.empty())

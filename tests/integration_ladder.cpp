@@ -12,6 +12,7 @@
 #include "eval/evaluator.h"
 #include "ladder/cpu.h"
 #include "ladder/rank.h"
+#include "support.h"
 
 namespace vb::ladder {
 namespace {
@@ -95,7 +96,7 @@ TEST(LadderCpu, LoopThatDoesNotVectorizeForSveShowsAtRungOne) {
 }
 
 ProcessResult vladbud(std::vector<std::string> args) {
-  args.insert(args.begin(), std::string(VB_BINARY_DIR) + "/vladbud");
+  args.insert(args.begin(), vb::test::binary_dir() + "/vladbud");
   return run_process(args, std::chrono::minutes(5));
 }
 

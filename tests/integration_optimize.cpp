@@ -24,7 +24,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string bin() { return std::string(VB_BINARY_DIR) + "/vladbud"; }
+std::string bin() { return vb::test::binary_dir() + "/vladbud"; }
 
 ProcessResult vladbud(std::vector<std::string> args, const fs::path& cwd = {}) {
   args.insert(args.begin(), bin());

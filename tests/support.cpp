@@ -47,6 +47,9 @@ EvalOptions test_options(bool timing) {
   return o;
 }
 
+std::string binary_dir() { return VB_BINARY_DIR; }
+std::string mock_libcuda() { return VB_MOCK_LIBCUDA; }
+
 namespace {
 // Keep build artifacts and measured ceilings of test runs inside the build tree.
 class TestEnv : public ::testing::Environment {

@@ -10,6 +10,11 @@ namespace vb::test {
 
 /// The source tree: $VLADBUD_HOME, else VB_SOURCE_DIR.
 std::filesystem::path repo_root();
+/// The build tree (where vladbud, vladbud-runner and the test executables are), baked into
+/// tests/support.cpp alone at configure time.
+std::string binary_dir();
+/// The stand-in CUDA driver library (tests/fixtures/cuda/mock_libcuda.cpp) built with the tests.
+std::string mock_libcuda();
 /// kernels/bad/cpu/<name>.cpp
 std::filesystem::path bad_kernel(const std::string& name);
 /// kernels/cpu/<type>.cpp

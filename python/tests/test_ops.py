@@ -240,3 +240,17 @@ def test_cpu_library_with_cuda_tensors_is_staged(kernel_lib):
         torch.testing.assert_close(y, _rms_ref(x, w, 1e-6), rtol=1e-5, atol=1e-5)
     finally:
         vk.unbind_all()
+
+
+def test_cuda_op_refuses_an_input_on_another_device(cuda_rmsnorm):
+    # The kernel reads raw pointers on the output's device: a CPU weight with a CUDA activation
+    # must be refused with both devices named, never read.
+    vk.bind("rmsnorm", cuda_rmsnorm, "cuda")
+    try:
+        x = torch.randn(4, 512, device="cuda", dtype=torch.bfloat16)
+        w = torch.ones(512, dtype=torch.bfloat16)
+        with pytest.raises(RuntimeError, match="input 1 is on cpu but the output is on cuda"):
+            torch.ops.vladbud.rmsnorm(x, w, 1e-6)
+    finally:
+        vk.unbind_all()
+

@@ -159,7 +159,12 @@ json own_shape_speedup(const fs::path& ws, const fs::path& dir, const json& prob
     for (const auto& k : orch.value("kernels", json::array()))
       if (k.value("dir", "") == dir.filename().string() && k.value("best_us", 0.0) > 0)
         return pt / k["best_us"].get<double>();
-  } catch (const std::exception&) {
+  } catch (const std::exception& e) {
+    // Not fatal: the in-model rounds still decide, only the own-shape screen is lost.
+    fmt::print(stderr,
+               "warning: {} is unreadable ({}); the own-shape screen is skipped for {} (rerun "
+               "`vladbud optimize` to rewrite it)\n",
+               (ws / "orchestration.json").string(), e.what(), dir.filename().string());
   }
   return nullptr;
 }

@@ -190,6 +190,11 @@ void call_kernel(int op, const at::Tensor* const* ins, int n_in, const at::Tenso
   at::Tensor host_out;
   for (int i = 0; i < n_in; ++i) {
     const at::Tensor* t = ins[i];
+    // One device for every operand (a kernel reads its inputs through raw pointers on the
+    // output's device: a tensor elsewhere would be read as garbage or fault).
+    TORCH_CHECK(t->device() == out.device(), "vladbud::", kNames[op], ": input ", i, " is on ",
+                t->device(), " but the output is on ", out.device(),
+                "; move every input to one device (e.g. .to(", out.device(), "))");
     if (staged && !t->is_cpu()) {
       owned[i] = t->to(at::TensorOptions().device(at::kCPU), /*non_blocking=*/false, /*copy=*/false,
                        at::MemoryFormat::Contiguous);

@@ -61,7 +61,41 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"softmax_no_max_subtraction", "softmax", "FAIL", "nan_inf_pattern", "stability"},
         BadCase{"layernorm_one_pass_variance", "layernorm", "FAIL", "accuracy", "stability"},
         BadCase{"nondeterministic_reduce", "reduce", "FAIL", "determinism", "determinism"},
-        BadCase{"tail_unhandled", "rmsnorm", "FAIL", "poisoned_output", "edge"}),
+        BadCase{"tail_unhandled", "rmsnorm", "FAIL", "poisoned_output", "edge"},
+        // Issue 18 class 1: attributes and table inputs exercised beyond their defaults.
+        BadCase{"layernorm_fixed_eps", "layernorm", "FAIL", "accuracy", "stability"},
+        BadCase{"rmsnorm_fixed_eps", "rmsnorm", "FAIL", "accuracy", "stability"},
+        BadCase{"cross_entropy_negative_ignored", "cross_entropy", "FAIL", "accuracy",
+                "shape_sweep"},
+        BadCase{"rope_synthesizes_tables", "rotary_embedding", "FAIL", "accuracy", "smoke"},
+        BadCase{"attention_fixed_scale", "flash_attention", "FAIL", "accuracy", "shape_sweep"}),
+    [](const auto& info) { return std::string(info.param.file); });
+
+// Correct kernels written in unusual ways (kernels/unusual/cpu/): every stage must accept them,
+// so that tightening a guard never rejects an honest kernel.
+struct UnusualCase {
+  const char* file;
+  const char* kernel;
+};
+void PrintTo(const UnusualCase& c, std::ostream* os) { *os << c.file; }
+
+class UnusualKernel : public ::testing::TestWithParam<UnusualCase> {};
+
+TEST_P(UnusualKernel, PassesEveryStage) {
+  const UnusualCase c = GetParam();
+  const KernelType* kt = find_kernel_type(c.kernel);
+  ASSERT_NE(kt, nullptr);
+  const EvalReport r = evaluate(*kt, *find_backend("cpu"), test::unusual_kernel(c.file),
+                                test::test_options(/*timing=*/false));
+  EXPECT_EQ(r.verdict, "PASS") << r.failed_stage << " " << r.failed_size << " " << r.failed_dtype
+                               << " [" << r.guard << "] " << r.reason;
+  for (const auto& s : r.stages) EXPECT_EQ(s.status, "PASS") << s.name << ": " << s.detail;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Evaluator, UnusualKernel,
+    ::testing::Values(UnusualCase{"rope_position_major", "rotary_embedding"},
+                      UnusualCase{"cross_entropy_masked_reverse", "cross_entropy"}),
     [](const auto& info) { return std::string(info.param.file); });
 
 TEST(Evaluator, SandboxKeepsTheCandidateAwayFromTheHarness) {

@@ -169,7 +169,13 @@ class FlashAttentionType final : public KernelType {
             bhsd("edge-b2h3s13d96", 2, 3, 13, 96),
             bhsd("edge-b1h1s127d80-noncausal", 1, 1, 127, 80, {{"causal", 0.0}}),
             bhsd("edge-b1h1s251d128-noncausal", 1, 1, 251, 128, {{"causal", 0.0}}),
-            bhsd("edge-b1h1s1023d64", 1, 1, 1023, 64)};
+            bhsd("edge-b1h1s1023d64", 1, 1, 1023, 64),
+            // Scales other than 1/sqrt(D), causal and not: T5 does not
+            // scale (1.0); 1/16 at D = 64 is Gemma's query_pre_attn_scalar
+            // style (1/sqrt(256)).
+            bhsd("edge-b1h2s33d64-scale1", 1, 2, 33, 64, {{"sm_scale", 1.0}}),
+            bhsd("edge-b1h2s77d64-noncausal-scale0.0625", 1, 2, 77, 64,
+                 {{"causal", 0.0}, {"sm_scale", 0.0625}})};
   }
 
   std::vector<StabilityCase> stability_cases() const override {

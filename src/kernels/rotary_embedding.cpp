@@ -38,7 +38,10 @@ class RotaryEmbeddingType final : public KernelType {
     return p;
   }
 
-  // cos/sin are always the real tables, angle(s, i) = s·10000^(-2i/D) (kt::fill_rope_tables).
+  // cos/sin are real tables of one of four model families picked by (seed, S, D)
+  // (kt::rope_tables_for: LLaMA-2 decode with a position offset, LLaMA-3.1 base 500000 with its
+  // frequency scaling, linear position interpolation, base 1e6), never the plain base-10000
+  // table from position 0: a kernel that recomputes cos/sin instead of reading them fails.
   // Regimes for x:
   //  normal     N(0,1).
   //  near_max   U(-a,a), a = max/2: |y| <= |x|·(|c|+|s|) <= 0.71·max, so y is finite.
@@ -58,7 +61,8 @@ class RotaryEmbeddingType final : public KernelType {
     } else {
       kt::throw_unknown_regime(name(), regime, {"normal", "near_max", "subnormal"});
     }
-    kt::fill_rope_tables(in[1], in[2], p.dim("S"), p.dim("D"));
+    const std::int64_t S = p.dim("S"), D = p.dim("D");
+    kt::fill_rope_tables(in[1], in[2], S, D, kt::rope_tables_for(derive_seed(seed, 1), S, D));
   }
 
   void reference(const Problem& p, const std::vector<Array64>& in,

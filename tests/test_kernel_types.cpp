@@ -242,6 +242,36 @@ TEST(KernelTypes, EdgeSizesHitTailDimensions) {
   for (std::int64_t v : {64, 80, 96, 128}) EXPECT_TRUE(D.count(v)) << v;
 }
 
+TEST(KernelTypes, EdgeSizesCoverEveryVectorTailRemainder) {
+  // The dimensions kernels vectorize or tile over (contiguous rows, reduction lengths), with
+  // the step their values take (RoPE's D is even: D/2 is the table width). Every nonzero
+  // remainder modulo 16 -- hence modulo 8, 4, 2 -- must occur at a length of at least 16 steps
+  // (a full vector before the tail), so a kernel with a wrong vector tail fails (issue 18).
+  struct VecDim {
+    std::string dim;
+    std::int64_t step;
+  };
+  const std::map<std::string, std::vector<VecDim>> dims = {
+      {"matmul", {{"N", 1}, {"K", 1}}},        {"softmax", {{"C", 1}}},
+      {"layernorm", {{"D", 1}}},               {"rmsnorm", {{"N", 1}}},
+      {"flash_attention", {{"D", 1}, {"S", 1}}}, {"fused_mlp", {{"D", 1}, {"H", 1}}},
+      {"cross_entropy", {{"V", 1}}},           {"rotary_embedding", {{"D", 2}}},
+      {"reduce", {{"N", 1}}}};
+  for (const KernelType* t : all_kernel_types()) {
+    ASSERT_TRUE(dims.count(t->name())) << t->name() << ": declare its vectorized dimensions here";
+    for (const VecDim& vd : dims.at(t->name())) {
+      std::set<std::int64_t> rem;
+      for (const Size& s : t->edge_sizes()) {
+        const std::int64_t v = s.dims.at(vd.dim) / vd.step;
+        if (v >= 16) rem.insert(v % 16);
+      }
+      for (std::int64_t r = 1; r < 16; ++r)
+        EXPECT_TRUE(rem.count(r)) << t->name() << "." << vd.dim << (vd.step > 1 ? "/2" : "")
+                                  << ": no edge size leaves remainder " << r << " mod 16";
+    }
+  }
+}
+
 TEST(KernelTypes, MakeProblemRejectsBadSizesNamingTheField) {
   auto expect_invalid = [](const KernelType& t, const Size& s, const std::string& field) {
     try {

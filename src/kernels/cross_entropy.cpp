@@ -2,6 +2,7 @@
 // logsumexp(logits[r,:]) - logits[r, targets[r]] (torch.nn.functional.cross_entropy with
 // reduction='mean') (DESIGN §2). The loss is a 0-d fp32 tensor whatever the logits' dtype; if
 // every row is ignored it is NaN (0/0), as in PyTorch.
+#include <fmt/format.h>
 #include <cmath>
 #include <limits>
 #include <stdexcept>
@@ -60,11 +61,10 @@ class CrossEntropyType final : public KernelType {
     double ignore_fraction = 0.1;
     if (regime == "partial_ignore") ignore_fraction = 0.5;
     const bool all_ignored = regime == "all_ignored";
-    const std::int64_t forced =
-        B >= 2 ? 1 + std::min(B - 2, static_cast<std::int64_t>(
-                                         uniform01(si, static_cast<std::uint64_t>(B) + (1ULL << 40)) *
-                                         static_cast<double>(B - 1)))
-               : -1;
+    const double u_forced = uniform01(si, static_cast<std::uint64_t>(B) + (1ULL << 40));
+    const auto span = static_cast<double>(B - 1);
+    const std::int64_t forced =  // the row always ignored when B >= 2
+        B >= 2 ? 1 + std::min(B - 2, static_cast<std::int64_t>(u_forced * span)) : -1;
     auto target_of = [&](std::int64_t r) -> std::int64_t {
       const auto u = static_cast<std::uint64_t>(r);
       if (all_ignored || r == forced || (r != 0 && uniform01(si, u) < ignore_fraction)) return ig;
@@ -159,10 +159,24 @@ class CrossEntropyType final : public KernelType {
   // V = 1 is left out on purpose: its loss is exactly 0 for every input (logsumexp of one
   // logit is that logit), which tests nothing and gives a zero-norm reference.
   std::vector<Size> edge_sizes() const override {
-    return {bv("edge-1x3", 1, 3),         bv("edge-3x127", 3, 127),     bv("edge-1x4097", 1, 4097),
-            bv("edge-13x1023", 13, 1023), bv("edge-127x251", 127, 251), bv("edge-1023x3", 1023, 3),
-            // GPT-2 pads with its eos token 50256, the last class, and ignores it.
-            bv("edge-5x50257-ignore50256", 5, 50257, {{"ignore_index", 50256.0}})};
+    std::vector<Size> v = {bv("edge-1x3", 1, 3),
+                           bv("edge-3x127", 3, 127),
+                           bv("edge-1x4097", 1, 4097),
+                           bv("edge-13x1023", 13, 1023),
+                           bv("edge-127x251", 127, 251),
+                           bv("edge-1023x3", 1023, 3),
+                           // GPT-2 pads with its eos token 50256, the last class, and ignores it.
+                           bv("edge-5x50257-ignore50256", 5, 50257, {{"ignore_index", 50256.0}})};
+    // The ignored class varies too: PyTorch's -100, a pad id 0, the last class.
+    const auto tails = kt::tail_lengths();
+    for (std::size_t i = 0; i < tails.size(); ++i) {
+      const std::int64_t V = tails[i];
+      const double ig = i % 3 == 0 ? -100.0 : i % 3 == 1 ? 0.0 : static_cast<double>(V - 1);
+      v.push_back(bv(fmt::format("tail-4x{}{}", V, i % 3 == 0 ? "" : fmt::format("-ignore{}", ig)),
+                     4, V, i % 3 == 0 ? std::map<std::string, double>{}
+                                      : std::map<std::string, double>{{"ignore_index", ig}}));
+    }
+    return v;
   }
 
   std::vector<StabilityCase> stability_cases() const override {

@@ -88,9 +88,12 @@ class LayerNormType final : public KernelType {
   }
 
   std::vector<Size> edge_sizes() const override {
-    return {bd("edge-1x1", 1, 1),           bd("edge-3x127", 3, 127),
-            bd("edge-127x1023", 127, 1023), bd("edge-1023x3", 1023, 3),
-            bd("edge-13x4097", 13, 4097),   bd("edge-251x1021", 251, 1021)};
+    std::vector<Size> v = {bd("edge-1x1", 1, 1),           bd("edge-3x127", 3, 127),
+                           bd("edge-127x1023", 127, 1023), bd("edge-1023x3", 1023, 3),
+                           bd("edge-13x4097", 13, 4097),   bd("edge-251x1021", 251, 1021)};
+    for (std::int64_t d : kt::tail_lengths())
+      v.push_back(bd(fmt::format("tail-3x{}", d), 3, d));
+    return v;
   }
 
   std::vector<StabilityCase> stability_cases() const override {

@@ -356,6 +356,18 @@ std::vector<std::int64_t> permutation(std::int64_t n, std::uint64_t seed) {
   return p;
 }
 
+std::vector<std::int64_t> tail_lengths() {
+  std::vector<std::int64_t> v;
+  for (std::int64_t r = 1; r <= 15; ++r) v.push_back(32 + r);
+  return v;
+}
+
+std::int64_t tail_partner(std::size_t i) {
+  // r -> (r + 6) mod 15 + 1: a bijection of 1..15 without fixed points.
+  const auto r = static_cast<std::int64_t>(i) + 1;
+  return 32 + (r + 6) % 15 + 1;
+}
+
 namespace {
 std::string fmt_rope(const char* what, std::int64_t offset) {
   return std::string(what) + ", positions from " + std::to_string(offset);

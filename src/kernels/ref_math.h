@@ -89,6 +89,18 @@ void fill_each(const TensorView& t, F&& f) {
 /// the exact result is finite and no fp32 partial sum can overflow in any summation order.
 double max_without_fp32_overflow(DType t, double n);
 
+/// Row lengths of the tail sweep every type adds to its edge sizes (issue 18): 32 + r for
+/// r = 1..15, i.e. every nonzero remainder modulo 16 (hence modulo 8, 4 and 2), each after two
+/// full 16-wide vectors. Kernels vectorize rows in 8 or 16 fp32 lanes (AVX2, AVX-512) or 8/16
+/// 16-bit lanes and handle the rest in a tail; on these short rows a wrong tail is a large part
+/// of the row, so the localized check cannot miss it.
+std::vector<std::int64_t> tail_lengths();
+
+/// The r-th tail length's partner for a second vectorized dimension (matmul's K beside N,
+/// attention's S beside D): a permutation of tail_lengths() so that both dimensions cover
+/// every remainder and no size pairs equal remainders. `i` indexes tail_lengths().
+std::int64_t tail_partner(std::size_t i);
+
 /// A permutation of [0, n) drawn from stream `seed` (Fisher-Yates), for shuffled rows.
 std::vector<std::int64_t> permutation(std::int64_t n, std::uint64_t seed);
 

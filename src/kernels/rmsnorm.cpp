@@ -80,9 +80,12 @@ class RmsNormType final : public KernelType {
   }
 
   std::vector<Size> edge_sizes() const override {
-    return {mn("edge-1x1", 1, 1),           mn("edge-3x127", 3, 127),
-            mn("edge-127x1023", 127, 1023), mn("edge-1023x3", 1023, 3),
-            mn("edge-13x4097", 13, 4097),   mn("edge-251x1021", 251, 1021)};
+    std::vector<Size> v = {mn("edge-1x1", 1, 1),           mn("edge-3x127", 3, 127),
+                           mn("edge-127x1023", 127, 1023), mn("edge-1023x3", 1023, 3),
+                           mn("edge-13x4097", 13, 4097),   mn("edge-251x1021", 251, 1021)};
+    for (std::int64_t n : kt::tail_lengths())
+      v.push_back(mn(fmt::format("tail-3x{}", n), 3, n));
+    return v;
   }
 
   std::vector<StabilityCase> stability_cases() const override {

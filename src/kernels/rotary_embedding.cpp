@@ -4,6 +4,7 @@
 //     y[i] = x[i]·c[i] - x[i+D/2]·s[i],  y[i+D/2] = x[i+D/2]·c[i] + x[i]·s[i]
 //   interleaved = 1 (GPT-J / Meta LLaMA pairs):
 //     y[2i] = x[2i]·c[i] - x[2i+1]·s[i],  y[2i+1] = x[2i+1]·c[i] + x[2i]·s[i]
+#include <fmt/format.h>
 #include <cmath>
 
 #include "core/random.h"
@@ -112,13 +113,25 @@ class RotaryEmbeddingType final : public KernelType {
 
   // D even by definition: D = 2 (a single pair), 6, 130 (not a multiple of any vector width).
   std::vector<Size> edge_sizes() const override {
-    return {bhsd("edge-b1h1s1d2", 1, 1, 1, 2),
-            bhsd("edge-b1h3s127d6", 1, 3, 127, 6),
-            bhsd("edge-b1h3s127d6-interleaved", 1, 3, 127, 6, {{"interleaved", 1.0}}),
-            bhsd("edge-b2h1s13d130", 2, 1, 13, 130),
-            bhsd("edge-b1h1s3d130-interleaved", 1, 1, 3, 130, {{"interleaved", 1.0}}),
-            bhsd("edge-b1h2s1023d2", 1, 2, 1023, 2),
-            bhsd("edge-b1h1s4097d64", 1, 1, 4097, 64)};
+    std::vector<Size> v = {bhsd("edge-b1h1s1d2", 1, 1, 1, 2),
+                           bhsd("edge-b1h3s127d6", 1, 3, 127, 6),
+                           bhsd("edge-b1h3s127d6-interleaved", 1, 3, 127, 6,
+                                {{"interleaved", 1.0}}),
+                           bhsd("edge-b2h1s13d130", 2, 1, 13, 130),
+                           bhsd("edge-b1h1s3d130-interleaved", 1, 1, 3, 130,
+                                {{"interleaved", 1.0}}),
+                           bhsd("edge-b1h2s1023d2", 1, 2, 1023, 2),
+                           bhsd("edge-b1h1s4097d64", 1, 1, 4097, 64)};
+    // D/2 (the table width and the half-split stride) sweeps every remainder mod 16; the
+    // layouts alternate.
+    const auto tails = kt::tail_lengths();
+    for (std::size_t i = 0; i < tails.size(); ++i) {
+      const std::int64_t D = 2 * tails[i];
+      v.push_back(bhsd(fmt::format("tail-b1h2s3d{}{}", D, i % 2 ? "-interleaved" : ""), 1, 2, 3,
+                       D, i % 2 ? std::map<std::string, double>{{"interleaved", 1.0}}
+                                : std::map<std::string, double>{}));
+    }
+    return v;
   }
 
   std::vector<StabilityCase> stability_cases() const override {

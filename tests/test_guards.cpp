@@ -73,7 +73,10 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"softmax_bf16_last_row", "softmax", "FAIL", "accuracy", "smoke"},
         BadCase{"layernorm_fp16_last_row", "layernorm", "FAIL", "accuracy", "smoke"},
         BadCase{"softmax_tail_pairs_swapped", "softmax", "FAIL", "accuracy", "edge"},
-        BadCase{"softmax_long_row_tail", "softmax", "FAIL", "accuracy", "shape_sweep"}),
+        BadCase{"softmax_long_row_tail", "softmax", "FAIL", "accuracy", "shape_sweep"},
+        // Class 4: nondeterminism that appears only on long rows.
+        BadCase{"reduce_nondeterministic_long_rows", "reduce", "FAIL", "determinism",
+                "determinism"}),
     [](const auto& info) { return std::string(info.param.file); });
 
 // Correct kernels written in unusual ways (kernels/unusual/cpu/): every stage must accept them,
@@ -102,7 +105,8 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(UnusualCase{"rope_position_major", "rotary_embedding"},
                       UnusualCase{"cross_entropy_masked_reverse", "cross_entropy"},
                       UnusualCase{"softmax_chunks_of_7", "softmax"},
-                      UnusualCase{"layernorm_welford", "layernorm"}),
+                      UnusualCase{"layernorm_welford", "layernorm"},
+                      UnusualCase{"reduce_fixed_tree_mt", "reduce"}),
     [](const auto& info) { return std::string(info.param.file); });
 
 TEST(Evaluator, SandboxKeepsTheCandidateAwayFromTheHarness) {

@@ -2,9 +2,12 @@
 // deliberately bad kernel (kernels/bad/cpu/) that it must reject, with the guard named.
 #include <gtest/gtest.h>
 
+#include <thread>
+
 #include "backends/backend.h"
 #include "eval/evaluator.h"
 #include "kernels/kernel_type.h"
+#include "runner/client.h"
 #include "support.h"
 
 namespace vb {
@@ -106,8 +109,17 @@ INSTANTIATE_TEST_SUITE_P(
                       UnusualCase{"cross_entropy_masked_reverse", "cross_entropy"},
                       UnusualCase{"softmax_chunks_of_7", "softmax"},
                       UnusualCase{"layernorm_welford", "layernorm"},
-                      UnusualCase{"reduce_fixed_tree_mt", "reduce"}),
+                      UnusualCase{"reduce_fixed_tree_mt", "reduce"},
+                      UnusualCase{"softmax_300_threads", "softmax"}),
     [](const auto& info) { return std::string(info.param.file); });
+
+TEST(Evaluator, TheSandboxProcessLimitLeavesRoomForLargeThreadTeams) {
+  // RLIMIT_NPROC counts threads host-wide for the sandbox uid; 256 aborted a correct kernel
+  // with 300 OpenMP threads (issue 18). The unusual kernel softmax_300_threads runs one.
+  EXPECT_GE(RunnerClient::sandbox_process_limit(), 4096u);
+  EXPECT_GE(RunnerClient::sandbox_process_limit(),
+            16u * static_cast<std::size_t>(std::thread::hardware_concurrency()));
+}
 
 TEST(Evaluator, SandboxKeepsTheCandidateAwayFromTheHarness) {
   const EvalReport r = eval_bad({"escapes_sandbox", "softmax", "", "", ""}, test::test_options());

@@ -19,6 +19,9 @@ struct BadCase {
   const char* verdict;
   const char* guard;
   const char* stage;  // "" = any
+  /// Dtypes to evaluate in; empty = fp16, bf16, fp32. A defect that shows in one dtype is
+  /// tested in that one (test time).
+  std::vector<DType> dtypes = {};
 };
 
 EvalReport eval_bad(const BadCase& c, EvalOptions o) {
@@ -36,6 +39,7 @@ TEST_P(BadKernel, IsRejectedByItsGuard) {
   const BadCase c = GetParam();
   auto o = test::test_options(/*timing=*/false);
   o.call_timeout_s = 3;
+  if (!c.dtypes.empty()) o.dtypes = c.dtypes;
   const EvalReport r = eval_bad(c, o);
   EXPECT_EQ(r.verdict, c.verdict) << r.reason;
   EXPECT_EQ(r.guard, c.guard) << r.reason;
@@ -66,20 +70,25 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"nondeterministic_reduce", "reduce", "FAIL", "determinism", "determinism"},
         BadCase{"tail_unhandled", "rmsnorm", "FAIL", "poisoned_output", "edge"},
         // Issue 18 class 1: attributes and table inputs exercised beyond their defaults.
-        BadCase{"layernorm_fixed_eps", "layernorm", "FAIL", "accuracy", "stability"},
-        BadCase{"rmsnorm_fixed_eps", "rmsnorm", "FAIL", "accuracy", "stability"},
+        // (dtype-independent defects run in fp32 only, the others in the dtype they hit)
+        BadCase{"layernorm_fixed_eps", "layernorm", "FAIL", "accuracy", "stability", {DType::F32}},
+        BadCase{"rmsnorm_fixed_eps", "rmsnorm", "FAIL", "accuracy", "stability", {DType::F32}},
         BadCase{"cross_entropy_negative_ignored", "cross_entropy", "FAIL", "accuracy",
-                "shape_sweep"},
-        BadCase{"rope_synthesizes_tables", "rotary_embedding", "FAIL", "accuracy", "smoke"},
-        BadCase{"attention_fixed_scale", "flash_attention", "FAIL", "accuracy", "shape_sweep"},
+                "shape_sweep", {DType::F32}},
+        BadCase{"rope_synthesizes_tables", "rotary_embedding", "FAIL", "accuracy", "smoke",
+                {DType::BF16}},
+        BadCase{"attention_fixed_scale", "flash_attention", "FAIL", "accuracy", "shape_sweep",
+                {DType::F32}},
         // Class 2: one wrong row, tile or vector tail.
-        BadCase{"softmax_bf16_last_row", "softmax", "FAIL", "accuracy", "smoke"},
-        BadCase{"layernorm_fp16_last_row", "layernorm", "FAIL", "accuracy", "smoke"},
-        BadCase{"softmax_tail_pairs_swapped", "softmax", "FAIL", "accuracy", "edge"},
-        BadCase{"softmax_long_row_tail", "softmax", "FAIL", "accuracy", "shape_sweep"},
+        BadCase{"softmax_bf16_last_row", "softmax", "FAIL", "accuracy", "smoke", {DType::BF16}},
+        BadCase{"layernorm_fp16_last_row", "layernorm", "FAIL", "accuracy", "smoke",
+                {DType::F16}},
+        BadCase{"softmax_tail_pairs_swapped", "softmax", "FAIL", "accuracy", "edge", {DType::F16}},
+        BadCase{"softmax_long_row_tail", "softmax", "FAIL", "accuracy", "shape_sweep",
+                {DType::BF16}},
         // Class 4: nondeterminism that appears only on long rows.
         BadCase{"reduce_nondeterministic_long_rows", "reduce", "FAIL", "determinism",
-                "determinism"}),
+                "determinism", {DType::F32}}),
     [](const auto& info) { return std::string(info.param.file); });
 
 // Correct kernels written in unusual ways (kernels/unusual/cpu/): every stage must accept them,
@@ -87,6 +96,7 @@ INSTANTIATE_TEST_SUITE_P(
 struct UnusualCase {
   const char* file;
   const char* kernel;
+  std::vector<DType> dtypes = {};  ///< empty = fp16, bf16, fp32
 };
 void PrintTo(const UnusualCase& c, std::ostream* os) { *os << c.file; }
 
@@ -96,8 +106,9 @@ TEST_P(UnusualKernel, PassesEveryStage) {
   const UnusualCase c = GetParam();
   const KernelType* kt = find_kernel_type(c.kernel);
   ASSERT_NE(kt, nullptr);
-  const EvalReport r = evaluate(*kt, *find_backend("cpu"), test::unusual_kernel(c.file),
-                                test::test_options(/*timing=*/false));
+  auto o = test::test_options(/*timing=*/false);
+  if (!c.dtypes.empty()) o.dtypes = c.dtypes;
+  const EvalReport r = evaluate(*kt, *find_backend("cpu"), test::unusual_kernel(c.file), o);
   EXPECT_EQ(r.verdict, "PASS") << r.failed_stage << " " << r.failed_size << " " << r.failed_dtype
                                << " [" << r.guard << "] " << r.reason;
   for (const auto& s : r.stages) EXPECT_EQ(s.status, "PASS") << s.name << ": " << s.detail;
@@ -110,7 +121,8 @@ INSTANTIATE_TEST_SUITE_P(
                       UnusualCase{"softmax_chunks_of_7", "softmax"},
                       UnusualCase{"layernorm_welford", "layernorm"},
                       UnusualCase{"reduce_fixed_tree_mt", "reduce"},
-                      UnusualCase{"softmax_300_threads", "softmax"}),
+                      // (the thread team is the point, not the dtype)
+                      UnusualCase{"softmax_300_threads", "softmax", {DType::F32}}),
     [](const auto& info) { return std::string(info.param.file); });
 
 TEST(Evaluator, TheSandboxProcessLimitLeavesRoomForLargeThreadTeams) {

@@ -91,40 +91,6 @@ INSTANTIATE_TEST_SUITE_P(
                 "determinism", {DType::F32}}),
     [](const auto& info) { return std::string(info.param.file); });
 
-// Correct kernels written in unusual ways (kernels/unusual/cpu/): every stage must accept them,
-// so that tightening a guard never rejects an honest kernel.
-struct UnusualCase {
-  const char* file;
-  const char* kernel;
-  std::vector<DType> dtypes = {};  ///< empty = fp16, bf16, fp32
-};
-void PrintTo(const UnusualCase& c, std::ostream* os) { *os << c.file; }
-
-class UnusualKernel : public ::testing::TestWithParam<UnusualCase> {};
-
-TEST_P(UnusualKernel, PassesEveryStage) {
-  const UnusualCase c = GetParam();
-  const KernelType* kt = find_kernel_type(c.kernel);
-  ASSERT_NE(kt, nullptr);
-  auto o = test::test_options(/*timing=*/false);
-  if (!c.dtypes.empty()) o.dtypes = c.dtypes;
-  const EvalReport r = evaluate(*kt, *find_backend("cpu"), test::unusual_kernel(c.file), o);
-  EXPECT_EQ(r.verdict, "PASS") << r.failed_stage << " " << r.failed_size << " " << r.failed_dtype
-                               << " [" << r.guard << "] " << r.reason;
-  for (const auto& s : r.stages) EXPECT_EQ(s.status, "PASS") << s.name << ": " << s.detail;
-}
-
-INSTANTIATE_TEST_SUITE_P(
-    Evaluator, UnusualKernel,
-    ::testing::Values(UnusualCase{"rope_position_major", "rotary_embedding"},
-                      UnusualCase{"cross_entropy_masked_reverse", "cross_entropy"},
-                      UnusualCase{"softmax_chunks_of_7", "softmax"},
-                      UnusualCase{"layernorm_welford", "layernorm"},
-                      UnusualCase{"reduce_fixed_tree_mt", "reduce"},
-                      // (the thread team is the point, not the dtype)
-                      UnusualCase{"softmax_300_threads", "softmax", {DType::F32}}),
-    [](const auto& info) { return std::string(info.param.file); });
-
 TEST(Evaluator, TheSandboxProcessLimitLeavesRoomForLargeThreadTeams) {
   // RLIMIT_NPROC counts threads host-wide for the sandbox uid; 256 aborted a correct kernel
   // with 300 OpenMP threads (issue 18). The unusual kernel softmax_300_threads runs one.

@@ -74,6 +74,22 @@ TEST(Cli, BadArgumentsGetAClearErrorAndExitCode2) {
   EXPECT_FALSE(fs::exists(d / "results.tsv")) << "a refused command must not log a row";
 }
 
+TEST(Cli, BenchOnCudaWithoutAGpuIsAUsageErrorNotAKernelFailure) {
+  // Issue 18: no device is the machine's problem, not the kernel's -- exit 2, no FAIL, no row.
+  const auto d = temp_dir("nogpu");
+  auto r = run_process({"env", "VB_LIBCUDA=/nonexistent/libcuda.so.1",
+                        std::string(VB_BINARY_DIR) + "/vladbud", "bench", "--kernel", "softmax",
+                        "--backend", "cuda", "--no-pytorch"},
+                       std::chrono::minutes(2), d);
+  EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
+  EXPECT_NE(r.err.find("no device here"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("libcuda.so.1 not found"), std::string::npos)
+      << "names the cause: " << r.err;
+  EXPECT_NE(r.err.find("--backend cpu"), std::string::npos) << "says what to do: " << r.err;
+  EXPECT_EQ(r.out.find("correctness: FAIL"), std::string::npos) << r.out;
+  EXPECT_FALSE(fs::exists(d / "results.tsv")) << "a refused command must not log a row";
+}
+
 TEST(Cli, AbiJsonGivesTheResolvedProblemOfASizeAndRefusesAnUnknownSize) {
   const auto d = temp_dir("abi");
   auto r = vladbud({"bench", "--kernel", "cross_entropy", "--abi", "--json", "--dtype", "bf16",

@@ -1,5 +1,5 @@
 // Every CPU starter kernel passes every stage of the evaluator in every dtype, vectorizes, and
-// gets timed (DESIGN §4; issue 2).
+// gets timed (DESIGN §4; issue 2); so do the correct-but-unusual kernels (issue 18).
 #include <gtest/gtest.h>
 
 #include "backends/backend.h"
@@ -34,6 +34,41 @@ INSTANTIATE_TEST_SUITE_P(AllNine, Starter,
                          ::testing::Values("matmul", "softmax", "layernorm", "rmsnorm",
                                            "flash_attention", "fused_mlp", "cross_entropy",
                                            "rotary_embedding", "reduce"));
+
+// Correct kernels written in unusual ways (kernels/unusual/cpu/; issue 18): every stage must
+// accept them, so that tightening a guard never rejects an honest kernel. Integration tests,
+// like the starters: they run every stage (and so stay out of CI's ASan pass).
+struct UnusualCase {
+  const char* file;
+  const char* kernel;
+  std::vector<DType> dtypes = {};  ///< empty = fp16, bf16, fp32
+};
+void PrintTo(const UnusualCase& c, std::ostream* os) { *os << c.file; }
+
+class UnusualKernel : public ::testing::TestWithParam<UnusualCase> {};
+
+TEST_P(UnusualKernel, PassesEveryStage) {
+  const UnusualCase c = GetParam();
+  const KernelType* kt = find_kernel_type(c.kernel);
+  ASSERT_NE(kt, nullptr);
+  auto o = test::test_options(/*timing=*/false);
+  if (!c.dtypes.empty()) o.dtypes = c.dtypes;
+  const EvalReport r = evaluate(*kt, *find_backend("cpu"), test::unusual_kernel(c.file), o);
+  EXPECT_EQ(r.verdict, "PASS") << r.failed_stage << " " << r.failed_size << " " << r.failed_dtype
+                               << " [" << r.guard << "] " << r.reason;
+  for (const auto& s : r.stages) EXPECT_EQ(s.status, "PASS") << s.name << ": " << s.detail;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Cpu, UnusualKernel,
+    ::testing::Values(UnusualCase{"rope_position_major", "rotary_embedding"},
+                      UnusualCase{"cross_entropy_masked_reverse", "cross_entropy"},
+                      UnusualCase{"softmax_chunks_of_7", "softmax"},
+                      UnusualCase{"layernorm_welford", "layernorm"},
+                      UnusualCase{"reduce_fixed_tree_mt", "reduce"},
+                      // (the thread team is the point, not the dtype)
+                      UnusualCase{"softmax_300_threads", "softmax", {DType::F32}}),
+    [](const auto& info) { return std::string(info.param.file); });
 
 }  // namespace
 }  // namespace vb

@@ -17,6 +17,10 @@ std::filesystem::path bad_kernel(const std::string& name) {
   return repo_root() / "kernels" / "bad" / "cpu" / (name + ".cpp");
 }
 
+std::filesystem::path unusual_kernel(const std::string& name) {
+  return repo_root() / "kernels" / "unusual" / "cpu" / (name + ".cpp");
+}
+
 std::filesystem::path starter(const std::string& type) {
   return repo_root() / "kernels" / "cpu" / (type + ".cpp");
 }

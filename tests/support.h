@@ -17,6 +17,8 @@ std::string binary_dir();
 std::string mock_libcuda();
 /// kernels/bad/cpu/<name>.cpp
 std::filesystem::path bad_kernel(const std::string& name);
+/// kernels/unusual/cpu/<name>.cpp (correct kernels written in unusual ways; must pass)
+std::filesystem::path unusual_kernel(const std::string& name);
 /// kernels/cpu/<type>.cpp
 std::filesystem::path starter(const std::string& type);
 /// Ceilings high enough that no honest result is INVALID (for tests that are not about it).

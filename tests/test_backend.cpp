@@ -7,6 +7,7 @@
 #include <fstream>
 
 #include "backends/backend.h"
+#include "backends/cpu/toolchain.h"
 #include "support.h"
 
 namespace vb {
@@ -38,6 +39,30 @@ TEST(CpuBackend, CacheHitsForTheSameSourceAndMissesWhenAnIncludedHeaderChanges) 
   EXPECT_FALSE(c.cached) << "an edited header must not reuse the stale library";
   EXPECT_NE(c.cache_key, a.cache_key);
   fs::remove_all(dir);
+}
+
+TEST(CpuBackend, TheCacheKeyIsTheResolvedCpuNotTheLiteralMarchNative) {
+  // Issue 18: a cache shared between machines must not hand a binary built for one CPU's
+  // instructions to another. -march=native enters the key as what it resolves to.
+  const CpuToolchain& tc = cpu_toolchain();
+  ASSERT_FALSE(tc.native_target.empty()) << "could not resolve -march=native";
+  EXPECT_EQ(tc.native_target.find("-march=native"), std::string::npos) << tc.native_target;
+  if (tc.cxx.find("g++") != std::string::npos) {
+    EXPECT_FALSE(tc.native_cpu().empty()) << tc.native_target;
+    EXPECT_NE(tc.native_target.find("avx"), std::string::npos)
+        << "the feature list (-mavx2 / -mno-avx512f ...) is part of the key: " << tc.native_target;
+  }
+  EXPECT_EQ(resolve_native_target(tc.cxx), tc.native_target) << "stable across runs";
+  // Same source and flags, another CPU (one feature fewer): another key.
+  CpuToolchain other = tc;
+  other.native_target += " -mno-avx512f-for-test";
+  EXPECT_EQ(cpu_build_key("int x;", tc), cpu_build_key("int x;", tc));
+  EXPECT_NE(cpu_build_key("int x;", tc), cpu_build_key("int x;", other));
+  EXPECT_NE(cpu_build_key("int x;", tc), cpu_build_key("int y;", tc));
+  // Reports name the resolved CPU.
+  if (!tc.native_cpu().empty())
+    EXPECT_NE(find_backend("cpu")->toolchain_description().find(tc.native_cpu()),
+              std::string::npos);
 }
 
 TEST(CpuBackend, ACachedBuildNamesTheLoopsOfTheSourceAskedFor) {

@@ -159,6 +159,55 @@ TEST(Compare, OneWrongRowIn4096RowsFailsTheLocalizedCheck) {
   EXPECT_NE(c.reason.find("localized"), std::string::npos) << c.reason;
 }
 
+TEST(Compare, ABf16RowFivePercentOffFailsInEveryDtype) {
+  // Issue 18: the row limit was 5x the threshold (8 % in bf16); one row 5 % off must fail in
+  // every dtype, on tensors of any row count.
+  for (DType dt : {DType::BF16, DType::F16, DType::F32})
+    for (std::int64_t rows : {32, 4096}) {
+      auto b = make(dt, rows, 64);
+      auto r = ref_of(rows, 64, dt, 6);
+      auto wrong = r;
+      for (std::int64_t j = 0; j < 64; ++j)
+        wrong.v[static_cast<std::size_t>((rows - 1) * 64 + j)] *= 1.05;
+      write(b, wrong);
+      const auto c = compare_output(b.view(), r, 64);
+      EXPECT_FALSE(c.ok) << dtype_name(dt) << " " << rows << " rows";
+      EXPECT_EQ(c.worst_row, rows - 1);
+    }
+}
+
+TEST(Compare, AWrongTailOfALongRowFailsTheTileCheck) {
+  // Two wrong elements at the end of 30522-logit rows (remainder 10 mod 16): invisible to the
+  // row norm in bf16, not to the tile holding the row's tail.
+  auto b = make(DType::BF16, 4, 30522);
+  auto r = ref_of(4, 30522, DType::BF16, 7);
+  auto wrong = r;
+  for (std::int64_t j = 30520; j < 30522; ++j) wrong.v[static_cast<std::size_t>(30522 + j)] *= 3;
+  write(b, wrong);
+  const auto c = compare_output(b.view(), r, 30522);
+  EXPECT_FALSE(c.ok);
+  EXPECT_LT(c.worst_row_error, row_error_factor(DType::BF16) * error_threshold(DType::BF16))
+      << "the row check alone must not catch it";
+  EXPECT_EQ(c.worst_tile_row, 1);
+  EXPECT_EQ(c.worst_tile_col, 30512);
+  EXPECT_NE(c.reason.find("tail"), std::string::npos) << c.reason;
+}
+
+TEST(Compare, OneUlpOffEverywhereStillPasses) {
+  // A correct kernel whose rounding differs from the oracle's on every element (one ulp up)
+  // passes the global, row and tile checks in fp16 and bf16.
+  for (DType dt : {DType::F16, DType::BF16}) {
+    auto b = make(dt, 64, 100);
+    auto r = ref_of(64, 100, dt, 8);
+    write(b, r);
+    auto* u = reinterpret_cast<std::uint16_t*>(b.bytes.data());
+    for (std::int64_t i = 0; i < 64 * 100; ++i)
+      if (r.v[static_cast<std::size_t>(i)] != 0) ++u[i];  // magnitude + 1 ulp
+    const auto c = compare_output(b.view(), r, 100);
+    EXPECT_TRUE(c.ok) << dtype_name(dt) << ": " << c.reason;
+  }
+}
+
 TEST(Compare, NearZeroOutputsAreJudgedRelativeToScale) {
   // Tiny but correct outputs pass (the metric is scale-free)...
   auto b = make(DType::F32, 8, 16);

@@ -2,9 +2,12 @@
 // deliberately bad kernel (kernels/bad/cpu/) that it must reject, with the guard named.
 #include <gtest/gtest.h>
 
+#include <thread>
+
 #include "backends/backend.h"
 #include "eval/evaluator.h"
 #include "kernels/kernel_type.h"
+#include "runner/client.h"
 #include "support.h"
 
 namespace vb {
@@ -16,6 +19,9 @@ struct BadCase {
   const char* verdict;
   const char* guard;
   const char* stage;  // "" = any
+  /// Dtypes to evaluate in; empty = fp16, bf16, fp32. A defect that shows in one dtype is
+  /// tested in that one (test time).
+  std::vector<DType> dtypes = {};
 };
 
 EvalReport eval_bad(const BadCase& c, EvalOptions o) {
@@ -33,6 +39,7 @@ TEST_P(BadKernel, IsRejectedByItsGuard) {
   const BadCase c = GetParam();
   auto o = test::test_options(/*timing=*/false);
   o.call_timeout_s = 3;
+  if (!c.dtypes.empty()) o.dtypes = c.dtypes;
   const EvalReport r = eval_bad(c, o);
   EXPECT_EQ(r.verdict, c.verdict) << r.reason;
   EXPECT_EQ(r.guard, c.guard) << r.reason;
@@ -61,8 +68,36 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"softmax_no_max_subtraction", "softmax", "FAIL", "nan_inf_pattern", "stability"},
         BadCase{"layernorm_one_pass_variance", "layernorm", "FAIL", "accuracy", "stability"},
         BadCase{"nondeterministic_reduce", "reduce", "FAIL", "determinism", "determinism"},
-        BadCase{"tail_unhandled", "rmsnorm", "FAIL", "poisoned_output", "edge"}),
+        BadCase{"tail_unhandled", "rmsnorm", "FAIL", "poisoned_output", "edge"},
+        // Issue 18 class 1: attributes and table inputs exercised beyond their defaults.
+        // (dtype-independent defects run in fp32 only, the others in the dtype they hit)
+        BadCase{"layernorm_fixed_eps", "layernorm", "FAIL", "accuracy", "stability", {DType::F32}},
+        BadCase{"rmsnorm_fixed_eps", "rmsnorm", "FAIL", "accuracy", "stability", {DType::F32}},
+        BadCase{"cross_entropy_negative_ignored", "cross_entropy", "FAIL", "accuracy",
+                "shape_sweep", {DType::F32}},
+        BadCase{"rope_synthesizes_tables", "rotary_embedding", "FAIL", "accuracy", "smoke",
+                {DType::BF16}},
+        BadCase{"attention_fixed_scale", "flash_attention", "FAIL", "accuracy", "shape_sweep",
+                {DType::F32}},
+        // Class 2: one wrong row, tile or vector tail.
+        BadCase{"softmax_bf16_last_row", "softmax", "FAIL", "accuracy", "smoke", {DType::BF16}},
+        BadCase{"layernorm_fp16_last_row", "layernorm", "FAIL", "accuracy", "smoke",
+                {DType::F16}},
+        BadCase{"softmax_tail_pairs_swapped", "softmax", "FAIL", "accuracy", "edge", {DType::F16}},
+        BadCase{"softmax_long_row_tail", "softmax", "FAIL", "accuracy", "shape_sweep",
+                {DType::BF16}},
+        // Class 4: nondeterminism that appears only on long rows.
+        BadCase{"reduce_nondeterministic_long_rows", "reduce", "FAIL", "determinism",
+                "determinism", {DType::F32}}),
     [](const auto& info) { return std::string(info.param.file); });
+
+TEST(Evaluator, TheSandboxProcessLimitLeavesRoomForLargeThreadTeams) {
+  // RLIMIT_NPROC counts threads host-wide for the sandbox uid; 256 aborted a correct kernel
+  // with 300 OpenMP threads (issue 18). The unusual kernel softmax_300_threads runs one.
+  EXPECT_GE(RunnerClient::sandbox_process_limit(), 4096u);
+  EXPECT_GE(RunnerClient::sandbox_process_limit(),
+            16u * static_cast<std::size_t>(std::thread::hardware_concurrency()));
+}
 
 TEST(Evaluator, SandboxKeepsTheCandidateAwayFromTheHarness) {
   const EvalReport r = eval_bad({"escapes_sandbox", "softmax", "", "", ""}, test::test_options());

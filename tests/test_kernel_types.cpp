@@ -4,6 +4,7 @@
 
 #include "eval/compare.h"
 
+#include <algorithm>
 #include <cfloat>
 #include <cmath>
 #include <cstring>
@@ -14,6 +15,7 @@
 #include <vector>
 
 #include "core/dtype.h"
+#include "core/random.h"
 #include "core/tensor.h"
 #include "kernels/kernel_type.h"
 #include "kernels/ref_math.h"
@@ -238,6 +240,36 @@ TEST(KernelTypes, EdgeSizesHitTailDimensions) {
   }
   for (std::int64_t v : {1, 3, 127}) EXPECT_TRUE(S.count(v)) << v;
   for (std::int64_t v : {64, 80, 96, 128}) EXPECT_TRUE(D.count(v)) << v;
+}
+
+TEST(KernelTypes, EdgeSizesCoverEveryVectorTailRemainder) {
+  // The dimensions kernels vectorize or tile over (contiguous rows, reduction lengths), with
+  // the step their values take (RoPE's D is even: D/2 is the table width). Every nonzero
+  // remainder modulo 16 -- hence modulo 8, 4, 2 -- must occur at a length of at least 16 steps
+  // (a full vector before the tail), so a kernel with a wrong vector tail fails (issue 18).
+  struct VecDim {
+    std::string dim;
+    std::int64_t step;
+  };
+  const std::map<std::string, std::vector<VecDim>> dims = {
+      {"matmul", {{"N", 1}, {"K", 1}}},        {"softmax", {{"C", 1}}},
+      {"layernorm", {{"D", 1}}},               {"rmsnorm", {{"N", 1}}},
+      {"flash_attention", {{"D", 1}, {"S", 1}}}, {"fused_mlp", {{"D", 1}, {"H", 1}}},
+      {"cross_entropy", {{"V", 1}}},           {"rotary_embedding", {{"D", 2}}},
+      {"reduce", {{"N", 1}}}};
+  for (const KernelType* t : all_kernel_types()) {
+    ASSERT_TRUE(dims.count(t->name())) << t->name() << ": declare its vectorized dimensions here";
+    for (const VecDim& vd : dims.at(t->name())) {
+      std::set<std::int64_t> rem;
+      for (const Size& s : t->edge_sizes()) {
+        const std::int64_t v = s.dims.at(vd.dim) / vd.step;
+        if (v >= 16) rem.insert(v % 16);
+      }
+      for (std::int64_t r = 1; r < 16; ++r)
+        EXPECT_TRUE(rem.count(r)) << t->name() << "." << vd.dim << (vd.step > 1 ? "/2" : "")
+                                  << ": no edge size leaves remainder " << r << " mod 16";
+    }
+  }
 }
 
 TEST(KernelTypes, MakeProblemRejectsBadSizesNamingTheField) {
@@ -481,15 +513,64 @@ TEST(KernelTypes, RotaryReferenceByHandAndLayoutsDiffer) {
   EXPECT_GT(rel_diff(run_ref(t, b.p, b.in)[0].v, run_ref(t, a.p, a.in)[0].v), 0.1);
 }
 
-TEST(KernelTypes, RotaryTablesAreReal) {
+TEST(KernelTypes, RotaryTablesAreRealAndVaryWithSeedAndShape) {
   const auto& t = rotary_embedding_type();
-  const Sample s =
-      make_sample(t, sz("g", {{"B", 1}, {"H", 1}, {"S", 16}, {"D", 8}}), DType::F32, "normal");
-  for (std::int64_t pos : {0, 1, 15})
-    for (std::int64_t i = 0; i < 4; ++i) {
-      const double ang = static_cast<double>(pos) * std::pow(10000.0, -2.0 * i / 8.0);
-      EXPECT_NEAR(s.in[1].v[static_cast<std::size_t>(pos * 4 + i)], std::cos(ang), 1e-7);
-      EXPECT_NEAR(s.in[2].v[static_cast<std::size_t>(pos * 4 + i)], std::sin(ang), 1e-7);
+  // The tables follow the family rope_tables_for picks: angle = (offset + s) / scale · inv_freq.
+  std::set<std::string> families;
+  for (std::uint64_t seed : {1, 2, 3, 4, 5, 6, 7, 8}) {
+    const Sample s = make_sample(t, sz("g", {{"B", 1}, {"H", 1}, {"S", 16}, {"D", 8}}),
+                                 DType::F32, "normal", seed);
+    const kt::RopeTables f = kt::rope_tables_for(derive_seed(seed, 1), 16, 8);
+    families.insert(f.name.substr(0, f.name.find(',')));
+    for (std::int64_t pos : {0, 1, 15})
+      for (std::int64_t i = 0; i < 4; ++i) {
+        if (f.llama3_factor > 0) continue;  // frequency rescaling: checked below
+        const double ang = static_cast<double>(f.offset + pos) / f.position_scale *
+                           std::pow(f.base, -2.0 * static_cast<double>(i) / 8.0);
+        EXPECT_NEAR(s.in[1].v[static_cast<std::size_t>(pos * 4 + i)], std::cos(ang), 1e-7);
+        EXPECT_NEAR(s.in[2].v[static_cast<std::size_t>(pos * 4 + i)], std::sin(ang), 1e-7);
+      }
+    // Every row lies on the unit circle.
+    for (std::size_t k = 0; k < s.in[1].v.size(); ++k)
+      EXPECT_NEAR(s.in[1].v[k] * s.in[1].v[k] + s.in[2].v[k] * s.in[2].v[k], 1.0, 1e-6);
+  }
+  EXPECT_GE(families.size(), 3u) << "eight seeds should draw most of the four table families";
+  // LLaMA-3.1: the highest frequency (wavelength 2π < 2048) is unscaled, the lowest
+  // (wavelength > 8192) is divided by the factor 8.
+  kt::RopeTables l3;
+  l3.base = 500000;
+  l3.llama3_factor = 8;
+  std::vector<float> c(2 * 64), sn(2 * 64);
+  const TensorView cv{kt::tensor("cos", DType::F32, {2, 64}), c.data()};
+  const TensorView sv{kt::tensor("sin", DType::F32, {2, 64}), sn.data()};
+  kt::fill_rope_tables(cv, sv, 2, 128, l3);
+  EXPECT_NEAR(sn[64 + 0], std::sin(1.0), 1e-7);
+  EXPECT_NEAR(sn[64 + 63], std::sin(std::pow(500000.0, -126.0 / 128.0) / 8.0), 1e-12);
+}
+
+TEST(KernelTypes, NoStageEverUsesThePlainBase10000RopeTable) {
+  // A kernel that synthesizes cos/sin from base 10000 at positions 0.. (the table most models
+  // of 2023 used) must fail: no case of any stage, under the default or a fresh seed, hands it
+  // that table.
+  const auto& t = rotary_embedding_type();
+  std::vector<Size> sizes = t.test_sizes();
+  for (const auto& e : t.edge_sizes()) sizes.push_back(e);
+  for (const auto& c : t.stability_cases()) sizes.push_back(c.size);
+  sizes.push_back(t.smoke_size());
+  for (std::uint64_t seed : {42ULL, 1234567ULL})
+    for (const Size& size : sizes) {
+      SCOPED_TRACE(size.label + " seed " + std::to_string(seed));
+      const Sample s = make_sample(t, size, DType::F32, "normal", seed);
+      const std::int64_t S = s.p.dim("S"), D = s.p.dim("D"), half = D / 2;
+      double diff = 0;
+      for (std::int64_t pos = 0; pos < S; ++pos)
+        for (std::int64_t i = 0; i < half; ++i) {
+          const double ang =
+              static_cast<double>(pos) * std::pow(10000.0, -2.0 * static_cast<double>(i) / D);
+          diff = std::max(
+              diff, std::fabs(s.in[1].v[static_cast<std::size_t>(pos * half + i)] - std::cos(ang)));
+        }
+      EXPECT_GT(diff, 0.1);
     }
 }
 
@@ -722,6 +803,159 @@ TEST(KernelTypes, StabilityCasesAreWellDefined) {
         if (c.regime != "all_ignored") {
           EXPECT_GT(norm, 0.0);
         }
+      }
+    }
+  }
+}
+
+// ---- attributes and inputs exercised beyond their defaults (issue 18, class 1) ------------------
+
+// One case the evaluator's stages run: a size, a regime, the dtypes it runs in.
+struct StageCase {
+  Size size;
+  std::string regime;
+  std::vector<DType> dtypes;
+};
+
+std::vector<StageCase> stage_cases(const KernelType& t) {
+  std::vector<StageCase> cs{{t.smoke_size(), "normal", kDtypes}};
+  for (const auto& s : t.test_sizes()) cs.push_back({s, "normal", kDtypes});
+  for (const auto& c : t.stability_cases())
+    cs.push_back({c.size, c.regime, c.dtypes.empty() ? kDtypes : c.dtypes});
+  for (const auto& s : t.edge_sizes()) cs.push_back({s, "normal", kDtypes});
+  return cs;
+}
+
+std::int64_t input_elements(const Problem& p) {
+  std::int64_t n = 0;
+  for (const auto& d : p.inputs) n += d.numel();
+  return n;
+}
+
+// Relative Frobenius distance of two oracle outputs after rounding to `dt` (finite elements).
+double rounded_rel_diff(const Array64& a, const Array64& b, DType dt) {
+  double num = 0, den = 0;
+  for (std::size_t i = 0; i < a.v.size(); ++i) {
+    const double x = round_to_dtype(a.v[i], dt), y = round_to_dtype(b.v[i], dt);
+    if (!std::isfinite(x) || !std::isfinite(y)) {
+      if (std::isnan(x) != std::isnan(y) || (!std::isnan(x) && x != y)) return kInf;
+      continue;
+    }
+    num += (x - y) * (x - y);
+    den += y * y;
+  }
+  return den > 0 ? std::sqrt(num / den) : std::sqrt(num);
+}
+
+TEST(KernelTypes, EveryAttributeIsExercisedAtANonDefaultValueWhereItMatters) {
+  // For every attribute of every type, some case of the stages sets it to a non-default value
+  // on inputs where the oracle at the default differs by more than 2x the dtype's threshold --
+  // in every dtype -- so a kernel that ignores the attribute (uses the default) must fail.
+  for (const KernelType* t : all_kernel_types()) {
+    const auto cases = stage_cases(*t);
+    for (const AttrSpec& a : t->attributes()) {
+      for (DType dt : kDtypes) {
+        SCOPED_TRACE(t->name() + "." + a.name + " " + std::string(dtype_name(dt)));
+        // Qualifying cases, cheapest oracle first; the first one where the attribute matters
+        // settles it (e.g. causal = 0 at S = 1 changes nothing, at S = 13 it does).
+        std::vector<std::pair<std::int64_t, const StageCase*>> cands;
+        for (const auto& c : cases) {
+          if (!c.size.attrs.count(a.name)) continue;
+          if (std::find(c.dtypes.begin(), c.dtypes.end(), dt) == c.dtypes.end()) continue;
+          Size plain = c.size;
+          plain.attrs.erase(a.name);
+          const Problem p = t->make_problem(c.size, dt), q = t->make_problem(plain, dt);
+          if (p.attr(a.name) == q.attr(a.name)) continue;
+          cands.push_back({input_elements(p), &c});
+        }
+        ASSERT_FALSE(cands.empty()) << "no case of any stage sets " << a.name
+                                    << " to a non-default value";
+        std::stable_sort(cands.begin(), cands.end(),
+                         [](const auto& x, const auto& y) { return x.first < y.first; });
+        bool matters = false;
+        std::string tried;
+        for (const auto& [n, c] : cands) {
+          const Sample s = make_sample(*t, c->size, dt, c->regime);
+          Size plain = c->size;
+          plain.attrs.erase(a.name);
+          const Problem q = t->make_problem(plain, dt);
+          const auto want = run_ref(*t, s.p, s.in);
+          double d = kInf;  // a default under which the inputs are invalid counts as mattering
+          try {
+            d = rounded_rel_diff(run_ref(*t, q, s.in)[0], want[0], s.p.outputs[0].dtype);
+          } catch (const std::invalid_argument&) {
+          }
+          tried += " " + c->size.label + "[" + c->regime + "]";
+          if (d > 2 * error_threshold(s.p.outputs[0].dtype)) {
+            matters = true;
+            break;
+          }
+        }
+        EXPECT_TRUE(matters) << "in every case that sets " << a.name << " (" << tried
+                             << ") the default gives nearly the same output, so a kernel "
+                                "ignoring the attribute would pass";
+      }
+    }
+  }
+}
+
+TEST(KernelTypes, RealisticNonDefaultAttributeValuesAreCovered) {
+  // The values real models use (issue 18): eps 1e-5 and 1e-6 for both norms, ignore_index 0
+  // and a class id inside the vocabulary, causal and non-causal attention with a scale other
+  // than 1/sqrt(D), both RoPE layouts.
+  auto values = [](const KernelType& t, const std::string& attr, bool causal_only = false,
+                   bool noncausal_only = false) {
+    std::set<double> v;
+    for (const auto& c : stage_cases(t)) {
+      const Problem p = t.make_problem(c.size, DType::F32);
+      if (attr == "sm_scale") {
+        const bool causal = p.attr("causal") != 0;
+        if ((causal_only && !causal) || (noncausal_only && causal)) continue;
+        if (p.attr("sm_scale") != 1.0 / std::sqrt(static_cast<double>(p.dim("D"))))
+          v.insert(p.attr("sm_scale"));
+        continue;
+      }
+      v.insert(p.attr(attr));
+    }
+    return v;
+  };
+  for (const char* norm : {"layernorm", "rmsnorm"}) {
+    const auto eps = values(type_named(norm), "eps");
+    EXPECT_TRUE(eps.count(1e-5) && eps.count(1e-6)) << norm;
+  }
+  const auto& ce = cross_entropy_type();
+  const auto ig = values(ce, "ignore_index");
+  EXPECT_TRUE(ig.count(-100) && ig.count(0)) << "ignore_index 0 (a pad id) must be tested";
+  bool inside = false;
+  for (const auto& c : stage_cases(ce)) {
+    const Problem p = ce.make_problem(c.size, DType::F32);
+    inside |= p.attr("ignore_index") > 0 && p.attr("ignore_index") < p.dim("V");
+  }
+  EXPECT_TRUE(inside) << "an ignore_index that is a class id inside the vocabulary";
+  const auto& fa = flash_attention_type();
+  EXPECT_FALSE(values(fa, "sm_scale", true, false).empty()) << "causal, custom sm_scale";
+  EXPECT_FALSE(values(fa, "sm_scale", false, true).empty()) << "non-causal, custom sm_scale";
+  EXPECT_EQ(values(fa, "causal"), (std::set<double>{0, 1}));
+  EXPECT_EQ(values(rotary_embedding_type(), "interleaved"), (std::set<double>{0, 1}));
+}
+
+TEST(KernelTypes, NoInputIsAFunctionOfTheShapeAlone) {
+  // Every input tensor (data and tables alike) changes with the seed, so a kernel cannot
+  // synthesize an input it is handed instead of reading it.
+  // Edge sizes up to 2^18 input elements: every type's inputs at small shapes (generation is
+  // shape-generic, so larger sizes add time, not coverage).
+  for (const KernelType* t : all_kernel_types()) {
+    for (const auto& c : stage_cases(*t)) {
+      if (c.regime != "normal" || c.size.label.rfind("edge-", 0) != 0) continue;
+      if (input_elements(t->make_problem(c.size, DType::F32)) > (1 << 18)) continue;
+      SCOPED_TRACE(t->name() + " " + c.size.label);
+      const Sample a = make_sample(*t, c.size, DType::F32, "normal", 42);
+      const Sample b = make_sample(*t, c.size, DType::F32, "normal", 43);
+      for (std::size_t i = 0; i < a.bufs.size(); ++i) {
+        // (an integer input of a few elements, such as 3 targets, may repeat by chance)
+        if (!is_floating(a.p.inputs[i].dtype) && a.p.inputs[i].numel() < 16) continue;
+        EXPECT_NE(a.bufs[i], b.bufs[i])
+            << "input '" << a.p.inputs[i].name << "' does not depend on the seed";
       }
     }
   }

@@ -46,6 +46,10 @@ class Backend {
   virtual BuildResult build(const std::filesystem::path& source) const = 0;
   /// One line describing the toolchain ("g++ (Debian 12.2.0) -O3 -march=native ...").
   virtual std::string toolchain_description() const = 0;
+  /// Why this machine cannot run kernels of this backend ("no GPU: libcuda.so.1 not found
+  /// (...)"), or "" when it can. Commands that run kernels turn a non-empty answer into a usage
+  /// error before building anything, so a missing device is never a kernel's FAIL. Default: "".
+  virtual std::string device_unavailable() const { return ""; }
 };
 
 /// The backend called `name`, or nullptr.

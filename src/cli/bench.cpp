@@ -184,6 +184,13 @@ void run_bench(const BenchArgs& args) {
                   "away or choose another path");
   }
 
+  // A machine that cannot run this backend's kernels is a usage error, not a verdict on the
+  // kernel (issue 18: without a GPU every kernel used to FAIL with guard 'build').
+  if (const std::string why = be->device_unavailable(); !why.empty())
+    usage_error("--backend " + be->name() + ": there is no device here to run the kernel (" + why +
+                "). Run on a machine that has one (for cuda: an NVIDIA GPU and its driver), use "
+                "--backend cpu, or rank the kernel for absent hardware with `vladbud rank " +
+                kt->name() + " --targets <id>` (e.g. h100-sxm)");
   const EvalReport r = evaluate(*kt, *be, src, o);
   // The target: the local CPU, or on cuda the local GPU the runner used (device 0).
   std::string target = "local-cpu", target_name;

@@ -26,6 +26,14 @@ double error_threshold(DType t) {
   return 0;
 }
 
+double row_error_factor(DType t) {
+  return t == DType::F16 || t == DType::BF16 ? 2.0 : 5.0;
+}
+
+double tile_error_factor(DType t) {
+  return t == DType::F16 || t == DType::BF16 ? 4.0 : 10.0;
+}
+
 bool is_poison(const TensorView& out, std::int64_t i) {
   const auto k = static_cast<std::size_t>(i);
   switch (out.desc.dtype) {
@@ -77,31 +85,46 @@ CompareResult compare_output(const TensorView& out, const Array64& ref, std::int
   if (row_len <= 0 || n % row_len != 0) row_len = n;
   const std::int64_t rows = n == 0 ? 0 : n / row_len;
 
-  // Per-row sums, computed in parallel; the pattern check records the first mismatch.
+  // Per-row and per-tile sums, computed in parallel; the pattern check records the first
+  // mismatch. Tiles are kTileLen consecutive elements of a row, the last one the row's tail.
+  const std::int64_t tiles_per_row = (row_len + kTileLen - 1) / std::max<std::int64_t>(kTileLen, 1);
   std::vector<double> err2(static_cast<std::size_t>(rows)), ref2(static_cast<std::size_t>(rows));
-  std::vector<std::int64_t> first_bad(static_cast<std::size_t>(rows), -1);
+  std::vector<double> tile_err2(static_cast<std::size_t>(rows * tiles_per_row)),
+      tile_ref2(static_cast<std::size_t>(rows * tiles_per_row));
+  std::vector<std::int64_t> first_bad(static_cast<std::size_t>(rows), -1),
+      finite(static_cast<std::size_t>(rows), 0);
   parallel_for(rows, std::max<std::int64_t>(1, (1 << 16) / std::max<std::int64_t>(row_len, 1)),
                [&](std::int64_t lo, std::int64_t hi) {
                  for (std::int64_t row = lo; row < hi; ++row) {
                    double e2 = 0, r2 = 0;
-                   std::int64_t bad = -1;
-                   for (std::int64_t j = 0; j < row_len; ++j) {
-                     const std::int64_t i = row * row_len + j;
-                     const double o = out.get(i), f = ref.v[static_cast<std::size_t>(i)];
-                     const int co = fp_class(o), cf = fp_class(f);
-                     // An element still holding the poison pattern was never written, even
-                     // where the oracle expects NaN (a real NaN result is not our pattern).
-                     if (co != cf || (cf == 1 && is_poison(out, i))) {
-                       if (bad < 0) bad = i;
-                       continue;
+                   std::int64_t bad = -1, nf = 0;
+                   for (std::int64_t t0 = 0; t0 < row_len; t0 += kTileLen) {
+                     double te2 = 0, tr2 = 0;
+                     for (std::int64_t j = t0; j < std::min(row_len, t0 + kTileLen); ++j) {
+                       const std::int64_t i = row * row_len + j;
+                       const double o = out.get(i), f = ref.v[static_cast<std::size_t>(i)];
+                       const int co = fp_class(o), cf = fp_class(f);
+                       // An element still holding the poison pattern was never written, even
+                       // where the oracle expects NaN (a real NaN result is not our pattern).
+                       if (co != cf || (cf == 1 && is_poison(out, i))) {
+                         if (bad < 0) bad = i;
+                         continue;
+                       }
+                       if (cf != 0) continue;
+                       te2 += (o - f) * (o - f);
+                       tr2 += f * f;
+                       ++nf;
                      }
-                     if (cf != 0) continue;
-                     e2 += (o - f) * (o - f);
-                     r2 += f * f;
+                     const auto k = static_cast<std::size_t>(row * tiles_per_row + t0 / kTileLen);
+                     tile_err2[k] = te2;
+                     tile_ref2[k] = tr2;
+                     e2 += te2;
+                     r2 += tr2;
                    }
                    err2[static_cast<std::size_t>(row)] = e2;
                    ref2[static_cast<std::size_t>(row)] = r2;
                    first_bad[static_cast<std::size_t>(row)] = bad;
+                   finite[static_cast<std::size_t>(row)] = nf;
                  }
                });
 
@@ -128,13 +151,18 @@ CompareResult compare_output(const TensorView& out, const Array64& ref, std::int
   }
 
   double e2 = 0, r2 = 0;
+  std::int64_t n_finite = 0;
   for (std::int64_t row = 0; row < rows; ++row) {
     e2 += err2[static_cast<std::size_t>(row)];
     r2 += ref2[static_cast<std::size_t>(row)];
+    n_finite += finite[static_cast<std::size_t>(row)];
   }
   const double ref_norm = std::sqrt(r2);
   r.rel_error = ref_norm > 0 ? std::sqrt(e2) / ref_norm : std::sqrt(e2 / std::max<double>(1, n));
+  // Floors of the localized denominators: a typical row's (tile's) reference norm, so that a
+  // row or tile whose reference is near zero is judged against the tensor's scale.
   const double rms_row = rows > 0 ? std::sqrt(r2 / static_cast<double>(rows)) : 0;
+  const double rms_elem = n_finite > 0 ? std::sqrt(r2 / static_cast<double>(n_finite)) : 0;
   for (std::int64_t row = 0; row < rows; ++row) {
     const double rn = std::sqrt(ref2[static_cast<std::size_t>(row)]);
     const double denom = std::max(rn, rms_row);
@@ -144,6 +172,19 @@ CompareResult compare_output(const TensorView& out, const Array64& ref, std::int
       r.worst_row_error = e;
       r.worst_row = row;
     }
+    for (std::int64_t t = 0; t < tiles_per_row; ++t) {
+      const auto k = static_cast<std::size_t>(row * tiles_per_row + t);
+      const std::int64_t len = std::min(kTileLen, row_len - t * kTileLen);
+      const double td =
+          std::max(std::sqrt(tile_ref2[k]), rms_elem * std::sqrt(static_cast<double>(len)));
+      const double te = std::sqrt(tile_err2[k]);
+      const double et = td > 0 ? te / td : te / std::sqrt(static_cast<double>(len));
+      if (et > r.worst_tile_error) {
+        r.worst_tile_error = et;
+        r.worst_tile_row = row;
+        r.worst_tile_col = t * kTileLen;
+      }
+    }
   }
   if (r.rel_error > r.threshold) {
     r.ok = false;
@@ -151,14 +192,26 @@ CompareResult compare_output(const TensorView& out, const Array64& ref, std::int
     r.reason = fmt::format(
         "relative Frobenius error {:.3g} > {:.3g} ({} threshold); worst row {} of {} at {:.3g}",
         r.rel_error, r.threshold, dtype_name(dt), r.worst_row, rows, r.worst_row_error);
-  } else if (r.worst_row_error > kRowFactor * r.threshold) {
+  } else if (r.worst_row_error > row_error_factor(dt) * r.threshold) {
     r.ok = false;
     r.failure = "accuracy";
     r.reason = fmt::format(
         "localized check: row {} of {} has error {:.3g} > {:.3g} ({}x the {} threshold) although "
         "the global error is {:.3g}",
-        r.worst_row, rows, r.worst_row_error, kRowFactor * r.threshold, kRowFactor, dtype_name(dt),
-        r.rel_error);
+        r.worst_row, rows, r.worst_row_error, row_error_factor(dt) * r.threshold,
+        row_error_factor(dt), dtype_name(dt), r.rel_error);
+  } else if (r.worst_tile_error > tile_error_factor(dt) * r.threshold) {
+    r.ok = false;
+    r.failure = "accuracy";
+    const std::int64_t c0 = r.worst_tile_col, c1 = std::min(row_len, c0 + kTileLen) - 1;
+    r.reason = fmt::format(
+        "localized check: {} {}, columns {}..{} of {}{} has error {:.3g} > {:.3g} ({}x the {} "
+        "threshold) although the global error is {:.3g} and the worst row's {:.3g}",
+        rows > 1 ? "row" : "tensor", rows > 1 ? std::to_string(r.worst_tile_row) : std::string(),
+        c0, c1, row_len, c1 == row_len - 1 && c0 > 0 ? " (the row's tail)" : "",
+        r.worst_tile_error, tile_error_factor(dt) * r.threshold, tile_error_factor(dt),
+        dtype_name(dt), r.rel_error,
+        r.worst_row_error);
   }
   return r;
 }

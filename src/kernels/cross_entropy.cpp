@@ -2,6 +2,7 @@
 // logsumexp(logits[r,:]) - logits[r, targets[r]] (torch.nn.functional.cross_entropy with
 // reduction='mean') (DESIGN §2). The loss is a 0-d fp32 tensor whatever the logits' dtype; if
 // every row is ignored it is NaN (0/0), as in PyTorch.
+#include <fmt/format.h>
 #include <cmath>
 #include <limits>
 #include <stdexcept>
@@ -38,7 +39,9 @@ class CrossEntropyType final : public KernelType {
   }
 
   // Targets are uniform in [0, V); a fraction of rows (row 0 never, except in all_ignored) get
-  // ignore_index instead; a drawn class equal to ignore_index is moved to the next class.
+  // ignore_index instead, and when B >= 2 one more row drawn from [1, B) always does, so every
+  // such problem exercises ignore_index; a drawn class equal to ignore_index is moved to the
+  // next class.
   // Regimes:
   //  normal          logits ~ 2·N(0,1), ~10% rows ignored.
   //  near_max        logits ~ U(-a,a), a = 0.9·min(max, FLT_MAX/(4B)) (per-row losses ≤ 2a and
@@ -58,9 +61,13 @@ class CrossEntropyType final : public KernelType {
     double ignore_fraction = 0.1;
     if (regime == "partial_ignore") ignore_fraction = 0.5;
     const bool all_ignored = regime == "all_ignored";
+    const double u_forced = uniform01(si, static_cast<std::uint64_t>(B) + (1ULL << 40));
+    const auto span = static_cast<double>(B - 1);
+    const std::int64_t forced =  // the row always ignored when B >= 2
+        B >= 2 ? 1 + std::min(B - 2, static_cast<std::int64_t>(u_forced * span)) : -1;
     auto target_of = [&](std::int64_t r) -> std::int64_t {
       const auto u = static_cast<std::uint64_t>(r);
-      if (all_ignored || (r != 0 && uniform01(si, u) < ignore_fraction)) return ig;
+      if (all_ignored || r == forced || (r != 0 && uniform01(si, u) < ignore_fraction)) return ig;
       auto t =
           std::min(V - 1, static_cast<std::int64_t>(uniform01(st, u) * static_cast<double>(V)));
       if (t == ig) t = (t + 1) % V;
@@ -139,19 +146,37 @@ class CrossEntropyType final : public KernelType {
 
   Size smoke_size() const override { return bv("8x512", 8, 512); }
 
-  // Vocabularies of LLaMA-2 (32000), GPT-2 (50257) and LLaMA-3 (128256), few rows each, and a
-  // non-default ignore_index (-1) so that a kernel hard-coding -100 fails.
+  // Vocabularies of LLaMA-2 (32000), GPT-2 (50257) and LLaMA-3 (128256), few rows each, and
+  // non-default ignore_index values so that a kernel hard-coding -100, or treating every
+  // negative target as ignored, fails: -1, and a class id inside the vocabulary (0, the pad id
+  // of BERT's 30522-token vocabulary).
   std::vector<Size> test_sizes() const override {
     return {bv("8x128256", 8, 128256), bv("32x50257", 32, 50257), bv("64x32000", 64, 32000),
-            bv("16x32000-ignore-1", 16, 32000, {{"ignore_index", -1.0}})};
+            bv("16x32000-ignore-1", 16, 32000, {{"ignore_index", -1.0}}),
+            bv("16x30522-ignore0", 16, 30522, {{"ignore_index", 0.0}})};
   }
 
   // V = 1 is left out on purpose: its loss is exactly 0 for every input (logsumexp of one
   // logit is that logit), which tests nothing and gives a zero-norm reference.
   std::vector<Size> edge_sizes() const override {
-    return {bv("edge-1x3", 1, 3),         bv("edge-3x127", 3, 127),     bv("edge-1x4097", 1, 4097),
-            bv("edge-13x1023", 13, 1023), bv("edge-127x251", 127, 251), bv("edge-1023x3", 1023, 3),
-            bv("edge-5x50257", 5, 50257)};
+    std::vector<Size> v = {bv("edge-1x3", 1, 3),
+                           bv("edge-3x127", 3, 127),
+                           bv("edge-1x4097", 1, 4097),
+                           bv("edge-13x1023", 13, 1023),
+                           bv("edge-127x251", 127, 251),
+                           bv("edge-1023x3", 1023, 3),
+                           // GPT-2 pads with its eos token 50256, the last class, and ignores it.
+                           bv("edge-5x50257-ignore50256", 5, 50257, {{"ignore_index", 50256.0}})};
+    // The ignored class varies too: PyTorch's -100, a pad id 0, the last class.
+    const auto tails = kt::tail_lengths();
+    for (std::size_t i = 0; i < tails.size(); ++i) {
+      const std::int64_t V = tails[i];
+      const double ig = i % 3 == 0 ? -100.0 : i % 3 == 1 ? 0.0 : static_cast<double>(V - 1);
+      v.push_back(bv(fmt::format("tail-4x{}{}", V, i % 3 == 0 ? "" : fmt::format("-ignore{}", ig)),
+                     4, V, i % 3 == 0 ? std::map<std::string, double>{}
+                                      : std::map<std::string, double>{{"ignore_index", ig}}));
+    }
+    return v;
   }
 
   std::vector<StabilityCase> stability_cases() const override {

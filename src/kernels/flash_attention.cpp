@@ -2,6 +2,7 @@
 // forward pass of scaled dot-product attention (Vaswani et al. 2017; FlashAttention, Dao et al.
 // 2022). The causal mask is top-left aligned as in PyTorch SDPA: key j is visible to query i iff
 // j <= i. With equal query and key lengths no row is fully masked.
+#include <fmt/format.h>
 #include <cmath>
 #include <limits>
 
@@ -162,14 +163,33 @@ class FlashAttentionType final : public KernelType {
 
   // S = 1 and 3, tails at 127/1023/251/13, unusual head dims 80 and 96.
   std::vector<Size> edge_sizes() const override {
-    return {bhsd("edge-b1h1s1d64", 1, 1, 1, 64),
-            bhsd("edge-b3h1s1d128-noncausal", 3, 1, 1, 128, {{"causal", 0.0}}),
-            bhsd("edge-b1h2s3d128", 1, 2, 3, 128),
-            bhsd("edge-b1h2s127d64", 1, 2, 127, 64),
-            bhsd("edge-b2h3s13d96", 2, 3, 13, 96),
-            bhsd("edge-b1h1s127d80-noncausal", 1, 1, 127, 80, {{"causal", 0.0}}),
-            bhsd("edge-b1h1s251d128-noncausal", 1, 1, 251, 128, {{"causal", 0.0}}),
-            bhsd("edge-b1h1s1023d64", 1, 1, 1023, 64)};
+    std::vector<Size> v = {bhsd("edge-b1h1s1d64", 1, 1, 1, 64),
+                           bhsd("edge-b3h1s1d128-noncausal", 3, 1, 1, 128, {{"causal", 0.0}}),
+                           bhsd("edge-b1h2s3d128", 1, 2, 3, 128),
+                           bhsd("edge-b1h2s127d64", 1, 2, 127, 64),
+                           bhsd("edge-b2h3s13d96", 2, 3, 13, 96),
+                           bhsd("edge-b1h1s127d80-noncausal", 1, 1, 127, 80, {{"causal", 0.0}}),
+                           bhsd("edge-b1h1s251d128-noncausal", 1, 1, 251, 128, {{"causal", 0.0}}),
+                           bhsd("edge-b1h1s1023d64", 1, 1, 1023, 64),
+                           // Scales other than 1/sqrt(D), causal and not: T5 does not
+                           // scale (1.0); 1/16 at D = 64 is Gemma's query_pre_attn_scalar
+                           // style (1/sqrt(256)).
+                           bhsd("edge-b1h2s33d64-scale1", 1, 2, 33, 64, {{"sm_scale", 1.0}}),
+                           bhsd("edge-b1h2s77d64-noncausal-scale0.0625", 1, 2, 77, 64,
+                                {{"causal", 0.0}, {"sm_scale", 0.0625}})};
+    // Head dim D and sequence S both sweep every remainder mod 16 (S paired through
+    // kt::tail_partner); every other size is non-causal, every fourth has sm_scale 0.1.
+    const auto tails = kt::tail_lengths();
+    for (std::size_t i = 0; i < tails.size(); ++i) {
+      const std::int64_t D = tails[i], S = kt::tail_partner(i);
+      std::map<std::string, double> attrs;
+      if (i % 2 == 1) attrs["causal"] = 0.0;
+      if (i % 4 == 3) attrs["sm_scale"] = 0.1;
+      v.push_back(bhsd(fmt::format("tail-b1h2s{}d{}{}{}", S, D, i % 2 ? "-noncausal" : "",
+                                   i % 4 == 3 ? "-scale0.1" : ""),
+                       1, 2, S, D, std::move(attrs)));
+    }
+    return v;
   }
 
   std::vector<StabilityCase> stability_cases() const override {

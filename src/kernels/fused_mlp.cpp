@@ -1,6 +1,7 @@
 // fused_mlp: the SwiGLU feed-forward block of LLaMA-style transformers (Shazeer 2020, "GLU
 // Variants Improve Transformer"), y[B,D] = (silu(x·w_gateᵀ) ⊙ (x·w_upᵀ))·w_downᵀ with
 // silu(z) = z/(1+e^-z) on the gate only (DESIGN §2). Weights are in nn.Linear layout [out, in].
+#include <fmt/format.h>
 #include <cmath>
 
 #include "core/random.h"
@@ -99,9 +100,17 @@ class FusedMlpType final : public KernelType {
   }
 
   std::vector<Size> edge_sizes() const override {
-    return {bdh("edge-b1d1h1", 1, 1, 1), bdh("edge-b3d127h251", 3, 127, 251),
-            bdh("edge-b13d251h1023", 13, 251, 1023), bdh("edge-b127d13h4097", 127, 13, 4097),
-            bdh("edge-b1d1023h3", 1, 1023, 3)};
+    std::vector<Size> v = {bdh("edge-b1d1h1", 1, 1, 1), bdh("edge-b3d127h251", 3, 127, 251),
+                           bdh("edge-b13d251h1023", 13, 251, 1023),
+                           bdh("edge-b127d13h4097", 127, 13, 4097),
+                           bdh("edge-b1d1023h3", 1, 1023, 3)};
+    // D and H both sweep every remainder mod 16 (H paired through kt::tail_partner).
+    const auto tails = kt::tail_lengths();
+    for (std::size_t i = 0; i < tails.size(); ++i) {
+      const std::int64_t D = tails[i], H = kt::tail_partner(i);
+      v.push_back(bdh(fmt::format("tail-b3d{}h{}", D, H), 3, D, H));
+    }
+    return v;
   }
 
   std::vector<StabilityCase> stability_cases() const override {

@@ -109,9 +109,12 @@ class KernelType {
 
   /// Stage 1: one small size, run in every dtype.
   virtual Size smoke_size() const = 0;
-  /// Stage 2: LLM-shaped sizes (and attribute variants), affordable on a 2-core CPU.
+  /// Stage 2: LLM-shaped sizes (and attribute variants), affordable on a 2-core CPU. Stage 4
+  /// (determinism) reruns the first, the largest and the longest-row of them.
   virtual std::vector<Size> test_sizes() const = 0;
-  /// Stage 5: shapes that are not multiples of any tile (1, 3, 127, 1023, 4097, primes).
+  /// Stage 5: shapes that are not multiples of any tile (1, 3, 127, 1023, 4097, primes), plus
+  /// the tail sweep (kt::tail_lengths): every vectorized dimension takes lengths 33..47, every
+  /// nonzero remainder mod 16 (issue 18; a unit test checks the coverage for every type).
   virtual std::vector<Size> edge_sizes() const = 0;
   /// Stage 3 cases.
   virtual std::vector<StabilityCase> stability_cases() const = 0;

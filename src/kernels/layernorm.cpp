@@ -1,5 +1,6 @@
 // layernorm: y[B,D] = (x - mean) / sqrt(var + eps) · weight + bias over the last dimension,
 // biased variance (Ba, Kiros, Hinton 2016; torch.nn.functional.layer_norm) (DESIGN §2).
+#include <fmt/format.h>
 #include <cmath>
 
 #include "core/random.h"
@@ -87,9 +88,12 @@ class LayerNormType final : public KernelType {
   }
 
   std::vector<Size> edge_sizes() const override {
-    return {bd("edge-1x1", 1, 1),           bd("edge-3x127", 3, 127),
-            bd("edge-127x1023", 127, 1023), bd("edge-1023x3", 1023, 3),
-            bd("edge-13x4097", 13, 4097),   bd("edge-251x1021", 251, 1021)};
+    std::vector<Size> v = {bd("edge-1x1", 1, 1),           bd("edge-3x127", 3, 127),
+                           bd("edge-127x1023", 127, 1023), bd("edge-1023x3", 1023, 3),
+                           bd("edge-13x4097", 13, 4097),   bd("edge-251x1021", 251, 1021)};
+    for (std::int64_t d : kt::tail_lengths())
+      v.push_back(bd(fmt::format("tail-3x{}", d), 3, d));
+    return v;
   }
 
   std::vector<StabilityCase> stability_cases() const override {
@@ -102,6 +106,10 @@ class LayerNormType final : public KernelType {
              "large_mean",
              {DType::F16, DType::BF16}},
             {"tiny values (variance below eps)", s, "tiny", {}},
+            // Non-default eps where it matters (variance ~1e-6): a kernel that hard-codes 1e-5
+            // instead of reading attrs[0] fails.
+            {"tiny values, eps 1e-6", with_eps(s, 1e-6), "tiny", {}},
+            {"tiny values, eps 1e-12 (BERT's layer_norm_eps)", with_eps(s, 1e-12), "tiny", {}},
             {"subnormal values", s, "subnormal", {}},
             {"all-equal rows (zero variance: y = bias)", s, "all_equal", {}},
             {"values ±300, D = 4096: sum of squares > 65504 (fp16 bug report)", s, "pm300", {}}};
@@ -116,6 +124,12 @@ class LayerNormType final : public KernelType {
  private:
   static Size bd(std::string label, std::int64_t B, std::int64_t D) {
     return make_size(std::move(label), {{"B", B}, {"D", D}});
+  }
+  // `s` with eps overridden; the label gains "-eps<value>".
+  static Size with_eps(Size s, double eps) {
+    s.label += fmt::format("-eps{:g}", eps);
+    s.attrs["eps"] = eps;
+    return s;
   }
 };
 

@@ -1,4 +1,5 @@
 // matmul: C[M,N] = A[M,K] · B[K,N] (DESIGN §2), fp32 accumulation expected of kernels.
+#include <fmt/format.h>
 #include <cmath>
 #include <stdexcept>
 
@@ -85,13 +86,21 @@ class MatmulType final : public KernelType {
 
   // Tails in every dimension, degenerate K = 1 and M = 1 (GEMV), primes.
   std::vector<Size> edge_sizes() const override {
-    return {mnk("edge-1x1x1", 1, 1, 1),
-            mnk("edge-1023x4097x1", 1023, 4097, 1),
-            mnk("edge-1x4097x1023", 1, 4097, 1023),
-            mnk("edge-127x251x1021", 127, 251, 1021),
-            mnk("edge-3x13x4097", 3, 13, 4097),
-            mnk("edge-4097x3x127", 4097, 3, 127),
-            mnk("edge-1021x127x13", 1021, 127, 13)};
+    std::vector<Size> v = {mnk("edge-1x1x1", 1, 1, 1),
+                           mnk("edge-1023x4097x1", 1023, 4097, 1),
+                           mnk("edge-1x4097x1023", 1, 4097, 1023),
+                           mnk("edge-127x251x1021", 127, 251, 1021),
+                           mnk("edge-3x13x4097", 3, 13, 4097),
+                           mnk("edge-4097x3x127", 4097, 3, 127),
+                           mnk("edge-1021x127x13", 1021, 127, 13)};
+    // N and K both sweep every remainder mod 16 (K paired through kt::tail_partner); M = 3..5.
+    const auto tails = kt::tail_lengths();
+    for (std::size_t i = 0; i < tails.size(); ++i) {
+      const std::int64_t M = 3 + static_cast<std::int64_t>(i % 3), N = tails[i],
+                         K = kt::tail_partner(i);
+      v.push_back(mnk(fmt::format("tail-{}x{}x{}", M, N, K), M, N, K));
+    }
+    return v;
   }
 
   std::vector<StabilityCase> stability_cases() const override {

@@ -1,6 +1,7 @@
 // reduce: y[M] = sum over the last dimension of x[M,N], fp32 accumulation expected of kernels,
 // output in the input dtype (DESIGN §2).
 #include <algorithm>
+#include <fmt/format.h>
 #include <cmath>
 #include <stdexcept>
 
@@ -117,10 +118,13 @@ class ReduceType final : public KernelType {
 
   // Tails everywhere, N = 1 (a copy), and one long prime row.
   std::vector<Size> edge_sizes() const override {
-    return {mn("edge-1x1", 1, 1),           mn("edge-3x127", 3, 127),
-            mn("edge-127x1023", 127, 1023), mn("edge-1023x3", 1023, 3),
-            mn("edge-13x4097", 13, 4097),   mn("edge-251x1021", 251, 1021),
-            mn("edge-4097x1", 4097, 1),     mn("edge-1x1000003", 1, 1000003)};
+    std::vector<Size> v = {mn("edge-1x1", 1, 1),           mn("edge-3x127", 3, 127),
+                           mn("edge-127x1023", 127, 1023), mn("edge-1023x3", 1023, 3),
+                           mn("edge-13x4097", 13, 4097),   mn("edge-251x1021", 251, 1021),
+                           mn("edge-4097x1", 4097, 1),     mn("edge-1x1000003", 1, 1000003)};
+    for (std::int64_t n : kt::tail_lengths())
+      v.push_back(mn(fmt::format("tail-3x{}", n), 3, n));
+    return v;
   }
 
   std::vector<StabilityCase> stability_cases() const override {

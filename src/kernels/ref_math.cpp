@@ -356,14 +356,83 @@ std::vector<std::int64_t> permutation(std::int64_t n, std::uint64_t seed) {
   return p;
 }
 
+std::vector<std::int64_t> tail_lengths() {
+  std::vector<std::int64_t> v;
+  for (std::int64_t r = 1; r <= 15; ++r) v.push_back(32 + r);
+  return v;
+}
+
+std::int64_t tail_partner(std::size_t i) {
+  // r -> (r + 6) mod 15 + 1: a bijection of 1..15 without fixed points.
+  const auto r = static_cast<std::int64_t>(i) + 1;
+  return 32 + (r + 6) % 15 + 1;
+}
+
+namespace {
+std::string fmt_rope(const char* what, std::int64_t offset) {
+  return std::string(what) + ", positions from " + std::to_string(offset);
+}
+}  // namespace
+
+RopeTables rope_tables_for(std::uint64_t seed, std::int64_t S, std::int64_t D) {
+  const std::uint64_t h =
+      derive_seed(seed, static_cast<std::uint64_t>(S) * 1000003ULL + static_cast<std::uint64_t>(D));
+  const auto draw = [&](std::uint64_t i, std::int64_t lo, std::int64_t hi) {  // [lo, hi]
+    return lo + static_cast<std::int64_t>(uniform01(h, i) * static_cast<double>(hi - lo + 1));
+  };
+  RopeTables t;
+  switch (h % 4) {
+    case 0:
+      t.base = 10000;
+      t.offset = draw(1, 1, 4096);
+      t.name = fmt_rope("llama2 decode, base 10000", t.offset);
+      break;
+    case 1:
+      t.base = 500000;
+      t.llama3_factor = 8;
+      t.offset = draw(1, 0, 8191);
+      t.name = fmt_rope("llama3.1, base 500000, rope_scaling llama3 factor 8", t.offset);
+      break;
+    case 2:
+      t.base = 10000;
+      t.position_scale = 4;
+      t.offset = draw(1, 0, 4095);
+      t.name = fmt_rope("linear position interpolation x4, base 10000", t.offset);
+      break;
+    default:
+      t.base = 1000000;
+      t.offset = draw(1, 1, 4096);
+      t.name = fmt_rope("qwen2, base 1000000", t.offset);
+      break;
+  }
+  return t;
+}
+
 void fill_rope_tables(const TensorView& cos_t, const TensorView& sin_t, std::int64_t S,
-                      std::int64_t D) {
+                      std::int64_t D, const RopeTables& t) {
   const std::int64_t half = D / 2;
   (void)S;
-  auto angle = [=](std::int64_t idx) {
+  std::vector<double> inv_freq(static_cast<std::size_t>(half));
+  for (std::int64_t i = 0; i < half; ++i) {
+    double f = std::pow(t.base, -2.0 * static_cast<double>(i) / static_cast<double>(D));
+    if (t.llama3_factor > 0) {
+      // transformers _compute_llama3_parameters: low_freq_factor 1, high_freq_factor 4,
+      // original_max_position_embeddings 8192.
+      constexpr double kLow = 1, kHigh = 4, kOld = 8192;
+      const double wavelen = 2 * 3.14159265358979323846 / f;
+      if (wavelen > kOld / kLow) {
+        f /= t.llama3_factor;
+      } else if (wavelen >= kOld / kHigh) {
+        const double smooth = (kOld / wavelen - kLow) / (kHigh - kLow);
+        f = (1 - smooth) * f / t.llama3_factor + smooth * f;
+      }
+    }
+    inv_freq[static_cast<std::size_t>(i)] = f;
+  }
+  auto angle = [&](std::int64_t idx) {
     const std::int64_t s = idx / half, i = idx % half;
-    return static_cast<double>(s) *
-           std::pow(10000.0, -2.0 * static_cast<double>(i) / static_cast<double>(D));
+    return static_cast<double>(t.offset + s) / t.position_scale *
+           inv_freq[static_cast<std::size_t>(i)];
   };
   fill_each(cos_t, [&](std::int64_t idx) { return std::cos(angle(idx)); });
   fill_each(sin_t, [&](std::int64_t idx) { return std::sin(angle(idx)); });

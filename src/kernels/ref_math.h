@@ -89,13 +89,47 @@ void fill_each(const TensorView& t, F&& f) {
 /// the exact result is finite and no fp32 partial sum can overflow in any summation order.
 double max_without_fp32_overflow(DType t, double n);
 
+/// Row lengths of the tail sweep every type adds to its edge sizes (issue 18): 32 + r for
+/// r = 1..15, i.e. every nonzero remainder modulo 16 (hence modulo 8, 4 and 2), each after two
+/// full 16-wide vectors. Kernels vectorize rows in 8 or 16 fp32 lanes (AVX2, AVX-512) or 8/16
+/// 16-bit lanes and handle the rest in a tail; on these short rows a wrong tail is a large part
+/// of the row, so the localized check cannot miss it.
+std::vector<std::int64_t> tail_lengths();
+
+/// The r-th tail length's partner for a second vectorized dimension (matmul's K beside N,
+/// attention's S beside D): a permutation of tail_lengths() so that both dimensions cover
+/// every remainder and no size pairs equal remainders. `i` indexes tail_lengths().
+std::int64_t tail_partner(std::size_t i);
+
 /// A permutation of [0, n) drawn from stream `seed` (Fisher-Yates), for shuffled rows.
 std::vector<std::int64_t> permutation(std::int64_t n, std::uint64_t seed);
 
-/// Real rotary tables (Su et al., RoFormer 2021; LLaMA/NeoX inv_freq = 10000^(-2i/D)):
-/// cos[s, i] = cos(s·10000^(-2i/D)), sin[s, i] = sin(…), i < D/2. Views are [S, D/2].
+/// One family of rotary tables as models build them (HF transformers, modeling_rope_utils.py):
+/// angle(s, i) = (offset + s) / position_scale · inv_freq_i, inv_freq_i = base^(-2i/D), with
+/// LLaMA-3.1's frequency-dependent rescaling of inv_freq when `llama3_factor` > 0.
+struct RopeTables {
+  std::string name;             ///< e.g. "llama3.1 base 500000, offset 731"
+  double base = 10000;          ///< rope_theta
+  double position_scale = 1;    ///< linear position interpolation factor (Chen et al. 2023)
+  double llama3_factor = 0;     ///< LLaMA-3.1 rope_scaling factor (0 = none)
+  std::int64_t offset = 0;      ///< position of the first row (a KV-cache decode step)
+};
+
+/// The table family used for a problem of shape (S, D) under `seed`. Deterministic in
+/// (seed, S, D); over seeds and shapes it cycles through four real configurations, none of
+/// which is the plain base-10000 table starting at position 0, so a kernel that synthesizes
+/// cos/sin instead of reading them fails:
+///  0 LLaMA-2 decode: base 10000, positions offset by 1..4096;
+///  1 LLaMA-3.1: base 500000, rope_scaling llama3 (factor 8, low/high freq factors 1/4,
+///    original context 8192), offset 0..8191;
+///  2 linear position interpolation x4 (HF rope_scaling "linear"): base 10000, offset 0..4095;
+///  3 Qwen2 / CodeLlama: base 1000000, offset 1..4096.
+RopeTables rope_tables_for(std::uint64_t seed, std::int64_t S, std::int64_t D);
+
+/// Fills cos[S, D/2] and sin[S, D/2] with the tables of `tables` (cos/sin of angle(s, i)
+/// computed in double, then rounded to the views' dtype).
 void fill_rope_tables(const TensorView& cos_t, const TensorView& sin_t, std::int64_t S,
-                      std::int64_t D);
+                      std::int64_t D, const RopeTables& tables);
 
 /// Fills x[rows, D] of a normalisation type (layernorm, rmsnorm) under one of its regimes and
 /// returns true, or returns false for a regime it does not know:

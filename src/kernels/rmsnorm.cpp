@@ -1,5 +1,6 @@
 // rmsnorm: y[M,N] = x / sqrt(mean(x²) + eps) · weight over the last dimension
 // (Zhang & Sennrich 2019; LLaMA's RMSNorm) (DESIGN §2). Kernels keep the statistic in fp32.
+#include <fmt/format.h>
 #include <cmath>
 
 #include "core/random.h"
@@ -79,15 +80,21 @@ class RmsNormType final : public KernelType {
   }
 
   std::vector<Size> edge_sizes() const override {
-    return {mn("edge-1x1", 1, 1),           mn("edge-3x127", 3, 127),
-            mn("edge-127x1023", 127, 1023), mn("edge-1023x3", 1023, 3),
-            mn("edge-13x4097", 13, 4097),   mn("edge-251x1021", 251, 1021)};
+    std::vector<Size> v = {mn("edge-1x1", 1, 1),           mn("edge-3x127", 3, 127),
+                           mn("edge-127x1023", 127, 1023), mn("edge-1023x3", 1023, 3),
+                           mn("edge-13x4097", 13, 4097),   mn("edge-251x1021", 251, 1021)};
+    for (std::int64_t n : kt::tail_lengths())
+      v.push_back(mn(fmt::format("tail-3x{}", n), 3, n));
+    return v;
   }
 
   std::vector<StabilityCase> stability_cases() const override {
     const Size s = mn("stab-32x4096", 32, 4096);
     return {{"values near the dtype's max (fp32 statistic stays finite)", s, "near_max", {}},
             {"tiny values (mean(x²) comparable to eps)", s, "tiny", {}},
+            // Non-default eps where it matters: a kernel that hard-codes 1e-6 instead of
+            // reading attrs[0] fails.
+            {"tiny values, eps 1e-5 (LLaMA-2's rms_norm_eps)", with_eps(s, 1e-5), "tiny", {}},
             {"subnormal values", s, "subnormal", {}},
             {"all-equal rows", s, "all_equal", {}},
             {"values ±300, N = 4096: sum of squares > 65504 (fp16 bug report)", s, "pm300", {}}};
@@ -102,6 +109,12 @@ class RmsNormType final : public KernelType {
  private:
   static Size mn(std::string label, std::int64_t M, std::int64_t N) {
     return make_size(std::move(label), {{"M", M}, {"N", N}});
+  }
+  // `s` with eps overridden; the label gains "-eps<value>".
+  static Size with_eps(Size s, double eps) {
+    s.label += fmt::format("-eps{:g}", eps);
+    s.attrs["eps"] = eps;
+    return s;
   }
 };
 

@@ -4,6 +4,7 @@
 //     y[i] = x[i]·c[i] - x[i+D/2]·s[i],  y[i+D/2] = x[i+D/2]·c[i] + x[i]·s[i]
 //   interleaved = 1 (GPT-J / Meta LLaMA pairs):
 //     y[2i] = x[2i]·c[i] - x[2i+1]·s[i],  y[2i+1] = x[2i+1]·c[i] + x[2i]·s[i]
+#include <fmt/format.h>
 #include <cmath>
 
 #include "core/random.h"
@@ -38,7 +39,10 @@ class RotaryEmbeddingType final : public KernelType {
     return p;
   }
 
-  // cos/sin are always the real tables, angle(s, i) = s·10000^(-2i/D) (kt::fill_rope_tables).
+  // cos/sin are real tables of one of four model families picked by (seed, S, D)
+  // (kt::rope_tables_for: LLaMA-2 decode with a position offset, LLaMA-3.1 base 500000 with its
+  // frequency scaling, linear position interpolation, base 1e6), never the plain base-10000
+  // table from position 0: a kernel that recomputes cos/sin instead of reading them fails.
   // Regimes for x:
   //  normal     N(0,1).
   //  near_max   U(-a,a), a = max/2: |y| <= |x|·(|c|+|s|) <= 0.71·max, so y is finite.
@@ -58,7 +62,8 @@ class RotaryEmbeddingType final : public KernelType {
     } else {
       kt::throw_unknown_regime(name(), regime, {"normal", "near_max", "subnormal"});
     }
-    kt::fill_rope_tables(in[1], in[2], p.dim("S"), p.dim("D"));
+    const std::int64_t S = p.dim("S"), D = p.dim("D");
+    kt::fill_rope_tables(in[1], in[2], S, D, kt::rope_tables_for(derive_seed(seed, 1), S, D));
   }
 
   void reference(const Problem& p, const std::vector<Array64>& in,
@@ -108,13 +113,25 @@ class RotaryEmbeddingType final : public KernelType {
 
   // D even by definition: D = 2 (a single pair), 6, 130 (not a multiple of any vector width).
   std::vector<Size> edge_sizes() const override {
-    return {bhsd("edge-b1h1s1d2", 1, 1, 1, 2),
-            bhsd("edge-b1h3s127d6", 1, 3, 127, 6),
-            bhsd("edge-b1h3s127d6-interleaved", 1, 3, 127, 6, {{"interleaved", 1.0}}),
-            bhsd("edge-b2h1s13d130", 2, 1, 13, 130),
-            bhsd("edge-b1h1s3d130-interleaved", 1, 1, 3, 130, {{"interleaved", 1.0}}),
-            bhsd("edge-b1h2s1023d2", 1, 2, 1023, 2),
-            bhsd("edge-b1h1s4097d64", 1, 1, 4097, 64)};
+    std::vector<Size> v = {bhsd("edge-b1h1s1d2", 1, 1, 1, 2),
+                           bhsd("edge-b1h3s127d6", 1, 3, 127, 6),
+                           bhsd("edge-b1h3s127d6-interleaved", 1, 3, 127, 6,
+                                {{"interleaved", 1.0}}),
+                           bhsd("edge-b2h1s13d130", 2, 1, 13, 130),
+                           bhsd("edge-b1h1s3d130-interleaved", 1, 1, 3, 130,
+                                {{"interleaved", 1.0}}),
+                           bhsd("edge-b1h2s1023d2", 1, 2, 1023, 2),
+                           bhsd("edge-b1h1s4097d64", 1, 1, 4097, 64)};
+    // D/2 (the table width and the half-split stride) sweeps every remainder mod 16; the
+    // layouts alternate.
+    const auto tails = kt::tail_lengths();
+    for (std::size_t i = 0; i < tails.size(); ++i) {
+      const std::int64_t D = 2 * tails[i];
+      v.push_back(bhsd(fmt::format("tail-b1h2s3d{}{}", D, i % 2 ? "-interleaved" : ""), 1, 2, 3,
+                       D, i % 2 ? std::map<std::string, double>{{"interleaved", 1.0}}
+                                : std::map<std::string, double>{}));
+    }
+    return v;
   }
 
   std::vector<StabilityCase> stability_cases() const override {

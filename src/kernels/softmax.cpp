@@ -1,5 +1,6 @@
 // softmax: y[R,C] = softmax(x[R,C]) over the last dimension, max-subtracted (DESIGN §2).
 // PyTorch semantics: -inf entries give 0; a row of all -inf gives a row of NaN.
+#include <fmt/format.h>
 #include <cmath>
 #include <limits>
 
@@ -122,10 +123,13 @@ class SoftmaxType final : public KernelType {
   }
 
   std::vector<Size> edge_sizes() const override {
-    return {rc("edge-1x1", 1, 1),           rc("edge-3x127", 3, 127),
-            rc("edge-127x1023", 127, 1023), rc("edge-1023x3", 1023, 3),
-            rc("edge-13x4097", 13, 4097),   rc("edge-251x1021", 251, 1021),
-            rc("edge-1x100003", 1, 100003)};
+    std::vector<Size> v = {rc("edge-1x1", 1, 1),           rc("edge-3x127", 3, 127),
+                           rc("edge-127x1023", 127, 1023), rc("edge-1023x3", 1023, 3),
+                           rc("edge-13x4097", 13, 4097),   rc("edge-251x1021", 251, 1021),
+                           rc("edge-1x100003", 1, 100003)};
+    for (std::int64_t c : kt::tail_lengths())
+      v.push_back(rc(fmt::format("tail-3x{}", c), 3, c));
+    return v;
   }
 
   std::vector<StabilityCase> stability_cases() const override {

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include <fmt/format.h>
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <filesystem>
@@ -31,6 +32,11 @@ std::size_t round_up(std::size_t x, std::size_t a) {
   return (x + a - 1) / a * a;
 }
 }  // namespace
+
+std::size_t RunnerClient::sandbox_process_limit() {
+  const long hw = ::sysconf(_SC_NPROCESSORS_CONF);
+  return std::max<std::size_t>(4096, 16 * static_cast<std::size_t>(hw > 0 ? hw : 1));
+}
 
 RunnerClient::RunnerClient(std::string backend, std::size_t memory_limit_bytes)
     : backend_(std::move(backend)), memory_limit_(memory_limit_bytes) {}
@@ -195,6 +201,7 @@ RunnerReply RunnerClient::start(const std::string& library, std::chrono::millise
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
   const pid_t parent = ::getpid();
+  const rlim_t nproc_limit = sandbox_process_limit();  // computed before fork
   const pid_t pid = ::fork();
   if (pid < 0) throw std::runtime_error("fork failed");
   if (pid == 0) {
@@ -227,8 +234,12 @@ RunnerReply RunnerClient::start(const std::string& library, std::chrono::millise
     if (::geteuid() == 0) {
       // Unprivileged identity: no write access to the user's files (build cache, measured
       // ceilings, results.tsv), no signals or ptrace to the parent.
+      // RLIMIT_NPROC counts every thread of the sandbox uid on the host (other runners
+      // included), so it must leave room for a correct kernel's threads: one OpenMP team per
+      // hardware thread, or OMP_NUM_THREADS=300 (issue 18: 256 aborted such kernels). It
+      // still stops a fork bomb.
       rlimit nproc{};
-      nproc.rlim_cur = nproc.rlim_max = 256;  // threads count: leave room for OpenMP
+      nproc.rlim_cur = nproc.rlim_max = nproc_limit;
       ::setrlimit(RLIMIT_NPROC, &nproc);
       // cuda: the device nodes must stay reachable; when /dev/nvidiactl is not world-usable,
       // keep its (non-root) group as the only supplementary group.

@@ -38,6 +38,11 @@ class RunnerClient {
   static constexpr unsigned kSandboxId = 65534;
   /// Byte pattern in the guard bands.
   static constexpr unsigned char kGuardByte = runner::kGuardBandByte;
+  /// RLIMIT_NPROC (processes plus threads of the sandbox uid, host-wide) set for the runner
+  /// when VladBud runs as root: max(4096, 16 x hardware threads). Room for a correct kernel's
+  /// thread team on any host (e.g. OMP_NUM_THREADS=300, or one thread per hardware thread on
+  /// a 384-thread machine) and for several runners at once, while still ending a fork bomb.
+  static std::size_t sandbox_process_limit();
 
   /// `backend` is passed to the runner ("cpu", "cuda"). Memory limit: the child's address
   /// space (arena included) is capped at `memory_limit_bytes` (not under sanitizers, which

@@ -24,7 +24,9 @@ class CpuBackend final : public Backend {
 
   std::string toolchain_description() const override {
     const auto& tc = cpu_toolchain();
-    return tc.version + " | " + tc.command_line();
+    const std::string cpu = tc.native_cpu();
+    return tc.version + " | " + tc.command_line() +
+           (cpu.empty() ? std::string() : " (-march=native = " + cpu + ")");
   }
 
   BuildResult build(const fs::path& source) const override {
@@ -46,9 +48,8 @@ class CpuBackend final : public Backend {
     pp.insert(pp.end(), tc.flags.begin(), tc.flags.end());
     pp.insert(pp.end(), {"-E", "-P", source.string()});
     const auto pre = run_process(pp, std::chrono::minutes(2));
-    std::string key_material = (pre.ok() ? pre.out : src + "\n" + pre.err) + "\n--tc--\n" +
-                               tc.command_line() + "\n" + tc.version;
-    r.cache_key = runner::hex64(runner::fnv1a64(key_material.data(), key_material.size()));
+    // -march=native enters the key as what it resolves to here (CpuToolchain::native_target).
+    r.cache_key = cpu_build_key(pre.ok() ? pre.out : src + "\n" + pre.err, tc);
     const fs::path dir = cache_dir() / "build" / "cpu" / r.cache_key;
     r.library = dir / "kernel.so";
     const fs::path report = dir / "vectorization.txt";

@@ -88,6 +88,13 @@ class CudaBackend final : public Backend {
     return nvcc_release(nvcc) + " | " + nvcc + " " + join(common_flags()) + " " + arch;
   }
 
+  // The runner opens device 0 through the driver; without a driver or a device nothing runs.
+  std::string device_unavailable() const override {
+    std::string why;
+    if (!detect_nvidia_gpus(&why).empty()) return "";
+    return why.empty() ? std::string("no CUDA device found") : why;
+  }
+
   BuildResult build(const fs::path& source_arg) const override {
     BuildResult r;
     // One spelling of the path: the preprocessed text (the cache key) carries it in its line

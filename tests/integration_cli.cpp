@@ -78,7 +78,7 @@ TEST(Cli, BenchOnCudaWithoutAGpuIsAUsageErrorNotAKernelFailure) {
   // Issue 18: no device is the machine's problem, not the kernel's -- exit 2, no FAIL, no row.
   const auto d = temp_dir("nogpu");
   auto r = run_process({"env", "VB_LIBCUDA=/nonexistent/libcuda.so.1",
-                        std::string(VB_BINARY_DIR) + "/vladbud", "bench", "--kernel", "softmax",
+                        vb::test::binary_dir() + "/vladbud", "bench", "--kernel", "softmax",
                         "--backend", "cuda", "--no-pytorch"},
                        std::chrono::minutes(2), d);
   EXPECT_EQ(r.exit_code, 2) << r.out << r.err;

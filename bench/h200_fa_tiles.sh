@@ -12,8 +12,9 @@
 #    verdict, median and speedup vs PyTorch per configuration.
 # 2. The fastest configuration with verdict PASS becomes the starter's default in this machine's
 #    copy of the tree (never here), and bench/e2e_h200.sh runs E2E_MODELS (default hf-llama-836m)
-#    with what time is left (E2E_TOTAL, default 330 s). Nothing runs in step 2 when no
-#    configuration passed.
+#    with what time is left (E2E_TOTAL, default 330 s; verify with --compile on the HF Llama needs
+#    ~140 s for five candidates: on 2026-12-03 E2E_TOTAL=290 left it 120 s and it was stopped).
+#    Nothing runs in step 2 when no configuration passed.
 set -uo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$here"

@@ -67,7 +67,9 @@ INSTANTIATE_TEST_SUITE_P(
                       UnusualCase{"layernorm_welford", "layernorm"},
                       UnusualCase{"reduce_fixed_tree_mt", "reduce"},
                       // (the thread team is the point, not the dtype)
-                      UnusualCase{"softmax_300_threads", "softmax", {DType::F32}}),
+                      UnusualCase{"softmax_300_threads", "softmax", {DType::F32}},
+                      // a scratch file in $TMPDIR reused across calls (issue 18 class 5)
+                      UnusualCase{"softmax_tmpdir_workspace", "softmax"}),
     [](const auto& info) { return std::string(info.param.file); });
 
 }  // namespace

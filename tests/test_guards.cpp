@@ -88,7 +88,15 @@ INSTANTIATE_TEST_SUITE_P(
                 {DType::BF16}},
         // Class 4: nondeterminism that appears only on long rows.
         BadCase{"reduce_nondeterministic_long_rows", "reduce", "FAIL", "determinism",
-                "determinism", {DType::F32}}),
+                "determinism", {DType::F32}},
+        // Class 5: memory across calls and processes. A per-process reduction order hidden
+        // by outputs replayed from files in /tmp: only a private /tmp per runner process shows
+        // the determinism stage different bits. A cache keyed on every 64th element: only a
+        // one-element change between calls on the same buffers shows its stale output.
+        BadCase{"reduce_replays_tmp_file", "reduce", "FAIL", "determinism", "determinism",
+                {DType::F32}},
+        BadCase{"caches_on_sampled_hash", "softmax", "FAIL", "fresh_inputs", "smoke",
+                {DType::F32}}),
     [](const auto& info) { return std::string(info.param.file); });
 
 TEST(Evaluator, TheSandboxProcessLimitLeavesRoomForLargeThreadTeams) {
@@ -105,6 +113,18 @@ TEST(Evaluator, SandboxKeepsTheCandidateAwayFromTheHarness) {
   EXPECT_EQ(r.guard, "kernel_error") << r.reason;
   EXPECT_NE(r.reason.find("sandbox held"), std::string::npos)
       << "the candidate reached the parent's memory or kept root: " << r.reason;
+}
+
+TEST(Evaluator, TheRunnerHasAPrivateFileSystem) {
+  // Issue 18 class 5: no writable shared file system for the candidate. Without one (no root
+  // and no unprivileged user namespaces) the evaluation says so instead of staying silent.
+  auto o = test::test_options();
+  o.quick = true;
+  o.dtypes = {DType::F32};
+  const KernelType* kt = find_kernel_type("softmax");
+  const EvalReport r = evaluate(*kt, *find_backend("cpu"), test::starter("softmax"), o);
+  EXPECT_EQ(r.verdict, "PASS") << r.reason;
+  EXPECT_TRUE(r.warnings.empty()) << r.warnings.front();
 }
 
 TEST(Evaluator, AForgedRunnerReplyIsNeverAResult) {

@@ -134,6 +134,7 @@ class Session {
   bool start(const std::string& lib) {
     lib_ = lib;
     auto reply = runner_.start(lib, call_timeout());
+    note_filesystem();
     if (reply.kind == RunnerReply::Kind::Ok) {
       // cuda: the device the runner opened (its L2 sizes the timing rotation).
       if (reply.body.contains("device") && reply.body["device"].is_object())
@@ -153,10 +154,11 @@ class Session {
   // Inputs are generated into parent-private memory and copied into the arena, so the oracle
   // and the mutation check never read what the candidate could have touched.
   // `reuse` keeps the arena and private inputs (same values, determinism) instead of
-  // regenerating.
+  // regenerating. `changed` describes element changes made to the private inputs since they
+  // were generated (one_element_changes); it keys the oracle.
   std::optional<Failure> run_case(const Problem& p, const std::string& regime, std::uint64_t seed,
                                   double* rel_error, std::uint64_t* out_hash = nullptr,
-                                  bool reuse = false) {
+                                  bool reuse = false, const std::string& changed = {}) {
     if (!reuse) {
       std::size_t total = 0;
       for (const auto& t : p.inputs) total += RunnerClient::footprint(t.nbytes());
@@ -173,7 +175,7 @@ class Session {
     if (auto f = reply_failure(reply)) return f;
     if (auto f = check_guards(placed_, reply)) return f;
     if (out_hash) *out_hash = output_hash(placed_);
-    const auto ref = oracle(p, regime, seed, private_);
+    const auto ref = oracle(p, regime, seed, private_, changed);
     auto fail = check_outputs(p, placed_, *ref, rel_error);
     if (fail && fail->guard == "poisoned_output") {
       // Unwritten now -- but is something still writing? Look again after a pause.
@@ -190,8 +192,69 @@ class Session {
   // Restarts the runner process (a fresh process forgets any state the candidate kept).
   std::optional<Failure> restart() {
     auto reply = runner_.start(lib_, call_timeout());
+    note_filesystem();
     if (reply.kind == RunnerReply::Kind::Ok) return std::nullopt;
     return reply_failure(reply);
+  }
+
+  // Memory across calls (issue 18 class 5). After a passing call on fresh inputs, changes ONE
+  // element of a floating input at a random position (drawn from the run's fresh seed), calls
+  // again on the same buffers, and requires the oracle's output for the changed inputs; three
+  // times, each change on top of the last. A kernel that caches results on a hash of a sample
+  // of its inputs (every 64th element, the first row, ...) misses a change outside the sample
+  // and returns its stale output. Only changes that a stale output would fail are used (a
+  // change can be invisible, e.g. in a row that cross_entropy ignores): up to 16 positions
+  // are tried per change.
+  std::optional<Failure> one_element_changes(const Problem& p, const std::string& regime,
+                                             std::uint64_t seed, double* rel_error) {
+    std::vector<std::size_t> floats;
+    for (std::size_t i = 0; i < p.inputs.size(); ++i)
+      if (is_floating(p.inputs[i].dtype) && p.inputs[i].numel() > 0) floats.push_back(i);
+    if (floats.empty()) return std::nullopt;
+    constexpr int kChanges = 3, kAttempts = 16;
+    auto prev = oracle(p, regime, seed, private_);
+    std::string history;  // the changes so far: the oracle cache key of the changed inputs
+    for (int k = 0; k < kChanges; ++k) {
+      bool visible = false;
+      std::size_t idx = 0;
+      std::int64_t pos = 0;
+      double was = 0, now = 0;
+      std::shared_ptr<const Outputs> ref;
+      for (int a = 0; a < kAttempts && !visible; ++a) {
+        const std::uint64_t r = derive_seed(rep_.fresh_seed ^ 0x0e1e3e47ULL,
+                                            static_cast<std::uint64_t>(k * kAttempts + a));
+        idx = floats[r % floats.size()];
+        const TensorView v{p.inputs[idx], private_[idx].data()};
+        pos = static_cast<std::int64_t>((r >> 20) % static_cast<std::uint64_t>(v.desc.numel()));
+        was = v.get(pos);
+        // Far from the old value and of the opposite sign, still well inside every dtype.
+        now = std::isfinite(was) ? (was >= 0 ? -1.0 : 1.0) * (std::fabs(was) + 2.0) : 1.5;
+        v.set(pos, now);
+        now = v.get(pos);
+        const std::string tag = fmt::format("{}|one-element {}:{}", history, idx, pos);
+        ref = oracle(p, regime, seed, private_, tag);
+        visible = stale_would_fail(p, *prev, *ref);
+        if (visible) {
+          history = tag;
+        } else {
+          v.set(pos, was);
+        }
+      }
+      if (!visible) continue;
+      auto fail = run_case(p, regime, seed, rel_error, nullptr, /*reuse=*/true, history);
+      if (fail) {
+        if (fail->guard == "accuracy" || fail->guard == "poisoned_output")
+          fail->guard = "fresh_inputs";
+        fail->reason = fmt::format(
+            "after one element of input '{}' changed (element {} of {}: {} -> {}) between two "
+            "calls on the same buffers, {} (a kernel that caches results on a hash of a sample "
+            "of its inputs returns a stale output; recompute on every call)",
+            p.inputs[idx].name, pos, p.inputs[idx].numel(), was, now, fail->reason);
+        return fail;
+      }
+      prev = ref;
+    }
+    return std::nullopt;
   }
 
   // The timing protocol (DESIGN §4). Input sets rotate over more than 2x the last-level cache,
@@ -411,6 +474,27 @@ class Session {
     return std::chrono::milliseconds(static_cast<long long>(s * 1000));
   }
 
+  // Records the runner's missing private file system once in the report (issue 18 class 5).
+  void note_filesystem() {
+    const std::string& w = runner_.filesystem_warning();
+    if (!w.empty() && std::find(rep_.warnings.begin(), rep_.warnings.end(), w) == rep_.warnings.end())
+      rep_.warnings.push_back(w);
+  }
+
+  // True if outputs equal to `stale` (the oracle before a change) fail the comparison with
+  // `fresh` (the oracle after it): the change is visible to the checks.
+  bool stale_would_fail(const Problem& p, const Outputs& stale, const Outputs& fresh) const {
+    for (std::size_t i = 0; i < p.outputs.size(); ++i) {
+      std::vector<char> buf(p.outputs[i].nbytes());
+      const TensorView v{p.outputs[i], buf.data()};
+      for (std::int64_t k = 0; k < stale[i].numel(); ++k)
+        v.set(k, stale[i].v[static_cast<std::size_t>(k)]);
+      if (!compare_output(v, fresh[i], type_.compare_row_length(p, static_cast<int>(i))).ok)
+        return true;
+    }
+    return false;
+  }
+
   // Inputs of (problem, seed, regime) generated into parent-private memory.
   std::vector<std::vector<char>> private_inputs(const Problem& p, std::uint64_t seed,
                                                 const std::string& regime) const {
@@ -513,9 +597,11 @@ class Session {
 
   std::shared_ptr<const Outputs> oracle(const Problem& p, const std::string& regime,
                                         std::uint64_t seed,
-                                        const std::vector<std::vector<char>>& inputs) {
-    std::string key =
-        fmt::format("{}|{}|{}|{}|{}", p.kernel, p.size.label, dtype_name(p.dtype), regime, seed);
+                                        const std::vector<std::vector<char>>& inputs,
+                                        const std::string& changed = {}) {
+    // `changed`: the inputs differ from those of (regime, seed) by these element changes.
+    std::string key = fmt::format("{}|{}|{}|{}|{}{}", p.kernel, p.size.label, dtype_name(p.dtype),
+                                  regime, seed, changed);
     for (double a : p.attrs) key += fmt::format("|{}", a);
     if (auto hit = oracle_cache().get(key)) return hit;
     std::vector<Array64> ins;
@@ -764,6 +850,8 @@ EvalReport evaluate(const KernelType& type, const Backend& backend,
           // Same buffers, new values: a kernel that caches results by pointer or shape fails.
           fail = s.run_case(p, c.regime, c.seed, &rel, nullptr, /*reuse=*/false);
           if (fail && fail->guard == "accuracy") fail->guard = "fresh_inputs";
+          // Then one element at a time: a cache keyed on a sample of the inputs fails.
+          if (!fail) fail = s.one_element_changes(p, c.regime, c.seed, &rel);
         } else {
           fail = s.run_case(p, c.regime, c.seed, &rel);
         }

@@ -105,6 +105,9 @@ struct EvalReport {
   /// timed it (`vladbud bench` / `vladbud run` through the bridge); speedup = this / ours.
   std::optional<double> pytorch_us;
   std::string pytorch_op;  ///< what PyTorch ran ("torch.mm", "F.rms_norm", ...)
+  /// Weaknesses of this evaluation that do not change the verdict but that the reader must
+  /// know, e.g. the runner could not be given a private file system (issue 18 class 5).
+  std::vector<std::string> warnings;
 
   bool correct() const { return verdict == "PASS" || verdict == "INVALID"; }
 };

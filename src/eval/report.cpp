@@ -81,6 +81,7 @@ std::string format_key_values(const EvalReport& r) {
     kv("reason", r.reason);
   }
   kv("seeds", fmt::format("{} and fresh {}", r.seed, r.fresh_seed));
+  for (const auto& w : r.warnings) kv("warning", w);
   if (r.timing) {
     const auto& t = *r.timing;
     kv("size", t.size_label);
@@ -126,6 +127,7 @@ json report_to_json(const EvalReport& r) {
     j["guard"] = r.guard;
     j["reason"] = r.reason;
   }
+  if (!r.warnings.empty()) j["warnings"] = r.warnings;
   j["build"] = {{"ok", r.build.ok},
                 {"cached", r.build.cached},
                 {"cache_key", r.build.cache_key},

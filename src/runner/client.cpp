@@ -4,10 +4,13 @@
 #include <grp.h>
 #include <poll.h>
 #include <signal.h>
+#include <sched.h>
 #include <sys/mman.h>
+#include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -122,6 +125,11 @@ void RunnerClient::stop() {
       *fd = -1;
     }
   reply_buf_.clear();
+  if (!fallback_tmp_.empty()) {
+    std::error_code ec;
+    std::filesystem::remove_all(fallback_tmp_, ec);
+    fallback_tmp_.clear();
+  }
 }
 
 namespace {
@@ -150,6 +158,134 @@ int library_memfd(const std::string& library) {
   _exit(126);
 }
 
+
+// Directories that get a fresh, private, empty tmpfs in the runner's mount namespace.
+constexpr const char* kPrivateTmpDirs[] = {"/tmp", "/var/tmp", "/dev/shm"};
+
+bool write_file(const char* path, const char* text) {
+  const int fd = ::open(path, O_WRONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  const auto n = static_cast<ssize_t>(std::strlen(text));
+  const bool ok = ::write(fd, text, static_cast<std::size_t>(n)) == n;
+  ::close(fd);
+  return ok;
+}
+
+// Mount points of this process (from /proc/self/mountinfo, octal escapes decoded), parents
+// first.
+std::vector<std::string> mount_points() {
+  std::vector<std::string> out;
+  FILE* f = std::fopen("/proc/self/mountinfo", "re");
+  if (!f) return out;
+  char* line = nullptr;
+  std::size_t cap = 0;
+  while (::getline(&line, &cap, f) > 0) {
+    // "36 35 98:0 /root /mount/point opts ...": the fifth field.
+    const char* p = line;
+    for (int field = 0; field < 4 && p; ++field) {
+      p = std::strchr(p, ' ');
+      if (p) ++p;
+    }
+    if (!p) continue;
+    std::string mp;
+    for (; *p && *p != ' ' && *p != '\n'; ++p) {
+      if (p[0] == '\\' && p[1] && p[2] && p[3]) {
+        mp.push_back(static_cast<char>((p[1] - '0') * 64 + (p[2] - '0') * 8 + (p[3] - '0')));
+        p += 3;
+      } else {
+        mp.push_back(*p);
+      }
+    }
+    out.push_back(mp);
+  }
+  std::free(line);
+  std::fclose(f);
+  return out;
+}
+
+bool under(const std::string& path, const char* dir) {
+  const std::size_t n = std::strlen(dir);
+  return path.compare(0, n, dir) == 0 && (path.size() == n || path[n] == '/');
+}
+
+// Runs in the forked child, before the privilege drop. Gives the runner its own mount and IPC
+// namespaces (root: directly; otherwise inside a new user namespace that maps only our own
+// uid), makes every inherited mount read-only (except the kernel's /proc, /sys and /dev), and
+// mounts a fresh tmpfs of at most `tmp_bytes` on /tmp, /var/tmp and /dev/shm. The namespaces
+// die with the runner, so whatever it wrote is gone and no other runner process ever saw it;
+// System V IPC and POSIX message queues are private too. `keep` lists files under those
+// directories the runner's launcher must still reach (the compute-sanitizer copy of the
+// runner): they are bind-mounted into the fresh tmpfs. Returns "" on success, else what failed.
+std::string private_filesystem(std::size_t tmp_bytes, const std::vector<std::string>& keep) {
+  const uid_t uid = ::geteuid();
+  const gid_t gid = ::getegid();
+  std::string how;
+  if (::unshare(CLONE_NEWNS | CLONE_NEWIPC) != 0) {
+    how = std::string("unshare(CLONE_NEWNS | CLONE_NEWIPC): ") + std::strerror(errno);
+    // No CAP_SYS_ADMIN (a container, or not root): a user namespace grants it over the new
+    // mount namespace only. /proc/self/uid_map is writable only while we are dumpable.
+    ::prctl(PR_SET_DUMPABLE, 1);
+    if (::unshare(CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWIPC) != 0)
+      return how + "; unshare(CLONE_NEWUSER | ...): " + std::strerror(errno);
+    char map[64];
+    // Root keeps every identity (it drops to the sandbox uid next); others map only their own.
+    std::snprintf(map, sizeof map, uid == 0 ? "0 0 4294967295\n" : "%u %u 1\n", uid, uid);
+    if (!write_file("/proc/self/uid_map", map))
+      return std::string("writing uid_map in a new user namespace: ") + std::strerror(errno);
+    if (gid != 0 || uid != 0) (void)write_file("/proc/self/setgroups", "deny");
+    std::snprintf(map, sizeof map, uid == 0 ? "0 0 4294967295\n" : "%u %u 1\n", gid, gid);
+    if (!write_file("/proc/self/gid_map", map))
+      return std::string("writing gid_map in a new user namespace: ") + std::strerror(errno);
+  }
+  if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0)
+    return std::string("making / private: ") + std::strerror(errno);
+  // Every inherited mount read-only: the candidate writes nothing that outlives it (the
+  // user's files when not root, world-writable directories such as /var/crash when root).
+  // Flags a user namespace cannot clear (nosuid, nodev, noexec, atime) are kept.
+  std::string unwritable;
+  for (const std::string& mp : mount_points()) {
+    if (under(mp, "/proc") || under(mp, "/sys") || under(mp, "/dev")) continue;
+    struct statvfs sv {};
+    if (::statvfs(mp.c_str(), &sv) != 0 || (sv.f_flag & ST_RDONLY)) continue;
+    unsigned long flags = MS_REMOUNT | MS_BIND | MS_RDONLY;
+    if (sv.f_flag & ST_NOSUID) flags |= MS_NOSUID;
+    if (sv.f_flag & ST_NODEV) flags |= MS_NODEV;
+    if (sv.f_flag & ST_NOEXEC) flags |= MS_NOEXEC;
+    if (sv.f_flag & ST_NOATIME) flags |= MS_NOATIME;
+    if (sv.f_flag & ST_NODIRATIME) flags |= MS_NODIRATIME;
+    if (sv.f_flag & ST_RELATIME) flags |= MS_RELATIME;
+    if (::mount(nullptr, mp.c_str(), nullptr, flags, nullptr) != 0 && unwritable.empty())
+      unwritable = mp + " (" + std::strerror(errno) + ")";
+  }
+  if (!unwritable.empty()) return "cannot make the mount " + unwritable + " read-only";
+  std::vector<int> keep_fd(keep.size(), -1);
+  for (std::size_t i = 0; i < keep.size(); ++i)
+    keep_fd[i] = ::open(keep[i].c_str(), O_PATH | O_CLOEXEC);
+  const std::string opts = "mode=1777,size=" + std::to_string(tmp_bytes);
+  for (const char* dir : kPrivateTmpDirs) {
+    struct stat st {};
+    if (::stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) continue;
+    if (::mount("vladbud-tmp", dir, "tmpfs", MS_NOSUID | MS_NODEV, opts.c_str()) != 0)
+      return std::string("mounting a private tmpfs on ") + dir + ": " + std::strerror(errno);
+  }
+  for (std::size_t i = 0; i < keep.size(); ++i) {
+    if (keep_fd[i] < 0) continue;
+    bool hidden = false;
+    for (const char* dir : kPrivateTmpDirs) hidden = hidden || under(keep[i], dir);
+    if (!hidden) continue;
+    for (std::size_t s = keep[i].find('/', 1); s != std::string::npos;
+         s = keep[i].find('/', s + 1))
+      ::mkdir(keep[i].substr(0, s).c_str(), 0755);
+    const int f = ::open(keep[i].c_str(), O_CREAT | O_WRONLY | O_CLOEXEC, 0755);
+    if (f >= 0) ::close(f);
+    const std::string src = "/proc/self/fd/" + std::to_string(keep_fd[i]);
+    if (::mount(src.c_str(), keep[i].c_str(), nullptr, MS_BIND, nullptr) != 0)
+      return "keeping " + keep[i] + " visible: " + std::strerror(errno);
+    ::close(keep_fd[i]);
+  }
+  return {};
+}
+
 }  // namespace
 
 RunnerReply RunnerClient::start(const std::string& library, std::chrono::milliseconds timeout) {
@@ -175,9 +311,23 @@ RunnerReply RunnerClient::start(const std::string& library, std::chrono::millise
     r.message = "cannot read the kernel library " + library;
     return r;
   }
-  int cmd[2], rep[2], err[2];
-  if (::pipe2(cmd, O_CLOEXEC) || ::pipe2(rep, O_CLOEXEC) || ::pipe2(err, O_CLOEXEC))
+  int cmd[2], rep[2], err[2], note[2];
+  if (::pipe2(cmd, O_CLOEXEC) || ::pipe2(rep, O_CLOEXEC) || ::pipe2(err, O_CLOEXEC) ||
+      ::pipe2(note, O_CLOEXEC))
     throw std::runtime_error("pipe failed");
+  // The fallback TMPDIR, used only when the child cannot get a private file system: a
+  // directory only the runner's uid can enter, removed by stop().
+  {
+    std::string tmpl = (std::filesystem::temp_directory_path() / "vladbud-runner-XXXXXX").string();
+    if (::mkdtemp(tmpl.data()) != nullptr) {
+      fallback_tmp_ = tmpl;
+      ::chmod(tmpl.c_str(), 0700);
+      if (::geteuid() == 0) (void)!::chown(tmpl.c_str(), kSandboxId, kSandboxId);
+    }
+  }
+  std::vector<std::string> keep_paths;
+  if (!sanitizer_runner_.empty()) keep_paths.push_back(sanitizer_runner_);
+  const std::size_t tmp_bytes = std::min<std::size_t>(memory_limit_, 4ull << 30);
   // The runner's argv, built before fork (no allocation between fork and exec for it).
   std::vector<std::string> args{"vladbud-runner", "--backend", backend_};
   if (backend_ == "cuda")
@@ -211,17 +361,25 @@ RunnerReply RunnerClient::start(const std::string& library, std::chrono::millise
     if (::getppid() != parent) _exit(1);
     // Move the fds into place (dup2 clears CLOEXEC on the target), then close all others.
     const int a = ::dup(arena_fd_), c = ::dup(cmd[0]), r = ::dup(rep[1]), e = ::dup(err[1]),
-              l = ::dup(lib_fd), x = ::dup(runner_fd);
+              l = ::dup(lib_fd), x = ::dup(runner_fd), nt = ::dup(note[1]);
     ::dup2(a, runner::kArenaFd);
     ::dup2(c, runner::kCommandFd);
     ::dup2(r, runner::kReplyFd);
     ::dup2(l, runner::kLibraryFd);
     ::dup2(x, runner::kLibraryFd + 1);
+    const int note_fd = runner::kLibraryFd + 2;  // closed before exec
+    ::dup2(nt, note_fd);
     ::dup2(e, 2);
     ::dup2(e, 1);  // candidate output must never reach our stdout (it may be --json)
-    ::syscall(SYS_close_range, runner::kLibraryFd + 2, ~0U, 0);
+    ::syscall(SYS_close_range, runner::kLibraryFd + 3, ~0U, 0);
     if (::chdir("/") != 0) child_fail("chdir /");
     const bool cuda = backend_ == "cuda";
+    // No writable shared file system (issue 18 class 5): results kept in files cannot reach a
+    // later runner process. Reported to the parent on `note` (closed by exec).
+    const std::string fs_error = private_filesystem(tmp_bytes, keep_paths);
+    const std::string fs_note = fs_error.empty() ? std::string("ok") : fs_error;
+    (void)!::write(note_fd, fs_note.data(), fs_note.size());
+    ::close(note_fd);
 #ifndef VB_SANITIZE
     if (!cuda) {  // cuda: a context reserves a huge virtual range; the GPU budget applies
       rlimit lim{};
@@ -255,7 +413,10 @@ RunnerReply RunnerClient::start(const std::string& library, std::chrono::millise
     }
     ::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
     // A scrubbed environment: nothing that names the user's cache or home.
-    std::vector<std::string> env{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=/nonexistent"};
+    std::vector<std::string> env{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=/nonexistent",
+                                 "TMPDIR=" + (fs_error.empty() || fallback_tmp_.empty()
+                                                  ? std::string("/tmp")
+                                                  : fallback_tmp_)};
     for (const char* keep : {"OMP_NUM_THREADS", "OMP_PROC_BIND", "OMP_PLACES", "LD_LIBRARY_PATH",
                              "ASAN_OPTIONS", "UBSAN_OPTIONS", "LSAN_OPTIONS"})
       if (const char* v = std::getenv(keep)) env.push_back(std::string(keep) + "=" + v);
@@ -274,6 +435,26 @@ RunnerReply RunnerClient::start(const std::string& library, std::chrono::millise
   }
   ::close(lib_fd);
   ::close(runner_fd);
+  ::close(note[1]);
+  {
+    std::string fs_error;
+    char buf[512];
+    ssize_t n;
+    while ((n = ::read(note[0], buf, sizeof buf)) > 0 ||
+           (n < 0 && errno == EINTR))
+      if (n > 0) fs_error.append(buf, static_cast<std::size_t>(n));
+    ::close(note[0]);
+    if (fs_error.empty()) fs_error = "the runner's child did not report its file system";
+    fs_warning_ =
+        fs_error == "ok"
+            ? std::string()
+            : "the runner has no private file system (" + fs_error +
+                  "): the candidate can write the shared /tmp and /dev/shm and keep results "
+                  "across runner processes; it only gets a private TMPDIR. Fix: run VladBud "
+                  "as root with CAP_SYS_ADMIN, or enable unprivileged user namespaces "
+                  "(sysctl kernel.unprivileged_userns_clone=1, user.max_user_namespaces > 0, "
+                  "kernel.apparmor_restrict_unprivileged_userns=0)";
+  }
   ::close(cmd[0]);
   ::close(rep[1]);
   ::close(err[1]);

@@ -95,6 +95,14 @@ class RunnerClient {
   /// 1 MiB), including compute-sanitizer's findings and "ERROR SUMMARY" lines.
   const std::string& sanitizer_log() const { return sanitizer_log_; }
 
+  /// "" when the last start() gave the runner a private file system view (issue 18 class 5):
+  /// its own mount and IPC namespaces, every inherited mount read-only, and a fresh empty
+  /// tmpfs on /tmp, /var/tmp and /dev/shm (TMPDIR=/tmp) that disappears with the runner, so
+  /// nothing it writes reaches another runner process. Otherwise a warning naming what was
+  /// unavailable and why (e.g. no root and unprivileged user namespaces disabled); the runner
+  /// then only gets a private TMPDIR, removed when it stops, and the shared /tmp stays writable.
+  const std::string& filesystem_warning() const { return fs_warning_; }
+
  private:
   RunnerReply read_reply(std::chrono::milliseconds timeout,
                          std::chrono::steady_clock::time_point t0);
@@ -116,6 +124,8 @@ class RunnerClient {
   std::string stderr_tail_;
   std::string sanitizer_exe_, sanitizer_tool_, sanitizer_log_;
   std::string sanitizer_runner_;  ///< world-executable copy of the runner (under a sanitizer)
+  std::string fs_warning_;        ///< see filesystem_warning()
+  std::string fallback_tmp_;      ///< private TMPDIR made when namespaces are unavailable
   void keep_stderr(const char* data, std::size_t n);
   void drain_until_exit(std::chrono::milliseconds limit);
 };

@@ -209,14 +209,17 @@ bool under(const std::string& path, const char* dir) {
 }
 
 // Runs in the forked child, before the privilege drop. Gives the runner its own mount and IPC
-// namespaces (root: directly; otherwise inside a new user namespace that maps only our own
-// uid), makes every inherited mount read-only (except the kernel's /proc, /sys and /dev), and
+// namespaces (with CAP_SYS_ADMIN directly; otherwise inside a new user namespace, which maps
+// every id for root and only our own uid for anyone else), makes every inherited mount read-only (except the kernel's /proc, /sys and /dev), and
 // mounts a fresh tmpfs of at most `tmp_bytes` on /tmp, /var/tmp and /dev/shm. The namespaces
 // die with the runner, so whatever it wrote is gone and no other runner process ever saw it;
 // System V IPC and POSIX message queues are private too. `keep` lists files under those
 // directories the runner's launcher must still reach (the compute-sanitizer copy of the
-// runner): they are bind-mounted into the fresh tmpfs. Returns "" on success, else what failed.
-std::string private_filesystem(std::size_t tmp_bytes, const std::vector<std::string>& keep) {
+// runner, the CUDA MPS pipe directory): they are bind-mounted into the fresh tmpfs. Returns ""
+// on success, else what failed; `*private_tmp` says whether /tmp is the fresh tmpfs.
+std::string private_filesystem(std::size_t tmp_bytes, const std::vector<std::string>& keep,
+                               bool* private_tmp) {
+  *private_tmp = false;
   const uid_t uid = ::geteuid();
   const gid_t gid = ::getegid();
   std::string how;
@@ -257,7 +260,6 @@ std::string private_filesystem(std::size_t tmp_bytes, const std::vector<std::str
     if (::mount(nullptr, mp.c_str(), nullptr, flags, nullptr) != 0 && unwritable.empty())
       unwritable = mp + " (" + std::strerror(errno) + ")";
   }
-  if (!unwritable.empty()) return "cannot make the mount " + unwritable + " read-only";
   std::vector<int> keep_fd(keep.size(), -1);
   for (std::size_t i = 0; i < keep.size(); ++i)
     keep_fd[i] = ::open(keep[i].c_str(), O_PATH | O_CLOEXEC);
@@ -268,6 +270,7 @@ std::string private_filesystem(std::size_t tmp_bytes, const std::vector<std::str
     if (::mount("vladbud-tmp", dir, "tmpfs", MS_NOSUID | MS_NODEV, opts.c_str()) != 0)
       return std::string("mounting a private tmpfs on ") + dir + ": " + std::strerror(errno);
   }
+  *private_tmp = true;
   for (std::size_t i = 0; i < keep.size(); ++i) {
     if (keep_fd[i] < 0) continue;
     bool hidden = false;
@@ -276,13 +279,19 @@ std::string private_filesystem(std::size_t tmp_bytes, const std::vector<std::str
     for (std::size_t s = keep[i].find('/', 1); s != std::string::npos;
          s = keep[i].find('/', s + 1))
       ::mkdir(keep[i].substr(0, s).c_str(), 0755);
-    const int f = ::open(keep[i].c_str(), O_CREAT | O_WRONLY | O_CLOEXEC, 0755);
-    if (f >= 0) ::close(f);
+    struct stat st {};
+    if (::fstat(keep_fd[i], &st) == 0 && S_ISDIR(st.st_mode)) {
+      ::mkdir(keep[i].c_str(), 0755);
+    } else {
+      const int f = ::open(keep[i].c_str(), O_CREAT | O_WRONLY | O_CLOEXEC, 0755);
+      if (f >= 0) ::close(f);
+    }
     const std::string src = "/proc/self/fd/" + std::to_string(keep_fd[i]);
     if (::mount(src.c_str(), keep[i].c_str(), nullptr, MS_BIND, nullptr) != 0)
       return "keeping " + keep[i] + " visible: " + std::strerror(errno);
     ::close(keep_fd[i]);
   }
+  if (!unwritable.empty()) return "cannot make the mount " + unwritable + " read-only";
   return {};
 }
 
@@ -327,6 +336,12 @@ RunnerReply RunnerClient::start(const std::string& library, std::chrono::millise
   }
   std::vector<std::string> keep_paths;
   if (!sanitizer_runner_.empty()) keep_paths.push_back(sanitizer_runner_);
+  if (backend_ == "cuda") {
+    // A CUDA MPS server, if one runs, is reached through its pipe directory (under /tmp by
+    // default): it stays visible in the runner's private /tmp.
+    const char* mps = std::getenv("CUDA_MPS_PIPE_DIRECTORY");
+    keep_paths.push_back(mps && *mps ? mps : "/tmp/nvidia-mps");
+  }
   const std::size_t tmp_bytes = std::min<std::size_t>(memory_limit_, 4ull << 30);
   // The runner's argv, built before fork (no allocation between fork and exec for it).
   std::vector<std::string> args{"vladbud-runner", "--backend", backend_};
@@ -376,7 +391,8 @@ RunnerReply RunnerClient::start(const std::string& library, std::chrono::millise
     const bool cuda = backend_ == "cuda";
     // No writable shared file system (issue 18 class 5): results kept in files cannot reach a
     // later runner process. Reported to the parent on `note` (closed by exec).
-    const std::string fs_error = private_filesystem(tmp_bytes, keep_paths);
+    bool private_tmp = false;
+    const std::string fs_error = private_filesystem(tmp_bytes, keep_paths, &private_tmp);
     const std::string fs_note = fs_error.empty() ? std::string("ok") : fs_error;
     (void)!::write(note_fd, fs_note.data(), fs_note.size());
     ::close(note_fd);
@@ -414,14 +430,15 @@ RunnerReply RunnerClient::start(const std::string& library, std::chrono::millise
     ::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
     // A scrubbed environment: nothing that names the user's cache or home.
     std::vector<std::string> env{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=/nonexistent",
-                                 "TMPDIR=" + (fs_error.empty() || fallback_tmp_.empty()
+                                 "TMPDIR=" + (private_tmp || fallback_tmp_.empty()
                                                   ? std::string("/tmp")
                                                   : fallback_tmp_)};
     for (const char* keep : {"OMP_NUM_THREADS", "OMP_PROC_BIND", "OMP_PLACES", "LD_LIBRARY_PATH",
                              "ASAN_OPTIONS", "UBSAN_OPTIONS", "LSAN_OPTIONS"})
       if (const char* v = std::getenv(keep)) env.push_back(std::string(keep) + "=" + v);
     // cuda: which devices the driver shows, and where the driver library is.
-    for (const char* keep : {"CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "VB_LIBCUDA"})
+    for (const char* keep : {"CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "VB_LIBCUDA",
+                             "CUDA_MPS_PIPE_DIRECTORY"})
       if (const char* v = std::getenv(keep); cuda && v) env.push_back(std::string(keep) + "=" + v);
     std::vector<char*> envp;
     for (auto& v : env) envp.push_back(v.data());

@@ -112,7 +112,8 @@ TEST(Evaluator, SandboxKeepsTheCandidateAwayFromTheHarness) {
   EXPECT_EQ(r.verdict, "FAIL") << r.reason;
   EXPECT_EQ(r.guard, "kernel_error") << r.reason;
   EXPECT_NE(r.reason.find("sandbox held"), std::string::npos)
-      << "the candidate reached the parent's memory or kept root: " << r.reason;
+      << "the candidate reached the parent's memory, kept root or saw a shared temp directory: "
+      << r.reason;
 }
 
 TEST(Evaluator, TheRunnerHasAPrivateFileSystem) {

@@ -200,7 +200,8 @@ class Session {
   // Memory across calls (issue 18 class 5). After a passing call on fresh inputs, changes ONE
   // element of a floating input at a random position (drawn from the run's fresh seed), calls
   // again on the same buffers, and requires the oracle's output for the changed inputs; three
-  // times, each change on top of the last. A kernel that caches results on a hash of a sample
+  // times per dtype, each change on top of the last (a cache sampling every 64th element
+  // survives one dtype's check with probability 64^-3). A kernel that caches results on a hash of a sample
   // of its inputs (every 64th element, the first row, ...) misses a change outside the sample
   // and returns its stale output. Only changes that a stale output would fail are used (a
   // change can be invisible, e.g. in a row that cross_entropy ignores): up to 16 positions
@@ -221,8 +222,10 @@ class Session {
       double was = 0, now = 0;
       std::shared_ptr<const Outputs> ref;
       for (int a = 0; a < kAttempts && !visible; ++a) {
-        const std::uint64_t r = derive_seed(rep_.fresh_seed ^ 0x0e1e3e47ULL,
-                                            static_cast<std::uint64_t>(k * kAttempts + a));
+        // Positions differ between dtypes, so one run covers more of them.
+        const std::uint64_t r = derive_seed(
+            derive_seed(rep_.fresh_seed ^ 0x0e1e3e47ULL, static_cast<std::uint64_t>(p.dtype)),
+            static_cast<std::uint64_t>(k * kAttempts + a));
         idx = floats[r % floats.size()];
         const TensorView v{p.inputs[idx], private_[idx].data()};
         pos = static_cast<std::int64_t>((r >> 20) % static_cast<std::uint64_t>(v.desc.numel()));
@@ -240,7 +243,12 @@ class Session {
           v.set(pos, was);
         }
       }
-      if (!visible) continue;
+      if (!visible) {
+        progress(fmt::format("    no visible one-element change found in {} tries", kAttempts));
+        continue;
+      }
+      progress(fmt::format("    one element changed: '{}' element {} ({} -> {})",
+                           p.inputs[idx].name, pos, was, now));
       auto fail = run_case(p, regime, seed, rel_error, nullptr, /*reuse=*/true, history);
       if (fail) {
         if (fail->guard == "accuracy" || fail->guard == "poisoned_output")

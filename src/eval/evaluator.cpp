@@ -850,8 +850,9 @@ EvalReport evaluate(const KernelType& type, const Backend& backend,
             if (!fail) fail = s.run_case(p, c.regime, c.seed, &rel, &h, /*reuse=*/true);
             if (!fail && h != first_hash)
               fail = Failure{"FAIL", "determinism",
-                             fmt::format("call {} on identical inputs gave different output bits "
-                                         "(nondeterministic reduction order or a race)",
+                             fmt::format("call {} (in a fresh runner process) on identical "
+                                         "inputs gave different output bits (nondeterministic "
+                                         "reduction order or a race)",
                                          rep_i + 1)};
           }
         } else if (c.note == "fresh_inputs") {

@@ -336,11 +336,16 @@ RunnerReply RunnerClient::start(const std::string& library, std::chrono::millise
   }
   std::vector<std::string> keep_paths;
   if (!sanitizer_runner_.empty()) keep_paths.push_back(sanitizer_runner_);
+  // The sanitizer itself is started by path in the child (a checkout under /tmp may hold it).
+  if (!sanitizer_exe_.empty() && sanitizer_exe_.front() == '/') keep_paths.push_back(sanitizer_exe_);
   if (backend_ == "cuda") {
     // A CUDA MPS server, if one runs, is reached through its pipe directory (under /tmp by
     // default): it stays visible in the runner's private /tmp.
     const char* mps = std::getenv("CUDA_MPS_PIPE_DIRECTORY");
     keep_paths.push_back(mps && *mps ? mps : "/tmp/nvidia-mps");
+    // The driver library the runner loads (VB_LIBCUDA: a driver outside the loader's path, or
+    // the tests' stand-in) may live under /tmp (a checkout there): it stays visible too.
+    if (const char* lib = std::getenv("VB_LIBCUDA"); lib && *lib) keep_paths.push_back(lib);
   }
   const std::size_t tmp_bytes = std::min<std::size_t>(memory_limit_, 4ull << 30);
   // The runner's argv, built before fork (no allocation between fork and exec for it).

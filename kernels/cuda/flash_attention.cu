@@ -1,12 +1,17 @@
 // flash_attention (CUDA starter): O = softmax(Q·Kᵀ·sm_scale + mask)·V per (batch, head) over
-// [B,H,S,D] row-major tensors (DESIGN §2); causal mask top-left aligned (key j visible to query i
-// iff j <= i), as in PyTorch SDPA.
+// row-major Q, O [B,H,S,D] and K, V [B,H_kv,S,D] (DESIGN §2); grouped-query attention (GQA):
+// H % H_kv == 0 and query head h reads KV head h / (H/H_kv), read in place (no expanded copy;
+// H_kv = H is plain multi-head attention, H_kv = 1 multi-query). Causal mask top-left aligned
+// (key j visible to query i iff j <= i), as in PyTorch SDPA.
 //
 // fp16 / bf16 with D % 8 == 0, D <= 256 and 16-byte aligned tensors: FlashAttention-2 forward
-// (Dao 2023) on tensor cores. A CTA owns BLOCK_Q = 16·FA_WARPS query rows of one head, each warp
-// 16 rows; K/V tiles of BLOCK_KV keys stream through a double-buffered cp.async ring. Per tile a
-// warp computes S = Q·Kᵀ with mma.sync m16n8k16 (Q by ldmatrix, kept in registers for head dims
-// 64 and 128; K by ldmatrix non-transposed:
+// (Dao 2023) on tensor cores. A CTA owns BLOCK_Q = FA_WARP_ROWS·FA_WARPS query rows of one head
+// (head dims <= 96; 16·FA_WARPS above), each warp FA_WARP_ROWS rows as one or two m16 tiles
+// that share every K and V fragment it loads (two tiles halve the shared-memory reads per MMA,
+// as FlashAttention-2's 128-row tiles with four warps do); K/V tiles of BLOCK_KV keys stream
+// through a double-buffered cp.async ring. Per tile a warp computes S = Q·Kᵀ with mma.sync
+// m16n8k16 (Q by ldmatrix, kept in registers for head dim 64, and 128 with one m16 tile per
+// warp; K by ldmatrix non-transposed:
 // K[S,D] row-major is the "col" operand of Q·Kᵀ), applies scale·log2(e) and the mask, updates
 // the running row max m and row sum l in fp32 (online softmax, exp2f), rescales its fp32 O
 // accumulators and adds P·V, with P rounded to the input dtype and re-used from the S
@@ -29,9 +34,13 @@
 #include <cstdint>
 #include <type_traits>
 
-// @vb-param FA_WARPS 4 {4,8}  warps per CTA on the tensor-core path (16 query rows each)
+// @vb-param FA_WARPS 4 {4,8}  warps per CTA on the tensor-core path (FA_WARP_ROWS query rows each)
 #ifndef FA_WARPS
 #define FA_WARPS 4
+#endif
+// @vb-param FA_WARP_ROWS 32 {16,32}  query rows per warp on the tensor-core path, head dim <= 96
+#ifndef FA_WARP_ROWS
+#define FA_WARP_ROWS 32
 #endif
 // @vb-param FA_BLOCK_KV 64 {32,64,128}  keys per K/V tile on the tensor-core path, head dim <= 128
 #ifndef FA_BLOCK_KV
@@ -47,6 +56,7 @@
 namespace {
 
 static_assert(FA_BLOCK_KV % 16 == 0 && FA_BLOCK_KV_WIDE % 16 == 0, "K/V tiles: multiples of 16");
+static_assert(FA_WARP_ROWS == 16 || FA_WARP_ROWS == 32, "FA_WARP_ROWS: 16 or 32");
 
 __device__ __forceinline__ void cp_async_wait_all() {
   asm volatile("cp.async.wait_group 0;\n" ::: "memory");
@@ -65,20 +75,24 @@ __device__ __forceinline__ u32 pack2(float a, float b) {
 
 // ---- tensor-core kernel ------------------------------------------------------------------------
 
-template <int DP, int BKV>
+template <int DP, int BKV, int MT>
 constexpr std::size_t mma_smem_bytes() {
-  return static_cast<std::size_t>(16 * FA_WARPS + 4 * BKV) * (DP + 8) * 2;
+  return static_cast<std::size_t>(16 * MT * FA_WARPS + 4 * BKV) * (DP + 8) * 2;
 }
 
-/// One CTA = BLOCK_Q query rows of one (batch, head); grid = q_tiles · BH, the last query tiles
-/// (the most K/V tiles under causal masking) first. DP: padded head dim (multiple of 16, >= D).
-template <typename T, int DP, int BKV>
+/// One CTA = BLOCK_Q = 16·MT·FA_WARPS query rows of one (batch, head) bh; its K/V are those of
+/// KV head bh / group (group = H / H_kv: b·H + h over group is b·H_kv + h/group). Grid =
+/// q_tiles · BH, the last query tiles (the most K/V tiles under causal masking) first, heads
+/// that share a KV head adjacent. DP: padded head dim (multiple of 16, >= D). MT: m16 tiles per
+/// warp (1 or 2); warp w owns rows q0 + 16·MT·w .. +16·MT-1.
+template <typename T, int DP, int BKV, int MT>
 __global__ void __launch_bounds__(FA_WARPS * 32)
     fa_mma_kernel(const T* __restrict__ Q, const T* __restrict__ K, const T* __restrict__ V,
-                  T* __restrict__ O, int S, int D, int BH, int q_tiles, float scale_log2,
-                  int causal) {
-  constexpr int BQ = 16 * FA_WARPS, P = DP + 8, NTH = FA_WARPS * 32, CH = DP / 8;
+                  T* __restrict__ O, int S, int D, int BH, int group, int q_tiles,
+                  float scale_log2, int causal) {
+  constexpr int WR = 16 * MT, BQ = WR * FA_WARPS, P = DP + 8, NTH = FA_WARPS * 32, CH = DP / 8;
   static_assert(DP % 16 == 0, "padded head dim must be a multiple of 16");
+  static_assert(MT == 1 || MT == 2, "one or two m16 tiles per warp");
   extern __shared__ __align__(16) unsigned char smem_raw[];
   T* const Qs = reinterpret_cast<T*>(smem_raw);
   T* const Ks = Qs + BQ * P;       // [2][BKV][P]
@@ -88,9 +102,10 @@ __global__ void __launch_bounds__(FA_WARPS * 32)
   const int qt = q_tiles - 1 - static_cast<int>(blockIdx.x / BH);
   const int bh = static_cast<int>(blockIdx.x % BH);
   const std::size_t base = static_cast<std::size_t>(bh) * S * D;
+  const std::size_t kv_base = static_cast<std::size_t>(bh / group) * S * D;
   const T* const q = Q + base;
-  const T* const k = K + base;
-  const T* const v = V + base;
+  const T* const k = K + kv_base;
+  const T* const v = V + kv_base;
   const int q0 = qt * BQ;
 
   // rows [r0, r0+nrows) of a [S, D] matrix -> dst[nrows][P]; rows >= S and columns >= D zero.
@@ -110,17 +125,25 @@ __global__ void __launch_bounds__(FA_WARPS * 32)
   cp_async_commit();
 
   const int g = lane >> 2, t4 = lane & 3;
-  const int wq0 = q0 + warp * 16;
-  const int row0 = wq0 + g, row1 = row0 + 8;
-  float o[DP / 8][4];
+  const int wq0 = q0 + warp * WR;  // this warp's first query row
+  float o[MT][DP / 8][4];
 #pragma unroll
-  for (int i = 0; i < DP / 8; ++i) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.0f;
-  float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f;
-  // Head dims 64 and 128: the warp's Q fragments stay in registers (DP/16 × 4 words) after the
-  // first tile; other head dims re-read them from shared memory (with them in registers, ptxas
-  // spills for DP = 96 on sm_80, and DP = 256 has no registers to spare).
-  constexpr bool kQInRegs = DP == 64 || DP == 128;
-  u32 qf[kQInRegs ? DP / 16 : 1][4];
+  for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+    for (int i = 0; i < DP / 8; ++i) o[mt][i][0] = o[mt][i][1] = o[mt][i][2] = o[mt][i][3] = 0.0f;
+  // Running row max m and this lane's partial row sum l: [m-tile][row g, row g + 8].
+  float m[MT][2], l[MT][2];
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt) {
+    m[mt][0] = m[mt][1] = -INFINITY;
+    l[mt][0] = l[mt][1] = 0.0f;
+  }
+  // Head dim 64 (and 128 with one m16 tile per warp): the warp's Q fragments stay in registers
+  // (MT · DP/16 × 4 words) after the first tile; other head dims re-read them from shared memory
+  // (with them in registers, ptxas spills for DP = 96 on sm_80 and for DP = 128 with two tiles,
+  // and DP = 256 has no registers to spare).
+  constexpr bool kQInRegs = DP == 64 || (DP == 128 && MT == 1);
+  u32 qf[kQInRegs ? MT : 1][kQInRegs ? DP / 16 : 1][4];
 
   for (int j = 0; j < n_kv; ++j) {
     cp_async_wait_all();  // tile j (the only group in flight) has landed
@@ -128,8 +151,11 @@ __global__ void __launch_bounds__(FA_WARPS * 32)
     if constexpr (kQInRegs) {
       if (j == 0) {  // Q landed with tile 0
 #pragma unroll
-        for (int kk = 0; kk < DP; kk += 16)
-          ldsm_x4(qf[kk / 16], smem_addr(Qs + (warp * 16 + (lane & 15)) * P + kk + (lane >> 4) * 8));
+        for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+          for (int kk = 0; kk < DP; kk += 16)
+            ldsm_x4(qf[mt][kk / 16],
+                    smem_addr(Qs + (warp * WR + mt * 16 + (lane & 15)) * P + kk + (lane >> 4) * 8));
       }
     }
     if (j + 1 < n_kv) {
@@ -139,24 +165,30 @@ __global__ void __launch_bounds__(FA_WARPS * 32)
     }
     cp_async_commit();
     const int kv0 = j * BKV;
-    if (causal && kv0 > wq0 + 15) continue;  // tile entirely above this warp's rows
+    if (causal && kv0 > wq0 + WR - 1) continue;  // tile entirely above this warp's rows
     const T* const ks = Ks + (j & 1) * BKV * P;
     const T* const vs = Vs + (j & 1) * BKV * P;
 
-    // S = Q·Kᵀ (16 × BKV per warp).
-    float s[BKV / 8][4];
+    // S = Q·Kᵀ (WR × BKV per warp); each K fragment feeds all MT m16 tiles.
+    float s[MT][BKV / 8][4];
 #pragma unroll
-    for (int i = 0; i < BKV / 8; ++i) s[i][0] = s[i][1] = s[i][2] = s[i][3] = 0.0f;
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+      for (int i = 0; i < BKV / 8; ++i) s[mt][i][0] = s[mt][i][1] = s[mt][i][2] = s[mt][i][3] = 0.0f;
 #pragma unroll
     for (int kk = 0; kk < DP; kk += 16) {
-      u32 a[4];
-      if constexpr (kQInRegs) {
-        a[0] = qf[kk / 16][0];
-        a[1] = qf[kk / 16][1];
-        a[2] = qf[kk / 16][2];
-        a[3] = qf[kk / 16][3];
-      } else {
-        ldsm_x4(a, smem_addr(Qs + (warp * 16 + (lane & 15)) * P + kk + (lane >> 4) * 8));
+      u32 a[MT][4];
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt) {
+        if constexpr (kQInRegs) {
+          a[mt][0] = qf[mt][kk / 16][0];
+          a[mt][1] = qf[mt][kk / 16][1];
+          a[mt][2] = qf[mt][kk / 16][2];
+          a[mt][3] = qf[mt][kk / 16][3];
+        } else {
+          ldsm_x4(a[mt],
+                  smem_addr(Qs + (warp * WR + mt * 16 + (lane & 15)) * P + kk + (lane >> 4) * 8));
+        }
       }
 #pragma unroll
       for (int np = 0; np < BKV / 16; ++np) {
@@ -164,95 +196,115 @@ __global__ void __launch_bounds__(FA_WARPS * 32)
         u32 r[4];
         ldsm_x4(r, smem_addr(ks + (np * 16 + (lane & 7) + (lane >> 4) * 8) * P + kk +
                              ((lane >> 3) & 1) * 8));
-        mma16816<T>(s[2 * np], a, r[0], r[1]);
-        mma16816<T>(s[2 * np + 1], a, r[2], r[3]);
-      }
-    }
-
-    // Scale into the log2 domain, mask, row max over the quad (lanes 4g..4g+3).
-    const bool need_mask = kv0 + BKV > S || (causal && kv0 + BKV - 1 > wq0);
-    float mx0 = -INFINITY, mx1 = -INFINITY;
 #pragma unroll
-    for (int nt = 0; nt < BKV / 8; ++nt) {
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        float x = s[nt][i] * scale_log2;
-        if (need_mask) {
-          const int key = kv0 + nt * 8 + 2 * t4 + (i & 1);
-          const int row = i < 2 ? row0 : row1;
-          if (key >= S || (causal && key > row)) x = -INFINITY;
+        for (int mt = 0; mt < MT; ++mt) {
+          mma16816<T>(s[mt][2 * np], a[mt], r[0], r[1]);
+          mma16816<T>(s[mt][2 * np + 1], a[mt], r[2], r[3]);
         }
-        s[nt][i] = x;
       }
-      mx0 = fmaxf(mx0, fmaxf(s[nt][0], s[nt][1]));
-      mx1 = fmaxf(mx1, fmaxf(s[nt][2], s[nt][3]));
-    }
-    mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1));
-    mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
-    mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
-    mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));
-    const float mn0 = fmaxf(m0, mx0), mn1 = fmaxf(m1, mx1);
-    const float ms0 = mn0 == -INFINITY ? 0.0f : mn0;  // a row with nothing visible yet
-    const float ms1 = mn1 == -INFINITY ? 0.0f : mn1;
-    const float al0 = exp2f(m0 - ms0), al1 = exp2f(m1 - ms1);
-    m0 = mn0;
-    m1 = mn1;
-    float ps0 = 0.0f, ps1 = 0.0f;
-#pragma unroll
-    for (int nt = 0; nt < BKV / 8; ++nt) {
-      s[nt][0] = exp2f(s[nt][0] - ms0);
-      s[nt][1] = exp2f(s[nt][1] - ms0);
-      s[nt][2] = exp2f(s[nt][2] - ms1);
-      s[nt][3] = exp2f(s[nt][3] - ms1);
-      ps0 += s[nt][0] + s[nt][1];
-      ps1 += s[nt][2] + s[nt][3];
-    }
-    l0 = l0 * al0 + ps0;  // this lane's partial sum; the quad is reduced at the end
-    l1 = l1 * al1 + ps1;
-#pragma unroll
-    for (int dt = 0; dt < DP / 8; ++dt) {
-      o[dt][0] *= al0;
-      o[dt][1] *= al0;
-      o[dt][2] *= al1;
-      o[dt][3] *= al1;
     }
 
-    // O += P·V: the accumulators of key tiles 2jj, 2jj+1 are the A fragment of keys 16jj..+15.
+    // Per m16 tile: scale into the log2 domain, mask, row max over the quad (lanes 4g..4g+3),
+    // online-softmax update of m and l, rescale of O.
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt) {
+      const int tq0 = wq0 + mt * 16, row0 = tq0 + g, row1 = row0 + 8;
+      const bool need_mask = kv0 + BKV > S || (causal && kv0 + BKV - 1 > tq0);
+      float mx0 = -INFINITY, mx1 = -INFINITY;
+#pragma unroll
+      for (int nt = 0; nt < BKV / 8; ++nt) {
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          float x = s[mt][nt][i] * scale_log2;
+          if (need_mask) {
+            const int key = kv0 + nt * 8 + 2 * t4 + (i & 1);
+            const int row = i < 2 ? row0 : row1;
+            if (key >= S || (causal && key > row)) x = -INFINITY;
+          }
+          s[mt][nt][i] = x;
+        }
+        mx0 = fmaxf(mx0, fmaxf(s[mt][nt][0], s[mt][nt][1]));
+        mx1 = fmaxf(mx1, fmaxf(s[mt][nt][2], s[mt][nt][3]));
+      }
+      mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1));
+      mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
+      mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
+      mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));
+      const float mn0 = fmaxf(m[mt][0], mx0), mn1 = fmaxf(m[mt][1], mx1);
+      const float ms0 = mn0 == -INFINITY ? 0.0f : mn0;  // a row with nothing visible yet
+      const float ms1 = mn1 == -INFINITY ? 0.0f : mn1;
+      const float al0 = exp2f(m[mt][0] - ms0), al1 = exp2f(m[mt][1] - ms1);
+      m[mt][0] = mn0;
+      m[mt][1] = mn1;
+      float ps0 = 0.0f, ps1 = 0.0f;
+#pragma unroll
+      for (int nt = 0; nt < BKV / 8; ++nt) {
+        s[mt][nt][0] = exp2f(s[mt][nt][0] - ms0);
+        s[mt][nt][1] = exp2f(s[mt][nt][1] - ms0);
+        s[mt][nt][2] = exp2f(s[mt][nt][2] - ms1);
+        s[mt][nt][3] = exp2f(s[mt][nt][3] - ms1);
+        ps0 += s[mt][nt][0] + s[mt][nt][1];
+        ps1 += s[mt][nt][2] + s[mt][nt][3];
+      }
+      l[mt][0] = l[mt][0] * al0 + ps0;  // this lane's partial sum; the quad is reduced at the end
+      l[mt][1] = l[mt][1] * al1 + ps1;
+#pragma unroll
+      for (int dt = 0; dt < DP / 8; ++dt) {
+        o[mt][dt][0] *= al0;
+        o[mt][dt][1] *= al0;
+        o[mt][dt][2] *= al1;
+        o[mt][dt][3] *= al1;
+      }
+    }
+
+    // O += P·V: the accumulators of key tiles 2jj, 2jj+1 are the A fragment of keys 16jj..+15;
+    // each V fragment feeds all MT m16 tiles.
 #pragma unroll
     for (int jj = 0; jj < BKV / 16; ++jj) {
-      u32 a[4];
-      a[0] = pack2<T>(s[2 * jj][0], s[2 * jj][1]);
-      a[1] = pack2<T>(s[2 * jj][2], s[2 * jj][3]);
-      a[2] = pack2<T>(s[2 * jj + 1][0], s[2 * jj + 1][1]);
-      a[3] = pack2<T>(s[2 * jj + 1][2], s[2 * jj + 1][3]);
+      u32 a[MT][4];
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt) {
+        a[mt][0] = pack2<T>(s[mt][2 * jj][0], s[mt][2 * jj][1]);
+        a[mt][1] = pack2<T>(s[mt][2 * jj][2], s[mt][2 * jj][3]);
+        a[mt][2] = pack2<T>(s[mt][2 * jj + 1][0], s[mt][2 * jj + 1][1]);
+        a[mt][3] = pack2<T>(s[mt][2 * jj + 1][2], s[mt][2 * jj + 1][3]);
+      }
 #pragma unroll
       for (int dp = 0; dp < DP / 16; ++dp) {
         // Matrices: (keys 0-7, d 0-7), (keys 8-15, d 0-7), (keys 0-7, d 8-15), (keys 8-15, d 8-15).
         u32 r[4];
         ldsm_x4_t(r, smem_addr(vs + (jj * 16 + (lane & 15)) * P + dp * 16 + (lane >> 4) * 8));
-        mma16816<T>(o[2 * dp], a, r[0], r[1]);
-        mma16816<T>(o[2 * dp + 1], a, r[2], r[3]);
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt) {
+          mma16816<T>(o[mt][2 * dp], a[mt], r[0], r[1]);
+          mma16816<T>(o[mt][2 * dp + 1], a[mt], r[2], r[3]);
+        }
       }
     }
   }
   cp_async_wait_all();
 
-  l0 += __shfl_xor_sync(0xffffffffu, l0, 1);
-  l0 += __shfl_xor_sync(0xffffffffu, l0, 2);
-  l1 += __shfl_xor_sync(0xffffffffu, l1, 1);
-  l1 += __shfl_xor_sync(0xffffffffu, l1, 2);
-  const float inv0 = 1.0f / l0, inv1 = 1.0f / l1;
   T* const out = O + base;
 #pragma unroll
-  for (int dt = 0; dt < DP / 8; ++dt) {
-    const int col = dt * 8 + 2 * t4;  // D % 8 == 0: col < D implies col + 1 < D
-    if (col >= D) continue;
-    if (row0 < S)
-      *reinterpret_cast<u32*>(out + static_cast<std::size_t>(row0) * D + col) =
-          pack2<T>(o[dt][0] * inv0, o[dt][1] * inv0);
-    if (row1 < S)
-      *reinterpret_cast<u32*>(out + static_cast<std::size_t>(row1) * D + col) =
-          pack2<T>(o[dt][2] * inv1, o[dt][3] * inv1);
+  for (int mt = 0; mt < MT; ++mt) {
+    float l0 = l[mt][0], l1 = l[mt][1];
+    l0 += __shfl_xor_sync(0xffffffffu, l0, 1);
+    l0 += __shfl_xor_sync(0xffffffffu, l0, 2);
+    l1 += __shfl_xor_sync(0xffffffffu, l1, 1);
+    l1 += __shfl_xor_sync(0xffffffffu, l1, 2);
+    const float inv0 = 1.0f / l0, inv1 = 1.0f / l1;
+    const int row0 = wq0 + mt * 16 + g, row1 = row0 + 8;
+#pragma unroll
+    for (int dt = 0; dt < DP / 8; ++dt) {
+      const int col = dt * 8 + 2 * t4;  // D % 8 == 0: col < D implies col + 1 < D
+      if (col >= D) continue;
+      if (row0 < S)
+        *reinterpret_cast<u32*>(out + static_cast<std::size_t>(row0) * D + col) =
+            pack2<T>(o[mt][dt][0] * inv0, o[mt][dt][1] * inv0);
+      if (row1 < S)
+        *reinterpret_cast<u32*>(out + static_cast<std::size_t>(row1) * D + col) =
+            pack2<T>(o[mt][dt][2] * inv1, o[mt][dt][3] * inv1);
+    }
   }
 }
 
@@ -267,13 +319,14 @@ constexpr std::size_t simt_smem_bytes() {
          4;
 }
 
-/// One CTA = 64 query rows of one (batch, head), 256 threads; thread (tr, tc) = (tid/16, tid%16)
-/// owns rows 4tr..4tr+3, keys tc and tc+16 of each tile, O columns tc + 16t. D <= DMAX.
+/// One CTA = 64 query rows of one (batch, head) bh, 256 threads, K/V of KV head bh / group;
+/// thread (tr, tc) = (tid/16, tid%16) owns rows 4tr..4tr+3, keys tc and tc+16 of each tile,
+/// O columns tc + 16t. D <= DMAX.
 template <typename T, int DMAX>
 __global__ void __launch_bounds__(kSimtThreads)
     fa_simt_kernel(const T* __restrict__ Q, const T* __restrict__ K, const T* __restrict__ V,
-                   T* __restrict__ O, int S, int D, int BH, int q_tiles, float scale_log2,
-                   int causal) {
+                   T* __restrict__ O, int S, int D, int BH, int group, int q_tiles,
+                   float scale_log2, int causal) {
   constexpr int QP = DMAX + 1, KP = DMAX + 1, VP = DMAX, PP = kSimtBKV + 1, OT = DMAX / 16;
   extern __shared__ float fsm[];
   float* const Qs = fsm;                    // [64][QP]
@@ -285,9 +338,10 @@ __global__ void __launch_bounds__(kSimtThreads)
   const int qt = q_tiles - 1 - static_cast<int>(blockIdx.x / BH);
   const int bh = static_cast<int>(blockIdx.x % BH);
   const std::size_t base = static_cast<std::size_t>(bh) * S * D;
+  const std::size_t kv_base = static_cast<std::size_t>(bh / group) * S * D;
   const T* const q = Q + base;
-  const T* const k = K + base;
-  const T* const v = V + base;
+  const T* const k = K + kv_base;
+  const T* const v = V + kv_base;
   const int q0 = qt * kSimtBQ;
 
   for (int e = tid; e < kSimtBQ * D; e += kSimtThreads) {
@@ -393,13 +447,15 @@ bool aligned16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 
 
 struct Args {
   int S, D, BH;
+  int group;  // H / H_kv: query heads per KV head
   float scale_log2;
   int causal;
 };
 
 /// Sets the dynamic shared-memory limit of `kern` and launches it over q_tiles · BH CTAs.
 template <typename T>
-int launch_kernel(void (*kern)(const T*, const T*, const T*, T*, int, int, int, int, float, int),
+int launch_kernel(void (*kern)(const T*, const T*, const T*, T*, int, int, int, int, int, float,
+                               int),
                   int block_q, int threads, std::size_t smem, const Args& a, const T* q,
                   const T* k, const T* v, T* o, cudaStream_t s, const char* what) {
   const int q_tiles = (a.S + block_q - 1) / block_q;
@@ -410,8 +466,8 @@ int launch_kernel(void (*kern)(const T*, const T*, const T*, T*, int, int, int, 
   if (e != cudaSuccess)
     return vbk::fail("flash_attention: cannot reserve %zu bytes of shared memory per CTA for %s (%s)",
                      smem, what, cudaGetErrorString(e));
-  kern<<<static_cast<unsigned>(ctas), threads, smem, s>>>(q, k, v, o, a.S, a.D, a.BH, q_tiles,
-                                                          a.scale_log2, a.causal);
+  kern<<<static_cast<unsigned>(ctas), threads, smem, s>>>(q, k, v, o, a.S, a.D, a.BH, a.group,
+                                                          q_tiles, a.scale_log2, a.causal);
   VBK_CUDA_CHECK_LAUNCH(what);
   return 0;
 }
@@ -419,8 +475,11 @@ int launch_kernel(void (*kern)(const T*, const T*, const T*, T*, int, int, int, 
 template <typename T, int DP>
 int launch_mma(const Args& a, const T* q, const T* k, const T* v, T* o, cudaStream_t s) {
   constexpr int BKV = DP > 128 ? FA_BLOCK_KV_WIDE : FA_BLOCK_KV;
-  return launch_kernel<T>(fa_mma_kernel<T, DP, BKV>, 16 * FA_WARPS, FA_WARPS * 32,
-                          mma_smem_bytes<DP, BKV>(), a, q, k, v, o, s, "fa_mma_kernel");
+  // Two m16 tiles per warp need ~250 registers at DP <= 96 (ptxas, sm_90); at DP = 128 they
+  // spill, so wider heads keep one.
+  constexpr int MT = DP > 96 ? 1 : FA_WARP_ROWS / 16;
+  return launch_kernel<T>(fa_mma_kernel<T, DP, BKV, MT>, 16 * MT * FA_WARPS, FA_WARPS * 32,
+                          mma_smem_bytes<DP, BKV, MT>(), a, q, k, v, o, s, "fa_mma_kernel");
 }
 
 template <typename T, int DMAX>
@@ -447,8 +506,9 @@ int run_attention(const Args& a, const T* q, const T* k, const T* v, T* o, cudaS
 
 }  // namespace
 
-/// Kernel ABI (DESIGN §3): inputs q, k, v [B,H,S,D]; output o [B,H,S,D]; same float dtype;
-/// attributes causal (0 or 1), sm_scale (finite; NaN resolves to 1/sqrt(D)). D <= 256.
+/// Kernel ABI (DESIGN §2, §3): inputs q [B,H,S,D], k and v [B,H_kv,S,D] with H % H_kv == 0
+/// (GQA; H_kv = H is multi-head attention); output o [B,H,S,D]; one float dtype; attributes
+/// causal (0 or 1), sm_scale (finite; NaN resolves to 1/sqrt(D)). D <= 256.
 extern "C" int vb_kernel_run(const DLTensor* inputs, int n_inputs, DLTensor* outputs,
                              int n_outputs, const double* attrs, int n_attrs, void* stream) {
   if (int e = vbk::check_cuda_args(inputs, n_inputs, 3, outputs, n_outputs, 1, n_attrs, 2)) return e;
@@ -457,8 +517,13 @@ extern "C" int vb_kernel_run(const DLTensor* inputs, int n_inputs, DLTensor* out
   if (tq.ndim != 4) return vbk::fail("q: expected 4 dimensions [B,H,S,D], got %d", tq.ndim);
   const std::int64_t B = tq.shape[0], H = tq.shape[1], S = tq.shape[2], D = tq.shape[3];
   if (int e = vbk::check_shape(tq, "q", {B, H, S, D})) return e;
-  if (int e = vbk::check_shape(inputs[1], "k", {B, H, S, D})) return e;
-  if (int e = vbk::check_shape(inputs[2], "v", {B, H, S, D})) return e;
+  if (int e = vbk::check_shape(inputs[1], "k", {B, -1, S, D})) return e;
+  const std::int64_t Hkv = inputs[1].shape[1];
+  if (int e = vbk::check_shape(inputs[2], "v", {B, Hkv, S, D})) return e;
+  if (Hkv < 1 || H % Hkv != 0)
+    return vbk::fail("flash_attention: k and v have %lld heads, which must divide q's %lld heads "
+                     "(GQA: query head h reads KV head h/(H/H_kv)); give k/v 1, a divisor of H, "
+                     "or H heads", (long long)Hkv, (long long)H);
   if (int e = vbk::check_shape(outputs[0], "o", {B, H, S, D})) return e;
   if (attrs[0] != 0.0 && attrs[0] != 1.0) return vbk::fail("causal must be 0 or 1 (got %g)", attrs[0]);
   double scale = attrs[1];
@@ -469,7 +534,8 @@ extern "C" int vb_kernel_run(const DLTensor* inputs, int n_inputs, DLTensor* out
     return vbk::fail("flash_attention: B*H=%lld or S=%lld too large", (long long)(B * H), (long long)S);
   if (vbk::numel(outputs[0]) == 0) return 0;  // nothing to write
   const Args a{static_cast<int>(S), static_cast<int>(D), static_cast<int>(B * H),
-               static_cast<float>(scale * 1.4426950408889634), attrs[0] != 0.0 ? 1 : 0};
+               static_cast<int>(H / Hkv), static_cast<float>(scale * 1.4426950408889634),
+               attrs[0] != 0.0 ? 1 : 0};
   const cudaStream_t s = vbk::as_stream(stream);
   return vbk::dispatch_float(vbk::dtype_of(tq), [&](auto tag) {
     using T = decltype(tag);

@@ -6,14 +6,15 @@
 //
 // fp16 / bf16 with D % 8 == 0, D <= 256 and 16-byte aligned tensors: FlashAttention-2 forward
 // (Dao 2023) on tensor cores. A CTA owns BLOCK_Q = FA_WARP_ROWS·FA_WARPS query rows of one head
-// (head dims <= 96; 16·FA_WARPS above), each warp FA_WARP_ROWS rows as one or two m16 tiles
+// (head dims <= 64; 16·FA_WARPS above), each warp FA_WARP_ROWS rows as one or two m16 tiles
 // that share every K and V fragment it loads (two tiles halve the shared-memory reads per MMA,
 // as FlashAttention-2's 128-row tiles with four warps do); K/V tiles of BLOCK_KV keys stream
 // through a double-buffered cp.async ring. Per tile a warp computes S = Q·Kᵀ with mma.sync
 // m16n8k16 (Q by ldmatrix, kept in registers for head dim 64, and 128 with one m16 tile per
 // warp; K by ldmatrix non-transposed:
-// K[S,D] row-major is the "col" operand of Q·Kᵀ), applies scale·log2(e) and the mask, updates
-// the running row max m and row sum l in fp32 (online softmax, exp2f), rescales its fp32 O
+// K[S,D] row-major is the "col" operand of Q·Kᵀ), masks, updates the running row max m of the
+// raw scores and row sum l in fp32 (online softmax; p = 2^(s·c - m·c), c = sm_scale·log2(e), one
+// FFMA and one SFU ex2 per score, sm_scale > 0 on this path), rescales its fp32 O
 // accumulators and adds P·V, with P rounded to the input dtype and re-used from the S
 // accumulators as the A fragment (no shared-memory round trip; V by ldmatrix .trans). Head dims
 // are padded to DP ∈ {64, 80, 96, 128, 256} with zero-filled columns (they add 0 to Q·Kᵀ and
@@ -21,12 +22,14 @@
 // tiles that lie entirely above their rows. Rows (query or key) past S are zero-filled; keys past
 // S are masked.
 //
-// fp32 (true fp32, never TF32) and any other shape (D not a multiple of 8, misaligned bases):
+// fp32 (true fp32, never TF32) and any other case (D not a multiple of 8, misaligned bases,
+// sm_scale <= 0):
 // the same algorithm on the SIMT cores in fp32 FFMA, 64 query rows × 32 keys per tile, 256
 // threads, every thread 4 rows × 2 keys of S and 4 rows × D/16 columns of O.
 //
 // Determinism: fixed reduction orders (butterfly shuffles give every lane identical bits).
-// No fast-math: exp2f keeps subnormal results; RNE conversions.
+// No fast-math: RNE conversions; the SIMT path's exp2f keeps subnormal results; the tensor-core
+// path's ex2 flushes weights below 2^-126 (relative to a row sum >= 1; see ex2_ftz).
 #include "vb_cuda.cuh"
 
 #include <climits>
@@ -38,9 +41,13 @@
 #ifndef FA_WARPS
 #define FA_WARPS 4
 #endif
-// @vb-param FA_WARP_ROWS 32 {16,32}  query rows per warp on the tensor-core path, head dim <= 96
+// @vb-param FA_WARP_ROWS 16 {16,32}  query rows per warp on the tensor-core path, head dim 64
 #ifndef FA_WARP_ROWS
-#define FA_WARP_ROWS 32
+#define FA_WARP_ROWS 16
+#endif
+// @vb-param FA_MIN_CTAS 1 {1,3,4}  CTAs per SM the register allocation must leave room for (head dim 64, one m16 tile per warp)
+#ifndef FA_MIN_CTAS
+#define FA_MIN_CTAS 1
 #endif
 // @vb-param FA_BLOCK_KV 64 {32,64,128}  keys per K/V tile on the tensor-core path, head dim <= 128
 #ifndef FA_BLOCK_KV
@@ -61,6 +68,18 @@ static_assert(FA_WARP_ROWS == 16 || FA_WARP_ROWS == 32, "FA_WARP_ROWS: 16 or 32"
 __device__ __forceinline__ void cp_async_wait_all() {
   asm volatile("cp.async.wait_group 0;\n" ::: "memory");
 }
+/// 2^x by the SFU's ex2 (PTX ex2.approx.ftz.f32: max relative error 2^-22.5 on sm_90, PTX ISA
+/// §9.7.4.6), results below 2^-126 flushed to +0 and 2^-inf = +0. Used for the softmax
+/// weights p = 2^(x - m) <= 1 and the rescale factors 2^(m_old - m_new) <= 1: a flushed weight
+/// is < 2^-126 while the row sum holds the row maximum's weight 1, so flushing changes O by
+/// less than 2^-126 relative; CUDA's exp2f would add a subnormal fix-up (compare, select,
+/// multiply) to every one of them.
+__device__ __forceinline__ float ex2_ftz(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+}
+
 /// (a, b) rounded (RNE) to T and packed, a in the low half.
 template <typename T>
 __device__ __forceinline__ u32 pack2(float a, float b) {
@@ -85,8 +104,16 @@ constexpr std::size_t mma_smem_bytes() {
 /// q_tiles · BH, the last query tiles (the most K/V tiles under causal masking) first, heads
 /// that share a KV head adjacent. DP: padded head dim (multiple of 16, >= D). MT: m16 tiles per
 /// warp (1 or 2); warp w owns rows q0 + 16·MT·w .. +16·MT-1.
+/// Minimum resident CTAs per SM for __launch_bounds__: FA_MIN_CTAS at DP = 64 with one m16 tile
+/// per warp (4 CTAs of 4 warps cap ptxas at 128 registers, where this kernel needs ~132 on
+/// sm_90 without spilling), 1 (no bound) otherwise.
+template <int DP, int MT>
+constexpr int min_ctas() {
+  return DP == 64 && MT == 1 ? FA_MIN_CTAS : 1;
+}
+
 template <typename T, int DP, int BKV, int MT>
-__global__ void __launch_bounds__(FA_WARPS * 32)
+__global__ void __launch_bounds__(FA_WARPS * 32, min_ctas<DP, MT>())
     fa_mma_kernel(const T* __restrict__ Q, const T* __restrict__ K, const T* __restrict__ V,
                   T* __restrict__ O, int S, int D, int BH, int group, int q_tiles,
                   float scale_log2, int causal) {
@@ -108,20 +135,35 @@ __global__ void __launch_bounds__(FA_WARPS * 32)
   const T* const v = V + kv_base;
   const int q0 = qt * BQ;
 
-  // rows [r0, r0+nrows) of a [S, D] matrix -> dst[nrows][P]; rows >= S and columns >= D zero.
-  auto load_rows = [&](T* dst, const T* src, int r0, int nrows) {
-    for (int c = tid; c < nrows * CH; c += NTH) {
-      const int r = c / CH, cc = (c % CH) * 8;
-      const bool ok = r0 + r < S && cc < D;
-      cp_async16(smem_addr(dst + r * P + cc), ok ? src + static_cast<std::size_t>(r0 + r) * D + cc : src,
-                 ok);
+  // Rows [r0, r0+NR) of a [S, D] matrix -> dst[NR][P]; rows >= S and columns >= D zero. A
+  // whole tile (every row < S, D = DP) takes the unrolled path without bounds checks: thread
+  // tid copies the 16-byte chunk (tid % CH) of rows tid / CH + i·NTH/CH.
+  const bool full_width = D == DP;
+  auto load_rows = [&](auto nrows, T* dst, const T* src, int r0) {
+    constexpr int NR = decltype(nrows)::value;
+    if (full_width && r0 + NR <= S && NTH % CH == 0 && (NR * CH) % NTH == 0) {
+      const int r = tid / CH, cc = (tid % CH) * 8;
+      const T* g = src + static_cast<std::size_t>(r0 + r) * D + cc;
+      const u32 sa = smem_addr(dst + r * P + cc);
+#pragma unroll
+      for (int i = 0; i < (NR * CH) / NTH; ++i)
+        cp_async16(sa + i * (NTH / CH) * P * 2, g + static_cast<std::size_t>(i) * (NTH / CH) * D, true);
+    } else {
+      for (int c = tid; c < NR * CH; c += NTH) {
+        const int r = c / CH, cc = (c % CH) * 8;
+        const bool ok = r0 + r < S && cc < D;
+        cp_async16(smem_addr(dst + r * P + cc),
+                   ok ? src + static_cast<std::size_t>(r0 + r) * D + cc : src, ok);
+      }
     }
   };
+  using RowsQ = std::integral_constant<int, BQ>;
+  using RowsKV = std::integral_constant<int, BKV>;
   const int kv_end = causal ? min(S, q0 + BQ) : S;
   const int n_kv = (kv_end + BKV - 1) / BKV;
-  load_rows(Qs, q, q0, BQ);
-  load_rows(Ks, k, 0, BKV);
-  load_rows(Vs, v, 0, BKV);
+  load_rows(RowsQ{}, Qs, q, q0);
+  load_rows(RowsKV{}, Ks, k, 0);
+  load_rows(RowsKV{}, Vs, v, 0);
   cp_async_commit();
 
   const int g = lane >> 2, t4 = lane & 3;
@@ -160,8 +202,8 @@ __global__ void __launch_bounds__(FA_WARPS * 32)
     }
     if (j + 1 < n_kv) {
       const int nb = (j + 1) & 1;
-      load_rows(Ks + nb * BKV * P, k, (j + 1) * BKV, BKV);
-      load_rows(Vs + nb * BKV * P, v, (j + 1) * BKV, BKV);
+      load_rows(RowsKV{}, Ks + nb * BKV * P, k, (j + 1) * BKV);
+      load_rows(RowsKV{}, Vs + nb * BKV * P, v, (j + 1) * BKV);
     }
     cp_async_commit();
     const int kv0 = j * BKV;
@@ -204,25 +246,28 @@ __global__ void __launch_bounds__(FA_WARPS * 32)
       }
     }
 
-    // Per m16 tile: scale into the log2 domain, mask, row max over the quad (lanes 4g..4g+3),
-    // online-softmax update of m and l, rescale of O.
+    // Per m16 tile: mask (diagonal and tail tiles only), row max of the raw scores over the
+    // quad (lanes 4g..4g+3), online-softmax update of m and l in raw-score units (scale > 0 on
+    // this path, so the max commutes with the scaling), p = 2^(s·c - m·c) with c = scale·log2(e)
+    // in one FFMA, rescale of O.
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt) {
       const int tq0 = wq0 + mt * 16, row0 = tq0 + g, row1 = row0 + 8;
       const bool need_mask = kv0 + BKV > S || (causal && kv0 + BKV - 1 > tq0);
+      if (need_mask) {
+#pragma unroll
+        for (int nt = 0; nt < BKV / 8; ++nt) {
+#pragma unroll
+          for (int i = 0; i < 4; ++i) {
+            const int key = kv0 + nt * 8 + 2 * t4 + (i & 1);
+            const int row = i < 2 ? row0 : row1;
+            if (key >= S || (causal && key > row)) s[mt][nt][i] = -INFINITY;
+          }
+        }
+      }
       float mx0 = -INFINITY, mx1 = -INFINITY;
 #pragma unroll
       for (int nt = 0; nt < BKV / 8; ++nt) {
-#pragma unroll
-        for (int i = 0; i < 4; ++i) {
-          float x = s[mt][nt][i] * scale_log2;
-          if (need_mask) {
-            const int key = kv0 + nt * 8 + 2 * t4 + (i & 1);
-            const int row = i < 2 ? row0 : row1;
-            if (key >= S || (causal && key > row)) x = -INFINITY;
-          }
-          s[mt][nt][i] = x;
-        }
         mx0 = fmaxf(mx0, fmaxf(s[mt][nt][0], s[mt][nt][1]));
         mx1 = fmaxf(mx1, fmaxf(s[mt][nt][2], s[mt][nt][3]));
       }
@@ -233,16 +278,18 @@ __global__ void __launch_bounds__(FA_WARPS * 32)
       const float mn0 = fmaxf(m[mt][0], mx0), mn1 = fmaxf(m[mt][1], mx1);
       const float ms0 = mn0 == -INFINITY ? 0.0f : mn0;  // a row with nothing visible yet
       const float ms1 = mn1 == -INFINITY ? 0.0f : mn1;
-      const float al0 = exp2f(m[mt][0] - ms0), al1 = exp2f(m[mt][1] - ms1);
+      const float al0 = ex2_ftz((m[mt][0] - ms0) * scale_log2);
+      const float al1 = ex2_ftz((m[mt][1] - ms1) * scale_log2);
       m[mt][0] = mn0;
       m[mt][1] = mn1;
+      const float off0 = -ms0 * scale_log2, off1 = -ms1 * scale_log2;
       float ps0 = 0.0f, ps1 = 0.0f;
 #pragma unroll
       for (int nt = 0; nt < BKV / 8; ++nt) {
-        s[mt][nt][0] = exp2f(s[mt][nt][0] - ms0);
-        s[mt][nt][1] = exp2f(s[mt][nt][1] - ms0);
-        s[mt][nt][2] = exp2f(s[mt][nt][2] - ms1);
-        s[mt][nt][3] = exp2f(s[mt][nt][3] - ms1);
+        s[mt][nt][0] = ex2_ftz(fmaf(s[mt][nt][0], scale_log2, off0));
+        s[mt][nt][1] = ex2_ftz(fmaf(s[mt][nt][1], scale_log2, off0));
+        s[mt][nt][2] = ex2_ftz(fmaf(s[mt][nt][2], scale_log2, off1));
+        s[mt][nt][3] = ex2_ftz(fmaf(s[mt][nt][3], scale_log2, off1));
         ps0 += s[mt][nt][0] + s[mt][nt][1];
         ps1 += s[mt][nt][2] + s[mt][nt][3];
       }
@@ -475,9 +522,9 @@ int launch_kernel(void (*kern)(const T*, const T*, const T*, T*, int, int, int, 
 template <typename T, int DP>
 int launch_mma(const Args& a, const T* q, const T* k, const T* v, T* o, cudaStream_t s) {
   constexpr int BKV = DP > 128 ? FA_BLOCK_KV_WIDE : FA_BLOCK_KV;
-  // Two m16 tiles per warp need ~250 registers at DP <= 96 (ptxas, sm_90); at DP = 128 they
-  // spill, so wider heads keep one.
-  constexpr int MT = DP > 96 ? 1 : FA_WARP_ROWS / 16;
+  // Two m16 tiles per warp need 215-255 registers at DP = 64 (ptxas, sm_90, BLOCK_KV 32-64);
+  // from DP = 80 up they spill, so wider heads keep one.
+  constexpr int MT = DP > 64 ? 1 : FA_WARP_ROWS / 16;
   return launch_kernel<T>(fa_mma_kernel<T, DP, BKV, MT>, 16 * MT * FA_WARPS, FA_WARPS * 32,
                           mma_smem_bytes<DP, BKV, MT>(), a, q, k, v, o, s, "fa_mma_kernel");
 }
@@ -491,7 +538,8 @@ int launch_simt(const Args& a, const T* q, const T* k, const T* v, T* o, cudaStr
 template <typename T>
 int run_attention(const Args& a, const T* q, const T* k, const T* v, T* o, cudaStream_t s) {
   if constexpr (!std::is_same<T, float>::value) {
-    if (a.D % 8 == 0 && a.D <= 256 && aligned16(q) && aligned16(k) && aligned16(v) && aligned16(o)) {
+    if (a.D % 8 == 0 && a.D <= 256 && a.scale_log2 > 0.0f && aligned16(q) && aligned16(k) &&
+        aligned16(v) && aligned16(o)) {
       if (a.D <= 64) return launch_mma<T, 64>(a, q, k, v, o, s);
       if (a.D <= 80) return launch_mma<T, 80>(a, q, k, v, o, s);
       if (a.D <= 96) return launch_mma<T, 96>(a, q, k, v, o, s);

@@ -89,8 +89,22 @@ with open(f"{out}/fa-tiles.md", "w") as f:
 print(best[0] if best else "")
 PY
 )"
+[ -n "$best" ] || { cat "$out/fa-tiles.md"; echo "h200_fa_tiles: no configuration passed; no end-to-end run"; exit 1; }
+# The fastest once more through the whole of `vladbud bench` (five stages, timing, and PyTorch's
+# SDPA on the same problem in the same call: --timing-only times no PyTorch baseline).
+timeout 150 vladbud bench -b cuda -s "fa_$best.cu" --json --results "r_$best.tsv" \
+  > "$out/fa_${best}_full.json" 2> "$out/fa_${best}_full.err"
+python3 - "$out/fa_${best}_full.json" "$best" >> "$out/fa-tiles.md" <<'PY'
+import json, sys
+try:
+    j = json.load(open(sys.argv[1]))
+    print(f"\n{sys.argv[2]} through the whole of vladbud bench: {j.get('verdict')}, "
+          f"{j.get('latency_us')} us, PyTorch {(j.get('pytorch') or {}).get('median_us')} us, "
+          f"speedup_vs_pytorch {j.get('speedup_vs_pytorch')}")
+except Exception as e:  # noqa: BLE001
+    print(f"\n{sys.argv[2]} through the whole of vladbud bench: no report ({type(e).__name__})")
+PY
 cat "$out/fa-tiles.md"
-[ -n "$best" ] || { echo "h200_fa_tiles: no configuration passed; no end-to-end run"; exit 1; }
 [ "${FA_E2E:-0}" = 1 ] || exit 0
 cp "fa_$best.cu" "$src"
 echo "h200_fa_tiles: starter defaults set to $best on this machine's copy"

@@ -28,7 +28,7 @@ export VLADBUD_HOME="$here" VB_CACHE_DIR="${VB_CACHE_DIR:-/tmp/vladbud-cache}" V
 export PATH="$here/.h200:$PATH:/usr/local/cuda/bin" LD_LIBRARY_PATH="$here/.h200${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export CPATH="$here/.h200/include${CPATH:+:$CPATH}" VB_RUNNER="$here/.h200/vladbud-runner"
 src="$here/kernels/cuda/flash_attention.cu"
-for d in "FA_WARPS 4" "FA_WARP_ROWS 16" "FA_BLOCK_KV 64" "FA_MIN_CTAS 1"; do
+for d in "FA_WARPS 4" "FA_WARP_ROWS 32" "FA_BLOCK_KV 64" "FA_MIN_CTAS 1"; do
   grep -qx "#define $d" "$src" ||
     { echo "h200_fa_tiles: $src no longer has the default '#define $d' this script rewrites" >&2; exit 2; }
 done
@@ -42,11 +42,11 @@ fi
 cd "$fa"
 read -r -a configs <<< "${FA_CONFIGS:-w4_r16_k64 w4_r16_k64_m4 w4_r16_k128 w8_r16_k64 w8_r16_k128 w4_r32_k32 w4_r32_k64}"
 variant() {  # config w4_r16_k64[_m4] -> fa_<config>.cu with those defaults (m: FA_MIN_CTAS)
-  local c="$1" f w=4 r=16 k=64 m=1
+  local c="$1" f w=4 r=32 k=64 m=1
   for f in ${c//_/ }; do
     case "$f" in w*) w="${f#w}" ;; r*) r="${f#r}" ;; k*) k="${f#k}" ;; m*) m="${f#m}" ;; esac
   done
-  sed -e "s/^#define FA_WARPS 4$/#define FA_WARPS $w/" -e "s/^#define FA_WARP_ROWS 16$/#define FA_WARP_ROWS $r/" \
+  sed -e "s/^#define FA_WARPS 4$/#define FA_WARPS $w/" -e "s/^#define FA_WARP_ROWS 32$/#define FA_WARP_ROWS $r/" \
     -e "s/^#define FA_BLOCK_KV 64$/#define FA_BLOCK_KV $k/" -e "s/^#define FA_MIN_CTAS 1$/#define FA_MIN_CTAS $m/" \
     "$src" > "fa_$c.cu"
 }

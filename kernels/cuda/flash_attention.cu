@@ -41,9 +41,9 @@
 #ifndef FA_WARPS
 #define FA_WARPS 4
 #endif
-// @vb-param FA_WARP_ROWS 16 {16,32}  query rows per warp on the tensor-core path, head dim 64
+// @vb-param FA_WARP_ROWS 32 {16,32}  query rows per warp on the tensor-core path, head dim 64
 #ifndef FA_WARP_ROWS
-#define FA_WARP_ROWS 16
+#define FA_WARP_ROWS 32
 #endif
 // @vb-param FA_MIN_CTAS 1 {1,3,4}  CTAs per SM the register allocation must leave room for (head dim 64, one m16 tile per warp)
 #ifndef FA_MIN_CTAS

@@ -35,6 +35,25 @@ INSTANTIATE_TEST_SUITE_P(AllNine, Starter,
                                            "flash_attention", "fused_mlp", "cross_entropy",
                                            "rotary_embedding", "reduce"));
 
+// Grouped-query attention (DESIGN §2): the CPU starter reads K/V [B,H_kv,S,D] with query head h
+// on KV head h / (H/H_kv). Every stage runs the GQA/MQA test and edge sizes (in the test
+// above); here it is also timed at a GQA size, whose min_bytes count K/V at H_kv heads.
+TEST(StarterGqa, FlashAttentionPassesAndIsTimedAtAGqaSize) {
+  const KernelType& kt = *find_kernel_type("flash_attention");
+  auto o = test::test_options(/*timing=*/true);
+  o.dtypes = {DType::F32};
+  o.timing_size = kt.find_size("b1h8hkv2s256d64", "cpu");
+  ASSERT_TRUE(o.timing_size.has_value());
+  const EvalReport r = evaluate(kt, *find_backend("cpu"), test::starter("flash_attention"), o);
+  EXPECT_EQ(r.verdict, "PASS") << r.failed_stage << " " << r.failed_size << " " << r.failed_dtype
+                               << " [" << r.guard << "] " << r.reason;
+  ASSERT_TRUE(r.timing.has_value());
+  EXPECT_EQ(r.timing->size_label, "b1h8hkv2s256d64");
+  EXPECT_GT(r.timing->median_us, 0);
+  // q and o at 8 heads, k and v at 2: 4 bytes · 256 · 64 · (8 + 2 + 2 + 8).
+  EXPECT_DOUBLE_EQ(r.timing->bytes, 4.0 * 256 * 64 * (8 + 2 + 2 + 8));
+}
+
 // Correct kernels written in unusual ways (kernels/unusual/cpu/; issue 18): every stage must
 // accept them, so that tightening a guard never rejects an honest kernel. Integration tests,
 // like the starters: they run every stage (and so stay out of CI's ASan pass).

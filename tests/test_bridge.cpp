@@ -78,6 +78,42 @@ TEST(Bridge, ShapesThatDoNotFitTheTypeAreNotedNotFatal) {
                std::invalid_argument);
 }
 
+// A GQA attention entry (classify.py adds HKV when K/V have fewer heads than Q): the size keeps
+// HKV (label "model-B2xH8xHKV2xS128xD64"), K/V bytes count HKV heads, FLOPs count query heads;
+// extract carries HKV into problem.json; an HKV that does not divide H is noted, not fatal.
+TEST(Bridge, GqaAttentionEntryKeepsItsKvHeadsThroughAnalyzeAndExtract) {
+  json raw = raw_profile("fp16");
+  raw["entries"][0] = {{"type", "flash_attention"},
+                       {"op", "aten::scaled_dot_product_attention"},
+                       {"dims", {{"B", 2}, {"H", 8}, {"HKV", 2}, {"S", 128}, {"D", 64}}},
+                       {"attrs", {{"causal", 1.0}}},
+                       {"dtype", "fp16"},
+                       {"calls", 2.0},
+                       {"us", 600.0}};
+  const json p = analyze_profile(raw, test_roof());
+  const auto& fa = p["entries"][0];
+  ASSERT_TRUE(fa.contains("size_label")) << fa.dump();
+  EXPECT_EQ(fa["size_label"], "model-B2xH8xHKV2xS128xD64-causal1");
+  EXPECT_DOUBLE_EQ(fa["flops"].get<double>(), 4.0 * 2 * 8 * 128 * 128 * 64 / 2);
+  EXPECT_DOUBLE_EQ(fa["bytes"].get<double>(), 2.0 * 2 * 128 * 64 * (8 + 2 + 2 + 8));
+  EXPECT_NE(format_profile_table(p, 10).find("HKV=2"), std::string::npos);
+  const auto ws = temp_dir("extract-gqa");
+  const auto dirs = extract_kernels(p, 1, "cpu", ws);
+  ASSERT_EQ(dirs.size(), 1u);
+  const auto mp = read_model_problem(dirs[0]);
+  ASSERT_TRUE(mp.has_value());
+  EXPECT_EQ(mp->size.dims.at("HKV"), 2);
+  const Problem prob = mp->type->make_problem(mp->size, mp->dtype);
+  EXPECT_EQ(prob.inputs[1].shape, (std::vector<std::int64_t>{2, 2, 128, 64}));
+  fs::remove_all(ws);
+
+  raw["entries"][0]["dims"]["HKV"] = 3;
+  const json bad = analyze_profile(raw, test_roof());
+  EXPECT_EQ(bad["entries"][0]["bound"], "n/a");
+  EXPECT_NE(bad["entries"][0]["note"].get<std::string>().find("H % HKV == 0"), std::string::npos)
+      << bad["entries"][0]["note"];
+}
+
 TEST(Bridge, ExtractWritesOneFolderPerGroupWithTheModelsShapesAndDtype) {
   const auto ws = temp_dir("extract");
   const json p = analyze_profile(raw_profile("bf16"), test_roof());

@@ -79,6 +79,9 @@ INSTANTIATE_TEST_SUITE_P(
                 {DType::BF16}},
         BadCase{"attention_fixed_scale", "flash_attention", "FAIL", "accuracy", "shape_sweep",
                 {DType::F32}},
+        // GQA: query head h must read KV head h / (H/H_kv), not h % H_kv.
+        BadCase{"attention_gqa_head_modulo", "flash_attention", "FAIL", "accuracy", "shape_sweep",
+                {DType::F32}},
         // Class 2: one wrong row, tile or vector tail.
         BadCase{"softmax_bf16_last_row", "softmax", "FAIL", "accuracy", "smoke", {DType::BF16}},
         BadCase{"layernorm_fp16_last_row", "layernorm", "FAIL", "accuracy", "smoke",

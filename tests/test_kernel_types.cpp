@@ -73,6 +73,11 @@ Size sz(std::string label, std::map<std::string, std::int64_t> dims,
   return kt::make_size(std::move(label), std::move(dims), std::move(attrs));
 }
 
+// "h<H>hkv<HKV>": how a flash_attention size label spells its query and KV heads.
+std::string fmt_hkv(const Size& s) {
+  return "h" + std::to_string(s.dims.at("H")) + "hkv" + std::to_string(s.dims.at("HKV"));
+}
+
 double rel_diff(const std::vector<double>& a, const std::vector<double>& b) {
   double num = 0, den = 0;
   for (std::size_t i = 0; i < a.size(); ++i) {
@@ -165,6 +170,12 @@ TEST(KernelTypes, ShapesFollowTheTable) {
   const Problem fa = flash_attention_type().make_problem(
       sz("t", {{"B", 2}, {"H", 3}, {"S", 5}, {"D", 16}}), DType::F16);
   for (const auto& d : fa.inputs) EXPECT_EQ(d.shape, (std::vector<std::int64_t>{2, 3, 5, 16}));
+  const Problem gqa = flash_attention_type().make_problem(
+      sz("g", {{"B", 2}, {"H", 6}, {"HKV", 2}, {"S", 5}, {"D", 16}}), DType::F16);
+  EXPECT_EQ(gqa.inputs[0].shape, (std::vector<std::int64_t>{2, 6, 5, 16}));
+  EXPECT_EQ(gqa.inputs[1].shape, (std::vector<std::int64_t>{2, 2, 5, 16}));
+  EXPECT_EQ(gqa.inputs[2].shape, (std::vector<std::int64_t>{2, 2, 5, 16}));
+  EXPECT_EQ(gqa.outputs[0].shape, (std::vector<std::int64_t>{2, 6, 5, 16}));
   EXPECT_DOUBLE_EQ(fa.attr("sm_scale"), 0.25);  // NaN default resolved to 1/sqrt(D)
   EXPECT_EQ(fa.attr("causal"), 1.0);
 
@@ -333,6 +344,16 @@ TEST(KernelTypes, FlopModel) {
   const double full = fa.flops(fa.make_problem(sz("n", d, {{"causal", 0}}), DType::F16));
   EXPECT_DOUBLE_EQ(full, 4.0 * 2 * 3 * 128 * 128 * 64);
   EXPECT_DOUBLE_EQ(causal, full / 2);
+  // GQA: FLOPs per query head (unchanged), bytes count K/V at HKV heads.
+  std::map<std::string, std::int64_t> g = d;
+  g["H"] = 4;
+  g["HKV"] = 1;
+  std::map<std::string, std::int64_t> m = g;
+  m.erase("HKV");
+  const Problem gp = fa.make_problem(sz("g", g), DType::F16),
+                mp = fa.make_problem(sz("m", m), DType::F16);
+  EXPECT_DOUBLE_EQ(fa.flops(gp), fa.flops(mp));
+  EXPECT_DOUBLE_EQ(fa.min_bytes(gp), 2.0 * 2 * 128 * 64 * (4 + 1 + 1 + 4));
   const auto& mlp = fused_mlp_type();
   EXPECT_DOUBLE_EQ(mlp.flops(mlp.make_problem(sz("t", {{"B", 2}, {"D", 3}, {"H", 5}}), DType::F32)),
                    6.0 * 2 * 3 * 5);
@@ -448,6 +469,124 @@ TEST(KernelTypes, FlashAttentionAllEqualKeysAverageThePrefix) {
           mean += v[static_cast<std::size_t>((h * 33 + j) * 16 + dd)];
         mean /= static_cast<double>(i + 1);
         EXPECT_NEAR(o[0].v[static_cast<std::size_t>((h * 33 + i) * 16 + dd)], mean, 1e-12);
+      }
+}
+
+// GQA: K/V with HKV heads; query head h of batch b reads KV head b·HKV + h/(H/HKV). The oracle
+// must equal the multi-head oracle on K/V expanded to H heads (each KV head repeated H/HKV
+// times, as PyTorch's repeat_interleave on dim 1), bit for bit, causal and not, over batches.
+TEST(KernelTypes, FlashAttentionGqaReferenceEqualsExpandedHeads) {
+  const auto& t = flash_attention_type();
+  const std::int64_t B = 2, H = 6, S = 37, D = 16;
+  for (const std::int64_t HKV : {1, 2, 3, 6}) {
+    for (const double causal : {1.0, 0.0}) {
+      SCOPED_TRACE("HKV " + std::to_string(HKV) + " causal " + std::to_string(causal));
+      const Sample g = make_sample(
+          t, sz("gqa", {{"B", B}, {"H", H}, {"HKV", HKV}, {"S", S}, {"D", D}}, {{"causal", causal}}),
+          DType::F32, "normal", 7);
+      ASSERT_EQ(g.p.inputs[1].shape, (std::vector<std::int64_t>{B, HKV, S, D}));
+      ASSERT_EQ(g.p.inputs[2].shape, (std::vector<std::int64_t>{B, HKV, S, D}));
+      ASSERT_EQ(g.p.outputs[0].shape, (std::vector<std::int64_t>{B, H, S, D}));
+      const Problem mha =
+          t.make_problem(sz("mha", {{"B", B}, {"H", H}, {"S", S}, {"D", D}}, {{"causal", causal}}),
+                         DType::F32);
+      std::vector<Array64> in = {g.in[0], arr({B, H, S, D}, {}), arr({B, H, S, D}, {})};
+      for (int x = 1; x <= 2; ++x) {
+        auto& e = in[static_cast<std::size_t>(x)].v;
+        for (std::int64_t b = 0; b < B; ++b)
+          for (std::int64_t h = 0; h < H; ++h) {
+            const auto src = g.in[static_cast<std::size_t>(x)].v.begin() +
+                             ((b * HKV + h / (H / HKV)) * S * D);
+            e.insert(e.end(), src, src + S * D);
+          }
+      }
+      const auto got = run_ref(t, g.p, g.in);
+      const auto want = run_ref(t, mha, in);
+      ASSERT_EQ(got[0].shape, want[0].shape);
+      EXPECT_EQ(got[0].v, want[0].v);
+      // The mapping matters: query heads of different KV heads get different outputs.
+      if (HKV > 1) EXPECT_NE(got[0].v[0], got[0].v[static_cast<std::size_t>((H - 1) * S * D)]);
+    }
+  }
+  // HKV = H is exactly the default (no HKV dimension): same shapes, same oracle.
+  const Sample a = make_sample(t, sz("a", {{"B", 1}, {"H", 2}, {"S", 9}, {"D", 8}}), DType::F32,
+                               "normal");
+  const Sample b = make_sample(t, sz("b", {{"B", 1}, {"H", 2}, {"HKV", 2}, {"S", 9}, {"D", 8}}),
+                               DType::F32, "normal");
+  EXPECT_EQ(a.p.inputs[1].shape, b.p.inputs[1].shape);
+  EXPECT_EQ(run_ref(t, a.p, a.in)[0].v, run_ref(t, b.p, b.in)[0].v);
+}
+
+TEST(KernelTypes, FlashAttentionRefusesKvHeadsThatDoNotDivideH) {
+  const auto& t = flash_attention_type();
+  auto refused = [&](std::int64_t H, std::int64_t HKV) {
+    try {
+      t.make_problem(sz("bad", {{"B", 1}, {"H", H}, {"HKV", HKV}, {"S", 4}, {"D", 8}}), DType::F32);
+    } catch (const std::invalid_argument& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  const std::string three = refused(8, 3);
+  EXPECT_NE(three.find("flash_attention: dimension 'HKV'"), std::string::npos) << three;
+  EXPECT_NE(three.find("H = 8 query heads is not a multiple of HKV = 3"), std::string::npos) << three;
+  EXPECT_NE(three.find("divisors of H"), std::string::npos) << three;  // names the fix
+  EXPECT_NE(refused(2, 4).find("not a multiple of HKV = 4"), std::string::npos);  // HKV > H
+  const std::string zero = refused(8, 0);
+  EXPECT_NE(zero.find("dimension 'HKV': must be >= 1, got 0"), std::string::npos) << zero;
+  EXPECT_NE(refused(8, -2).find("'HKV'"), std::string::npos);
+  // A dimension the type does not have is still refused, and the message lists HKV as optional.
+  std::string extra;
+  try {
+    t.make_problem(sz("x", {{"B", 1}, {"H", 2}, {"S", 4}, {"D", 8}, {"KV", 1}}), DType::F32);
+  } catch (const std::invalid_argument& e) {
+    extra = e.what();
+  }
+  EXPECT_NE(extra.find("dimension 'KV': is not a dimension of flash_attention (expected B, H, S, "
+                       "D; optional HKV)"),
+            std::string::npos)
+      << extra;
+}
+
+TEST(KernelTypes, FlashAttentionGqaSizesAndAllEqualRegime) {
+  const auto& t = flash_attention_type();
+  // Test and edge sizes include GQA and MQA, causal and not; labels spell "h<H>hkv<HKV>".
+  bool gqa = false, mqa = false, gqa_noncausal_edge = false;
+  for (const auto& s : t.test_sizes()) {
+    if (!s.dims.count("HKV")) continue;
+    EXPECT_NE(s.label.find(fmt_hkv(s)), std::string::npos) << s.label;
+    gqa |= s.dims.at("HKV") > 1 && s.dims.at("HKV") < s.dims.at("H");
+    mqa |= s.dims.at("HKV") == 1 && s.dims.at("H") > 1;
+  }
+  for (const auto& s : t.edge_sizes())
+    gqa_noncausal_edge |= s.dims.count("HKV") && s.dims.at("HKV") < s.dims.at("H") &&
+                          s.attrs.count("causal") && s.attrs.at("causal") == 0.0 &&
+                          s.dims.at("S") % 16 != 0;
+  EXPECT_TRUE(gqa);
+  EXPECT_TRUE(mqa);
+  EXPECT_TRUE(gqa_noncausal_edge);
+  // all_equal under GQA: every key row of a KV head equal, so every query head attends
+  // uniformly and its output row i is the mean of V rows 0..i of ITS KV head.
+  const std::int64_t H = 4, HKV = 2, S = 19, D = 8;
+  const Sample s = make_sample(t, sz("t", {{"B", 1}, {"H", H}, {"HKV", HKV}, {"S", S}, {"D", D}}),
+                               DType::F32, "all_equal");
+  const auto& k = s.in[1].v;
+  for (std::int64_t g = 0; g < HKV; ++g)
+    for (std::int64_t j = 1; j < S; ++j)
+      for (std::int64_t d = 0; d < D; ++d)
+        ASSERT_EQ(k[static_cast<std::size_t>((g * S + j) * D + d)],
+                  k[static_cast<std::size_t>(g * S * D + d)]);
+  EXPECT_NE(k[0], k[static_cast<std::size_t>(S * D)]) << "KV heads differ";
+  const auto o = run_ref(t, s.p, s.in);
+  const auto& v = s.in[2].v;
+  for (std::int64_t h = 0; h < H; ++h)
+    for (std::int64_t i : {0, 7, 18})
+      for (std::int64_t d = 0; d < D; ++d) {
+        double mean = 0;
+        for (std::int64_t j = 0; j <= i; ++j)
+          mean += v[static_cast<std::size_t>(((h / (H / HKV)) * S + j) * D + d)];
+        mean /= static_cast<double>(i + 1);
+        EXPECT_NEAR(o[0].v[static_cast<std::size_t>((h * S + i) * D + d)], mean, 1e-12);
       }
 }
 

@@ -81,6 +81,39 @@ TEST(VariantChecks, AttentionRefusesABadCausalFlagScaleOrShape) {
   EXPECT_EQ(last_error().rfind("k:", 0), 0u) << last_error();
 }
 
+TEST(VariantChecks, AttentionTakesKvHeadsDividingTheQueryHeads) {
+  // q, o [2,6,4,8]; k, v [2,Hkv,4,8]: Hkv 1, 2, 3, 6 are taken, 4 is refused naming the rule.
+  std::vector<float> q(2 * 6 * 4 * 8), kv(q.size()), o(q.size());
+  std::vector<std::int64_t> sq = {2, 6, 4, 8};
+  double attrs[2] = {1.0, 0.125};
+  vbv::AttentionArgs a;
+  for (std::int64_t hkv : {1, 2, 3, 6, 4}) {
+    std::vector<std::int64_t> skv = {2, hkv, 4, 8};
+    DLTensor in[3] = {tensor(q.data(), sq, kDLFloat, 32), tensor(kv.data(), skv, kDLFloat, 32),
+                      tensor(kv.data(), skv, kDLFloat, 32)};
+    DLTensor out[1] = {tensor(o.data(), sq, kDLFloat, 32)};
+    const int rc = vbv::check_attention(in, 3, out, 1, attrs, 2, a);
+    if (hkv == 4) {
+      EXPECT_EQ(rc, 1);
+      EXPECT_NE(last_error().find("4 KV heads (dim 1) must be >= 1 and divide the 6 query heads"),
+                std::string::npos)
+          << last_error();
+    } else {
+      ASSERT_EQ(rc, 0) << last_error();
+      EXPECT_EQ(a.H, 6);
+      EXPECT_EQ(a.Hkv, hkv);
+      EXPECT_EQ(a.group(), 6 / hkv);
+    }
+  }
+  // v with other heads than k is refused (k fixes H_kv).
+  std::vector<std::int64_t> s2 = {2, 2, 4, 8}, s3 = {2, 3, 4, 8};
+  DLTensor in[3] = {tensor(q.data(), sq, kDLFloat, 32), tensor(kv.data(), s2, kDLFloat, 32),
+                    tensor(kv.data(), s3, kDLFloat, 32)};
+  DLTensor out[1] = {tensor(o.data(), sq, kDLFloat, 32)};
+  EXPECT_EQ(vbv::check_attention(in, 3, out, 1, attrs, 2, a), 1);
+  EXPECT_EQ(last_error().rfind("v:", 0), 0u) << last_error();
+}
+
 TEST(VariantChecks, MlpNamesTheMisshapenWeight) {
   std::vector<float> x(4 * 6), wg(10 * 6), wu(10 * 6), wd(6 * 10), y(4 * 6);
   std::vector<std::int64_t> sx = {4, 6}, sw = {10, 6}, sd = {6, 10}, sd_bad = {10, 6};

@@ -1,12 +1,15 @@
 // flash_attention (CPU starter): o = softmax(q·kᵀ·sm_scale + mask)·v per (batch, head), with
-// q, k, v, o of shape [B,H,S,D]; causal mask top-left aligned (key j visible to query i iff
-// j ≤ i, as PyTorch SDPA with is_causal) (DESIGN §2).
+// q, o of shape [B,H,S,D] and k, v of shape [B,H_kv,S,D]; causal mask top-left aligned (key j
+// visible to query i iff j ≤ i, as PyTorch SDPA with is_causal) (DESIGN §2). Grouped-query
+// attention: H_kv (k.shape[1]) divides H and query head h reads KV head h / (H/H_kv); H_kv = H
+// is plain multi-head attention, H_kv = 1 multi-query attention.
 //
-// Flash-attention tiling in fp32. Heads are processed in groups (bounded scratch). Phase 1
+// Flash-attention tiling in fp32. KV heads are processed in groups (bounded scratch). Phase 1
 // converts the group's K into transposed fp32 blocks Kᵀ [Dp × BK] and V into fp32 rows (head
-// dim zero-padded to Dp, a multiple of 32; fp32 V with D = Dp is used in place), once per call,
-// parallel over key blocks. Phase 2 runs the (head, block of BQ queries) items round-robin over
-// the OpenMP threads (static, chunk 1: balances the causal triangle). Per item the Q block is
+// dim zero-padded to Dp, a multiple of 32; fp32 V with D = Dp is used in place), once per call
+// and KV head (shared by its H/H_kv query heads), parallel over key blocks. Phase 2 runs the
+// (query head, block of BQ queries) items of the group's KV heads round-robin over the OpenMP
+// threads (static, chunk 1: balances the causal triangle). Per item the Q block is
 // converted to fp32, then for each block of BK keys (only up to the diagonal when causal):
 //   1. S = (sm_scale·Q)·Kᵀ by a register-blocked RQ×CW micro-kernel (tiles above the causal
 //      diagonal skipped), masked with -inf;
@@ -79,10 +82,17 @@ extern "C" int vb_kernel_run(const DLTensor* inputs, int n_inputs, DLTensor* out
   if (int e = vbk::check_same_dtype(inputs, n_inputs, outputs, n_outputs)) return e;
   const DLTensor& tq = inputs[0];
   if (tq.ndim != 4) return vbk::fail("q: expected 4 dimensions [B,H,S,D], got %d", tq.ndim);
+  if (inputs[1].ndim != 4)
+    return vbk::fail("k: expected 4 dimensions [B,H_kv,S,D], got %d", inputs[1].ndim);
   const i64 B = tq.shape[0], H = tq.shape[1], S = tq.shape[2], D = tq.shape[3];
+  const i64 Hkv = inputs[1].shape[1];  // KV heads (GQA); H for multi-head attention
   if (int e = vbk::check_shape(tq, "q", {B, H, S, D})) return e;
-  if (int e = vbk::check_shape(inputs[1], "k", {B, H, S, D})) return e;
-  if (int e = vbk::check_shape(inputs[2], "v", {B, H, S, D})) return e;
+  if (int e = vbk::check_shape(inputs[1], "k", {B, Hkv, S, D})) return e;
+  if (int e = vbk::check_shape(inputs[2], "v", {B, Hkv, S, D})) return e;
+  if (Hkv < 1 || H % Hkv != 0)
+    return vbk::fail("k, v: %lld KV heads (dim 1) must be >= 1 and divide the %lld query heads of "
+                     "q (GQA: query head h reads KV head h / (H/H_kv))",
+                     (long long)Hkv, (long long)H);
   if (int e = vbk::check_shape(outputs[0], "o", {B, H, S, D})) return e;
   if (attrs[0] != 0.0 && attrs[0] != 1.0) return vbk::fail("causal must be 0 or 1 (got %g)", attrs[0]);
   const bool causal = attrs[0] != 0.0;
@@ -100,19 +110,20 @@ extern "C" int vb_kernel_run(const DLTensor* inputs, int n_inputs, DLTensor* out
 
   const i64 qblocks = (S + BQ - 1) / BQ;
   const i64 kblocks = (S + BK - 1) / BK;
-  const i64 BH = B * H;
-  // Heads are processed in groups whose converted K/V (Kᵀ blocks [Dp][BK] and V rows [Dp],
+  const i64 rep = H / Hkv;    // query heads per KV head
+  const i64 BHkv = B * Hkv;   // flattened KV heads; KV head g serves query heads g·rep .. g·rep+rep-1
+  // KV heads are processed in groups whose converted K/V (Kᵀ blocks [Dp][BK] and V rows [Dp],
   // fp32) take at most ~16 MiB; within a group, phase 1 converts K and V once (parallel over
-  // key blocks), phase 2 runs the (head, query block) items.
+  // key blocks), phase 2 runs the (query head, query block) items of the group's KV heads.
   const i64 kv_floats_per_head = kblocks * BK * Dp * (v_direct ? 1 : 2);
-  const i64 G = std::max<i64>(1, std::min<i64>(BH, (i64{4} << 20) / kv_floats_per_head));
+  const i64 G = std::max<i64>(1, std::min<i64>(BHkv, (i64{4} << 20) / kv_floats_per_head));
   vbk::Scratch kvbuf(G * kv_floats_per_head);
   if (!kvbuf.ok()) return vbk::fail("out of memory (converted K/V)");
   float* const kt_all = kvbuf.get();                             // [G][kblocks][Dp][BK]
   float* const v_all = kvbuf.get() + G * kblocks * BK * Dp;      // [G][kblocks*BK][Dp]
 
-  const double work = static_cast<double>(BH) * static_cast<double>(S) * static_cast<double>(S) *
-                      static_cast<double>(D);
+  const double work = static_cast<double>(B * H) * static_cast<double>(S) *
+                      static_cast<double>(S) * static_cast<double>(D);
   const bool par = work >= 1.0e6;
   const i64 per_thread = 2 * BQ * Dp + BQ * BK + BQ * 16 + 4 * BQ + Dp;
   bool oom = false;
@@ -139,14 +150,14 @@ extern "C" int vb_kernel_run(const DLTensor* inputs, int n_inputs, DLTensor* out
       w.alpha = p; p += BQ;
       row = p;
     }
-    for (i64 g0 = 0; g0 < BH && !oom; g0 += G) {
-      const i64 ng = std::min(G, BH - g0);
+    for (i64 g0 = 0; g0 < BHkv && !oom; g0 += G) {
+      const i64 ng = std::min(G, BHkv - g0);
 
       // Phase 1: K -> Kᵀ blocks, V -> padded fp32 rows (zero padding past S and D).
 #pragma omp for schedule(static)
       for (i64 it = 0; it < ng * kblocks; ++it) {
         const i64 gh = it / kblocks, kb = it % kblocks;
-        const i64 base = (g0 + gh) * S * D;
+        const i64 base = (g0 + gh) * S * D;  // element offset of this KV head in k and v
         float* kt = kt_all + (gh * kblocks + kb) * BK * Dp;
         for (int j = 0; j < BK; ++j) {
           const i64 key = kb * BK + j;
@@ -174,11 +185,13 @@ extern "C" int vb_kernel_run(const DLTensor* inputs, int n_inputs, DLTensor* out
       }
       // (implicit barrier)
 
-      // Phase 2: (head, query block) items, round-robin (balances the causal triangle).
+      // Phase 2: (query head, query block) items, round-robin (balances the causal triangle).
 #pragma omp for schedule(static, 1)
-      for (i64 it = 0; it < ng * qblocks; ++it) {
-        const i64 gh = it / qblocks, qb = it % qblocks;
-        const i64 base = (g0 + gh) * S * D;  // element offset of this (batch, head)
+      for (i64 it = 0; it < ng * rep * qblocks; ++it) {
+        const i64 gh = it / (rep * qblocks), qb = it % qblocks;  // KV head in group, query block
+        const i64 kv_base = (g0 + gh) * S * D;                 // this KV head in k and v
+        // Flattened query head (g0 + gh)·rep + r = b·H + h with h / rep the KV head in batch b.
+        const i64 base = ((g0 + gh) * rep + (it / qblocks) % rep) * S * D;  // in q and o
         const i64 q0 = qb * BQ, nq = std::min<i64>(BQ, S - q0);
 
         // Q block -> fp32 scaled by sm_scale, zero-padded to BQ × Dp; O, m, l initialised.
@@ -202,7 +215,7 @@ extern "C" int vb_kernel_run(const DLTensor* inputs, int n_inputs, DLTensor* out
           const float* vb;
           i64 ldv;
           if (v_direct) {
-            vb = static_cast<const float*>(v) + base + k0 * D;
+            vb = static_cast<const float*>(v) + kv_base + k0 * D;
             ldv = D;
           } else {
             vb = v_all + (gh * kblocks * BK + k0) * Dp;

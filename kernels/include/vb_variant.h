@@ -68,13 +68,17 @@ inline int check_rows(const DLTensor* in, int n_in, int want_in, DLTensor* out, 
 
 namespace vbv {
 
-/// flash_attention's ABI (DESIGN §2): q, k, v, o all [B,H,S,D] of one dtype; attributes
-/// {causal (0 or 1), sm_scale (finite)}.
+/// flash_attention's ABI (DESIGN §2): q, o [B,H,S,D] and k, v [B,Hkv,S,D] of one dtype, Hkv
+/// (k.shape[1]) >= 1 dividing H (grouped-query attention: query head h reads KV head
+/// h / (H/Hkv)); attributes {causal (0 or 1), sm_scale (finite)}.
 struct AttentionArgs {
-  i64 B = 0, H = 0, S = 0, D = 0;
+  i64 B = 0, H = 0, Hkv = 0, S = 0, D = 0;
   bool causal = false;
   float scale = 0;
   vbk::Dt dt = vbk::Dt::F32;
+  /// Query heads per KV head, H / Hkv: flattened query head bh = b·H + h reads flattened KV
+  /// head bh / group() = b·Hkv + h / group() (exact because group() divides H).
+  i64 group() const { return H / Hkv; }
 };
 
 /// Checks flash_attention's arguments and fills `a`; 0, or 1 with vbk::fail's message.
@@ -83,11 +87,17 @@ inline int check_attention(const DLTensor* in, int n_in, DLTensor* out, int n_ou
   if (int e = vbk::check_args(in, n_in, 3, out, n_out, 1, n_attrs, 2)) return e;
   if (int e = vbk::check_same_dtype(in, n_in, out, n_out)) return e;
   if (in[0].ndim != 4) return vbk::fail("q: expected 4 dimensions [B,H,S,D], got %d", in[0].ndim);
+  if (in[1].ndim != 4) return vbk::fail("k: expected 4 dimensions [B,H_kv,S,D], got %d", in[1].ndim);
   a.B = in[0].shape[0], a.H = in[0].shape[1], a.S = in[0].shape[2], a.D = in[0].shape[3];
+  a.Hkv = in[1].shape[1];
   if (int e = vbk::check_shape(in[0], "q", {a.B, a.H, a.S, a.D})) return e;
-  if (int e = vbk::check_shape(in[1], "k", {a.B, a.H, a.S, a.D})) return e;
-  if (int e = vbk::check_shape(in[2], "v", {a.B, a.H, a.S, a.D})) return e;
+  if (int e = vbk::check_shape(in[1], "k", {a.B, a.Hkv, a.S, a.D})) return e;
+  if (int e = vbk::check_shape(in[2], "v", {a.B, a.Hkv, a.S, a.D})) return e;
   if (int e = vbk::check_shape(out[0], "o", {a.B, a.H, a.S, a.D})) return e;
+  if (a.Hkv < 1 || a.H % a.Hkv != 0)
+    return vbk::fail("k, v: %lld KV heads (dim 1) must be >= 1 and divide the %lld query heads of "
+                     "q (GQA: query head h reads KV head h / (H/H_kv))",
+                     (long long)a.Hkv, (long long)a.H);
   if (attrs[0] != 0.0 && attrs[0] != 1.0) return vbk::fail("causal must be 0 or 1 (got %g)", attrs[0]);
   a.causal = attrs[0] != 0.0;
   a.scale = static_cast<float>(attrs[1]);

@@ -82,6 +82,39 @@ def test_ops_match_references(bound):
     torch.testing.assert_close(ops.reduce(xt), xt.sum(-1), rtol=1e-5, atol=1e-4)
 
 
+@pytest.mark.parametrize("hkv", [1, 2])
+def test_flash_attention_gqa_matches_sdpa_and_passes_opcheck(bound, hkv):
+    """K/V with H_kv heads dividing H (GQA; MQA at 1) go to the kernel as they are and give
+    SDPA(enable_gqa=True): query head h reads KV head h // (H / H_kv)."""
+    g = torch.Generator().manual_seed(1)
+    q = torch.randn(2, 4, 11, 8, generator=g)
+    k, v = torch.randn(2, hkv, 11, 8, generator=g), torch.randn(2, hkv, 11, 8, generator=g)
+    torch.library.opcheck(ops.flash_attention.default, (q, k, v, 1.0, 0.35))
+    for causal in (True, False):
+        got = ops.flash_attention(q, k, v, 1.0 if causal else 0.0, 0.35)
+        want = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=0.35,
+                                                                enable_gqa=True)
+        assert got.shape == q.shape
+        torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+
+
+def test_flash_attention_refuses_kv_heads_that_do_not_divide_h(bound, kernel_lib):
+    q = torch.randn(1, 4, 8, 8)
+    for dev in ("cpu", "meta"):  # the real and the Meta (fake) kernel check alike
+        qd = q.to(dev)
+        with pytest.raises(RuntimeError, match=r"3 KV heads \(dim 1\) and q has 4 query heads: "
+                                               r"grouped-query attention needs H % H_kv == 0"):
+            ops.flash_attention(qd, torch.randn(1, 3, 8, 8).to(dev), torch.randn(1, 3, 8, 8).to(dev), 1.0, 0.35)
+        with pytest.raises(RuntimeError, match="k and v must have one shape"):
+            ops.flash_attention(qd, torch.randn(1, 2, 8, 8).to(dev), torch.randn(1, 1, 8, 8).to(dev), 1.0, 0.35)
+        with pytest.raises(RuntimeError, match=r"in B \(dim 0\), S \(dim 2\) and D \(dim 3\)"):
+            ops.flash_attention(qd, torch.randn(1, 2, 7, 8).to(dev), torch.randn(1, 2, 7, 8).to(dev), 1.0, 0.35)
+    # The CPU starter itself (called without the op's checks) refuses them too, naming the rule.
+    lib = vk.KernelLibrary(kernel_lib("flash_attention"), "flash_attention")
+    with pytest.raises(vk.KernelError, match="3 KV heads .dim 1. must be >= 1 and divide the 4 query heads"):
+        lib.run([q, torch.randn(1, 3, 8, 8), torch.randn(1, 3, 8, 8)], [torch.empty_like(q)], [1.0, 0.35])
+
+
 def test_requires_grad_forward_runs_backward_raises(bound):
     x, w, eps = _inputs("rmsnorm", torch.float32)
     x.requires_grad_(True)

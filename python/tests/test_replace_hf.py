@@ -196,7 +196,7 @@ def test_function_level_wrappers_take_what_the_ops_can_and_fall_back_otherwise(b
         h = F.layer_norm(F.linear(x, w), (24,))
         a = F.softmax(h, dim=-1) + torch.softmax(h, -1) + h.softmax(-1) + h.softmax(0)  # last: falls back
         s = torch.sum(a, dim=-1) + a.sum(-1) + a.sum(-1, keepdim=True)[..., 0]          # last: falls back
-        o = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)    # GQA, expanded
+        o = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)    # GQA, K/V as they are
         o2 = F.scaled_dot_product_attention(q, q, q, attn_mask=torch.ones(8, 8, dtype=torch.bool))  # mask
         return s.sum() + o.mean() + o2.mean() + F.cross_entropy(h.reshape(-1, 24), tgt)
 
@@ -219,6 +219,57 @@ def test_function_level_wrappers_take_what_the_ops_can_and_fall_back_otherwise(b
 
 @pytest.mark.skipif(shutil.which("g++") is None and shutil.which("c++") is None,
                     reason="torch.compile's CPU backend (inductor) needs a C++ compiler")
+def test_sdpa_with_enable_gqa_calls_the_op_with_unexpanded_kv(bound, monkeypatch):
+    """GQA through enable_gqa: the wrapper hands K/V [B,H_kv,S,D] to the op as they are (the same
+    storage, no expanded copy), makes one op call per SDPA call, and matches SDPA; without
+    enable_gqa (or with H_kv not dividing H) SDPA itself runs."""
+    seen = []
+
+    def spy(q, k, v, causal, scale):
+        seen.append((q, k, v))
+        return torch.ops.vladbud.flash_attention(q, k, v, causal, scale)
+
+    monkeypatch.setattr(vr, "ops", type("Ops", (), {"flash_attention": staticmethod(spy)}))
+    g = torch.Generator().manual_seed(2)
+    q = torch.randn(2, 8, 19, 16, generator=g)
+    for hkv in (2, 1):
+        k, v = torch.randn(2, hkv, 19, 16, generator=g), torch.randn(2, hkv, 19, 16, generator=g)
+        for causal in (True, False):
+            want = F.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=True)
+            seen.clear()
+            vk.CALLS.clear()
+            with vr.patched(["flash_attention"]) as p:
+                got = F.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=True)
+            assert len(seen) == 1 and vk.CALLS["flash_attention"] == 1 and p.counts == {"flash_attention": 1}
+            _, k_op, v_op = seen[0]
+            assert k_op.shape == (2, hkv, 19, 16) and v_op.shape == (2, hkv, 19, 16)
+            assert k_op.data_ptr() == k.data_ptr() and v_op.data_ptr() == v.data_ptr()  # no copy
+            torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+    # Fewer KV heads without enable_gqa is SDPA's business (broadcast of one head, else its
+    # error), and so are KV heads that do not divide H: the wrapper leaves them to SDPA.
+    seen.clear()
+    k2 = torch.randn(2, 2, 19, 16, generator=g)
+    want = F.scaled_dot_product_attention(q, k, v, is_causal=True)  # k, v: 1 head, broadcast
+    with vr.patched(["flash_attention"]):
+        torch.testing.assert_close(F.scaled_dot_product_attention(q, k, v, is_causal=True), want,
+                                   rtol=0, atol=0)
+        with pytest.raises(RuntimeError, match="must match the size"):
+            F.scaled_dot_product_attention(q, k2, k2, is_causal=True)
+        with pytest.raises(RuntimeError, match="must divide the number of heads"):
+            k3 = torch.randn(2, 3, 19, 16, generator=g)
+            F.scaled_dot_product_attention(q, k3, k3, enable_gqa=True)
+    assert seen == []
+
+
+def test_profile_of_a_gqa_model_gives_the_kv_heads(hf_profile):
+    """The tiny HF Llama (4 query heads, 2 KV heads, SDPA with enable_gqa): its attention entries
+    carry HKV = 2, so extract and bench build k/v [B,2,S,D] problems."""
+    fa = [e for e in hf_profile["entries"] if e["type"] == "flash_attention" and e["dims"]]
+    assert fa
+    for e in fa:
+        assert e["dims"]["H"] == 4 and e["dims"]["HKV"] == 2, e["dims"]
+
+
 def test_replacements_trace_under_torch_compile(hf_model, bound):
     """Inductor on the CPU, the tiny HF Llama: Dynamo traces through the wrappers into the ops
     (fake implementations), one graph, every type called; about 15 s on two cores."""

@@ -5,7 +5,7 @@ import os
 import pytest
 
 from conftest import TINY_GPT2, TINY_LLAMA, model_path
-from vladbud.classify import classify, fuse_patterns, type_of_kernel_name
+from vladbud.classify import classify, dims_of, fuse_patterns, type_of_kernel_name
 from vladbud.profile import run
 from vladbud.trace import entries, from_chrome_trace
 
@@ -32,6 +32,20 @@ def test_op_and_its_kernel_are_one_entry():
     fa = next(e for e in cls if e["type"] == "flash_attention")
     assert fa["us"] == pytest.approx(40.0)
     assert fa["dims"] == {"B": 1, "H": 12, "S": 128, "D": 64} and fa["attrs"]["causal"] == 1.0
+
+
+def test_sdpa_with_fewer_kv_heads_gives_hkv():
+    """GQA (enable_gqa=True): k/v [B,H_kv,S,D] give dims with HKV; equal heads give no HKV (the
+    type's default, so MHA profiles keep their sizes); H_kv not dividing H does not fit the type."""
+    def op(k_heads):
+        return {"name": "aten::scaled_dot_product_attention",
+                "shapes": [[1, 8, 64, 16], [1, k_heads, 64, 16], [1, k_heads, 64, 16], [], [], [], [], []],
+                "concrete": [None, None, None, None, 0.0, True, None, True]}
+    dims, attrs, note = dims_of("flash_attention", op(2))
+    assert dims == {"B": 1, "H": 8, "HKV": 2, "S": 64, "D": 16} and attrs["causal"] == 1.0 and not note
+    assert dims_of("flash_attention", op(8))[0] == {"B": 1, "H": 8, "S": 64, "D": 16}
+    dims, _, note = dims_of("flash_attention", op(3))
+    assert dims is None and "3 KV heads do not divide 8 query heads" in note
 
 
 @pytest.mark.parametrize("name", ["nvjet_tst_128x256_64x4_1x2_h_bz_coopA_NNT",

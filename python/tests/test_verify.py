@@ -108,12 +108,29 @@ def test_diagnose_names_the_kernel_that_breaks_the_output(kernel_lib, tmp_path):
     assert next(d for d in res["diagnose"] if d["type"] == "matmul")["pass"]
 
 
+def test_pytorch_baseline_of_gqa_attention_is_sdpa_with_enable_gqa():
+    """dims with HKV < H: the baseline's K/V have HKV heads and SDPA runs with enable_gqa=True,
+    equal to SDPA on K/V expanded to H heads (query head h reads KV head h // (H/HKV))."""
+    import torch
+    import torch.nn.functional as F
+    from vladbud.baseline import _inputs, pytorch_call
+    d = {"B": 2, "H": 6, "HKV": 3, "S": 9, "D": 8}
+    a = {"causal": 1.0, "sm_scale": 0.3}
+    i = _inputs("flash_attention", d, a, torch.float32, "cpu", torch.Generator().manual_seed(0))
+    assert [tuple(t.shape) for t in i] == [(2, 6, 9, 8), (2, 3, 9, 8), (2, 3, 9, 8)]
+    _, fn = pytorch_call("flash_attention", a)
+    want = F.scaled_dot_product_attention(i[0], i[1].repeat_interleave(2, 1), i[2].repeat_interleave(2, 1),
+                                          is_causal=True, scale=0.3)
+    torch.testing.assert_close(fn(i), want, rtol=1e-6, atol=1e-6)
+
+
 @pytest.mark.parametrize("kernel,dims,attrs", [
     ("matmul", {"M": 16, "N": 8, "K": 32}, {}),
     ("softmax", {"R": 4, "C": 33}, {}),
     ("layernorm", {"B": 4, "D": 64}, {"eps": 1e-5}),
     ("rmsnorm", {"M": 4, "N": 64}, {"eps": 1e-6}),
     ("flash_attention", {"B": 1, "H": 2, "S": 16, "D": 8}, {"causal": 1.0, "sm_scale": 0.35}),
+    ("flash_attention", {"B": 1, "H": 4, "HKV": 2, "S": 16, "D": 8}, {"causal": 1.0, "sm_scale": 0.35}),
     ("fused_mlp", {"B": 4, "D": 16, "H": 32}, {}),
     ("cross_entropy", {"B": 4, "V": 50}, {"ignore_index": -100.0}),
     ("rotary_embedding", {"B": 1, "H": 2, "S": 8, "D": 16}, {"interleaved": 0.0}),

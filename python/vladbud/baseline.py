@@ -5,7 +5,8 @@ Called by `vladbud bench` for speedup_vs_pytorch. REQUEST: kernel (one of the ni
 rotation_sets / rotation_bytes (input sets cycled: at least that many sets and that many bytes
 in all, at most 4096 sets, as the evaluator rotates buffers larger than the last-level cache), min_reps, min_time_s, max_time_s, warmup, seed. The PyTorch call per type:
 matmul torch.mm; softmax torch.softmax(-1); layernorm F.layer_norm; rmsnorm F.rms_norm;
-flash_attention F.scaled_dot_product_attention; fused_mlp linear/silu/mul/linear; cross_entropy
+flash_attention F.scaled_dot_product_attention (enable_gqa=True when dims has HKV < H: K/V
+[B,HKV,S,D] as the kernel gets them, no expanded copy); fused_mlp linear/silu/mul/linear; cross_entropy
 F.cross_entropy; rotary_embedding the half-split (or interleaved) formula in ATen ops (PyTorch has
 no fused RoPE); reduce x.sum(-1).
 Protocol (the evaluator's, DESIGN §4): warm-up calls, then timed calls, each on the next input
@@ -38,7 +39,9 @@ def _inputs(kernel, d, a, dt, dev, g):
     if kernel == "rmsnorm":
         return [rn(d["M"], d["N"]), rn(d["N"])]
     if kernel == "flash_attention":
-        return [rn(d["B"], d["H"], d["S"], d["D"]) for _ in range(3)]
+        hkv = d.get("HKV", d["H"])  # KV heads (GQA); absent: H
+        return [rn(d["B"], d["H"], d["S"], d["D"]), rn(d["B"], hkv, d["S"], d["D"]),
+                rn(d["B"], hkv, d["S"], d["D"])]
     if kernel == "fused_mlp":
         s = 1.0 / math.sqrt(d["D"])
         return [rn(d["B"], d["D"]), rn(d["H"], d["D"], scale=s), rn(d["H"], d["D"], scale=s),
@@ -79,8 +82,9 @@ def pytorch_call(kernel, attrs):
     if kernel == "flash_attention":
         causal = bool(attrs.get("causal", 1.0))
         scale = attrs.get("sm_scale")
+        # GQA (k/v with fewer heads than q): SDPA maps query head h to KV head h // (H/H_kv).
         return "F.scaled_dot_product_attention", lambda i: F.scaled_dot_product_attention(
-            i[0], i[1], i[2], is_causal=causal, scale=scale)
+            i[0], i[1], i[2], is_causal=causal, scale=scale, enable_gqa=i[1].shape[1] != i[0].shape[1])
     if kernel == "fused_mlp":
         return "F.linear/silu/mul/linear", lambda i: F.linear(F.silu(F.linear(i[0], i[1])) * F.linear(i[0], i[2]), i[3])
     if kernel == "cross_entropy":

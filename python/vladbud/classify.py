@@ -10,7 +10,8 @@ Two kinds of evidence, in this order:
    cublasGemv*/split-K reductions -> matmul; flash/fmha -> flash_attention; ...).
 
 Dimensions use the type's names (src/kernels/<type>.cpp): matmul M,N,K; softmax R,C; layernorm
-B,D; rmsnorm M,N; flash_attention B,H,S,D; fused_mlp B,D,H; cross_entropy B,V;
+B,D; rmsnorm M,N; flash_attention B,H,S,D (+ HKV, the KV heads, when K/V have fewer heads than
+Q: grouped-query attention through SDPA's enable_gqa); fused_mlp B,D,H; cross_entropy B,V;
 rotary_embedding B,H,S,D; reduce M,N.
 """
 import math
@@ -97,8 +98,10 @@ def dims_of(t: str, op: dict):
                         "batched: the kernel type is one 2-D product, timed once per batch element")
         if t == "flash_attention":
             q, k = sh[0], sh[1]
-            if len(q) != 4 or q[2] != k[2]:
+            if len(q) != 4 or len(k) != 4 or q[2] != k[2]:
                 return None, {}, "cross-attention or non-4-D q/k (the type has one S)"
+            if k[1] < 1 or q[1] % k[1] != 0:
+                return None, {}, f"{k[1]} KV heads do not divide {q[1]} query heads (the type needs H % HKV == 0)"
             if name == "aten::scaled_dot_product_attention" and len(sh) > 3 and sh[3]:
                 return None, {}, "explicit attn_mask tensor (the type has causal or no mask)"
             causal = _concrete(op, 5, True) if name == "aten::scaled_dot_product_attention" else _concrete(op, 4, True)
@@ -106,7 +109,10 @@ def dims_of(t: str, op: dict):
             attrs = {"causal": 1.0 if causal in (True, "True", 1) else 0.0}
             if scale is not None:
                 attrs["sm_scale"] = float(scale)
-            return {"B": q[0], "H": q[1], "S": q[2], "D": q[3]}, attrs, ""
+            dims = {"B": q[0], "H": q[1], "S": q[2], "D": q[3]}
+            if k[1] != q[1]:  # GQA: k/v [B,HKV,S,D] (HKV absent means HKV = H)
+                dims["HKV"] = k[1]
+            return dims, attrs, ""
         if t == "layernorm":
             x = sh[0]
             ns = _concrete(op, 1) or [x[-1]]

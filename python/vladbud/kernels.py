@@ -15,7 +15,10 @@ for fake tensors, torch.compile and CUDA graphs. No Python runs per call. The sc
     softmax(Tensor x) -> Tensor                                 over the last dim of x[R,C]
     layernorm(Tensor x, Tensor weight, Tensor bias, float eps)  over the last dim of x[B,D]
     rmsnorm(Tensor x, Tensor weight, float eps)                 x[M,N] / rms * weight[N]
-    flash_attention(Tensor q, Tensor k, Tensor v, float causal, float sm_scale)   q,k,v[B,H,S,D]
+    flash_attention(Tensor q, Tensor k, Tensor v, float causal, float sm_scale)   q[B,H,S,D],
+                                                                k,v[B,H_kv,S,D] with H % H_kv == 0
+                                                                (GQA: query head h reads KV head
+                                                                h // (H/H_kv)) -> [B,H,S,D]
     fused_mlp(Tensor x, Tensor w_gate, Tensor w_up, Tensor w_down)  x[B,D], w_gate/w_up[H,D],
                                                                 w_down[D,H] -> [B,D]
     cross_entropy(Tensor logits, Tensor targets, float ignore_index) -> 0-d fp32
@@ -25,6 +28,8 @@ for fake tensors, torch.compile and CUDA graphs. No Python runs per call. The sc
     reduce(Tensor x) -> Tensor                                  y[M] = sum_j x[M,j]
 
 Outputs have the first input's dtype and device (cross_entropy: fp32) and are contiguous.
+flash_attention checks its shapes (also in its Meta kernel) and raises RuntimeError naming the
+rule: 4-D q/k/v of one dtype, k and v of one shape, B/S/D as q's, H_kv >= 1 dividing H.
 `bind(type, path, device)` says which library serves a type; each call is counted in CALLS.
 A failing kernel raises KernelError (RuntimeError) naming the type, the library and
 vb_kernel_last_error(); an unbound type raises RuntimeError naming vladbud.kernels.bind.

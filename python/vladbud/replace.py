@@ -20,8 +20,9 @@ traces through the wrappers (Dynamo inlines them; the ops have fake implementati
                     (+ transformers.masking_utils._ignore_causal_mask_sdpa, see below)
                                                                  q,k,v 4-D of one dtype, one S
                                                                  and one D; K/V with fewer heads
-                                                                 (enable_gqa=True) are expanded:
-                                                                 query head h reads KV head
+                                                                 (enable_gqa=True, H % H_kv == 0)
+                                                                 go to the op as they are, no
+                                                                 copy: query head h reads KV head
                                                                  h // (H / H_kv)
   softmax           F.softmax, torch.softmax, torch.Tensor.softmax   over the last dim (a dtype
                                                                  argument casts first)
@@ -596,10 +597,8 @@ class Patched:
                 Hkv = k.shape[1]
                 if (k.shape == v.shape and k.shape[0] == B and k.shape[2] == S and k.shape[3] == D
                         and S > 0 and D > 0 and Hkv > 0 and H % Hkv == 0 and (Hkv == H or gqa)):
-                    if Hkv != H:  # GQA: query head h reads KV head h // (H / H_kv)
-                        rep = H // Hkv
-                        k = k[:, :, None].expand(B, Hkv, rep, S, D).reshape(B, H, S, D)
-                        v = v[:, :, None].expand(B, Hkv, rep, S, D).reshape(B, H, S, D)
+                    # GQA (Hkv < H): K/V [B,Hkv,S,D] go to the op unexpanded; the kernel maps
+                    # query head h to KV head h // (H / Hkv), as SDPA with enable_gqa does.
                     s = float(scale) if scale is not None else 1.0 / math.sqrt(D)
                     self._hit("flash_attention")
                     return ops.flash_attention(q.contiguous(), k.contiguous(), v.contiguous(),
@@ -808,9 +807,10 @@ OperatorMode = Patched
 #    fused_mlp is not replaced but matmul is, the pattern's three linears are three matmul calls.
 #  * rotary_embedding (pattern, one per rotated tensor: HF's apply_rotary_pos_emb gives two
 #    instances, q and k, and the wrapper makes two op calls): one call per instance.
-#  * flash_attention: one call per SDPA call. GQA through enable_gqa is one instance and one
-#    call (K/V are expanded inside the wrapper, no extra op); HF's repeat_kv (taken when a mask
-#    is materialized) is untyped expand/reshape, and SDPA with an explicit mask has dims None.
+#  * flash_attention: one call per SDPA call. GQA through enable_gqa is one instance (dims with
+#    HKV) and one call (K/V go to the op with their H_kv heads, no copy); HF's repeat_kv (taken
+#    when a mask is materialized) is untyped expand/reshape, and SDPA with an explicit mask has
+#    dims None.
 #  * rmsnorm, layernorm, softmax, cross_entropy, reduce: one call per instance.
 #  * an entry with dims None does not fit its type (the profile's note says why): not expected.
 _MATMUL_REPLACED_OPS = {"aten::linear"}

@@ -125,11 +125,13 @@ Roof device_roof(const std::string& device, DType dtype) {
 
 namespace {
 // Dimension names of each type in the order DESIGN §2 writes its shapes (labels and tables).
+// flash_attention's HKV (KV heads, GQA) is present only when the profile saw fewer KV heads
+// than query heads: "model-B1xH8xHKV2xS256xD64".
 std::vector<std::string> dim_order(const std::string& type) {
   static const std::map<std::string, std::vector<std::string>> order = {
       {"matmul", {"M", "N", "K"}},           {"softmax", {"R", "C"}},
       {"layernorm", {"B", "D"}},             {"rmsnorm", {"M", "N"}},
-      {"flash_attention", {"B", "H", "S", "D"}}, {"fused_mlp", {"B", "D", "H"}},
+      {"flash_attention", {"B", "H", "HKV", "S", "D"}}, {"fused_mlp", {"B", "D", "H"}},
       {"cross_entropy", {"B", "V"}},         {"rotary_embedding", {"B", "H", "S", "D"}},
       {"reduce", {"M", "N"}}};
   const auto it = order.find(type);

@@ -2,6 +2,13 @@
 // forward pass of scaled dot-product attention (Vaswani et al. 2017; FlashAttention, Dao et al.
 // 2022). The causal mask is top-left aligned as in PyTorch SDPA: key j is visible to query i iff
 // j <= i. With equal query and key lengths no row is fully masked.
+//
+// Grouped-query attention (GQA, Ainslie et al. 2023; MQA when HKV = 1): K and V have HKV heads,
+// a divisor of the H query heads, and query head h reads KV head h / (H/HKV), as PyTorch SDPA
+// with enable_gqa=True. Shapes: q, o [B,H,S,D]; k, v [B,HKV,S,D]. The size dimension HKV is
+// optional and defaults to H (plain multi-head attention); size labels spell it between h and s,
+// e.g. "b1h8hkv2s256d64". Over the flattened head index bh = b·H + h of q/o, the KV head is
+// bh / (H/HKV) = b·HKV + h/(H/HKV) of k/v (H/HKV divides H, so the batch term stays exact).
 #include <fmt/format.h>
 #include <cmath>
 #include <limits>
@@ -22,7 +29,8 @@ class FlashAttentionType final : public KernelType {
  public:
   std::string name() const override { return "flash_attention"; }
   std::string summary() const override {
-    return "O[B,H,S,D] = softmax(Q K^T * sm_scale + causal mask) V, per (batch, head)";
+    return "O[B,H,S,D] = softmax(Q K^T * sm_scale + causal mask) V, per (batch, head); K,V "
+           "[B,HKV,S,D] (GQA: query head h reads KV head h/(H/HKV); HKV defaults to H)";
   }
   std::vector<AttrSpec> attributes() const override {
     return {{"causal", 1.0, "1: key j visible to query i iff j <= i (top-left aligned); 0: none"},
@@ -30,17 +38,27 @@ class FlashAttentionType final : public KernelType {
              "score scale; NaN (default) resolves to 1/sqrt(D)"}};
   }
 
+  // Dimensions B, H, S, D and the optional HKV (KV heads, default H). Throws
+  // std::invalid_argument naming 'HKV' when HKV < 1 or H % HKV != 0.
   Problem make_problem(const Size& size, DType dtype) const override {
-    Problem p = kt::start_problem(*this, size, dtype, {"B", "H", "S", "D"});
+    Problem p = kt::start_problem(*this, size, dtype, {"B", "H", "S", "D"}, {"HKV"});
     const std::int64_t B = p.dim("B"), H = p.dim("H"), S = p.dim("S"), D = p.dim("D");
+    const std::int64_t HKV = kv_heads(p);
+    if (H % HKV != 0)
+      kt::throw_field(
+          p.kernel, "dimension 'HKV'",
+          fmt::format("H = {} query heads is not a multiple of HKV = {} KV heads; grouped-query "
+                      "attention needs H % HKV == 0 (query head h reads KV head h/(H/HKV)): "
+                      "choose HKV among the divisors of H, or leave HKV out for H KV heads",
+                      H, HKV));
     kt::require_flag(p, "causal");
     for (std::size_t i = 0; i < p.attr_names.size(); ++i)
       if (p.attr_names[i] == "sm_scale" && std::isnan(p.attrs[i]))
         p.attrs[i] = 1.0 / std::sqrt(static_cast<double>(D));
     kt::require_finite(p, "sm_scale", false);
-    const std::vector<std::int64_t> shape = {B, H, S, D};
-    p.inputs = {kt::tensor("q", dtype, shape), kt::tensor("k", dtype, shape),
-                kt::tensor("v", dtype, shape)};
+    const std::vector<std::int64_t> shape = {B, H, S, D}, kv_shape = {B, HKV, S, D};
+    p.inputs = {kt::tensor("q", dtype, shape), kt::tensor("k", dtype, kv_shape),
+                kt::tensor("v", dtype, kv_shape)};
     p.outputs = {kt::tensor("o", dtype, shape)};
     return p;
   }
@@ -52,8 +70,9 @@ class FlashAttentionType final : public KernelType {
   //                (≤ S·a) cannot overflow.
   //  large_logits  q, k ~ N(0,σ²) with σ² = 30/(|sm_scale|·sqrt(D)): logits have std ≈ 30, so
   //                exp without running-max subtraction overflows fp32.
-  //  all_equal     every key row of a head equal: uniform attention over the visible keys
-  //                (O row i = mean of V rows 0..i when causal).
+  //  all_equal     every key row of a KV head equal (all S rows of k[b, g]; rows differ between
+  //                KV heads): uniform attention over the visible keys for every query head
+  //                (O row i = mean of V rows 0..i of its KV head when causal).
   void generate(const Problem& p, std::uint64_t seed, std::string_view regime,
                 const std::vector<TensorView>& in) const override {
     kt::check_arity(p, in.size(), "generate");
@@ -80,7 +99,7 @@ class FlashAttentionType final : public KernelType {
       fill_normal(in[2], sv);
     } else if (regime == "all_equal") {
       fill_normal(in[0], sq);
-      kt::fill_each(in[1], [&](std::int64_t i) {
+      kt::fill_each(in[1], [&](std::int64_t i) {  // k is [B,HKV,S,D]: head = b·HKV + g
         const std::int64_t head = i / (S * D), d = i % D;
         return normal01(sk, static_cast<std::uint64_t>(head * D + d));
       });
@@ -90,13 +109,15 @@ class FlashAttentionType final : public KernelType {
     }
   }
 
-  // Per head, query blocks of kQueryBlock rows: scores = Q_blk·Kᵀ through gemm64 (only the
-  // visible key prefix when causal), scale + mask + softmax in fp64, O_blk = P·V through gemm64.
+  // Per query head, query blocks of kQueryBlock rows: scores = Q_blk·Kᵀ through gemm64 (only the
+  // visible key prefix when causal), scale + mask + softmax in fp64, O_blk = P·V through gemm64,
+  // with K and V of KV head bh / (H/HKV) for flattened query head bh = b·H + h.
   // Heads run in parallel when there are at least as many as threads, else the GEMMs do.
   void reference(const Problem& p, const std::vector<Array64>& in,
                  std::vector<Array64>& out) const override {
     kt::check_arity(p, in.size(), "reference");
     const std::int64_t B = p.dim("B"), H = p.dim("H"), S = p.dim("S"), D = p.dim("D");
+    const std::int64_t group = H / kv_heads(p);  // query heads per KV head
     const bool causal = p.attr("causal") != 0.0;
     const double scale = p.attr("sm_scale");
     out.assign(1, kt::make_output({B, H, S, D}));
@@ -108,8 +129,8 @@ class FlashAttentionType final : public KernelType {
 
     auto run_head = [&](std::int64_t h, bool threaded, std::vector<double>& sc) {
       const double* q = Q + h * S * D;
-      const double* k = K + h * S * D;
-      const double* v = V + h * S * D;
+      const double* k = K + (h / group) * S * D;  // = (b·HKV + h_in_batch/group)·S·D
+      const double* v = V + (h / group) * S * D;
       double* o = O + h * S * D;
       for (std::int64_t r0 = 0; r0 < S; r0 += kQueryBlock) {
         const std::int64_t r1 = std::min(S, r0 + kQueryBlock), nq = r1 - r0;
@@ -137,7 +158,8 @@ class FlashAttentionType final : public KernelType {
     }
   }
 
-  // 4·B·H·S²·D (two GEMMs, Q·Kᵀ and P·V, of 2·S²·D each), halved when causal: the convention of
+  // 4·B·H·S²·D (two GEMMs, Q·Kᵀ and P·V, of 2·S²·D each, per query head whatever HKV),
+  // halved when causal: the convention of
   // the FlashAttention benchmarks (Dao-AILab/flash-attention, benchmarks/
   // benchmark_flash_attention.py: flops(...) = 4·batch·seqlen²·nheads·headdim // (2 if causal)).
   // Softmax FLOPs are not counted.
@@ -158,10 +180,14 @@ class FlashAttentionType final : public KernelType {
             bhsd("b2h4s256d64-scale0.05", 2, 4, 256, 64, {{"sm_scale", 0.05}}),
             bhsd("b1h2s1024d64", 1, 2, 1024, 64),
             bhsd("b4h8s128d64", 4, 8, 128, 64),
-            bhsd("b1h8s256d128-noncausal", 1, 8, 256, 128, {{"causal", 0.0}})};
+            bhsd("b1h8s256d128-noncausal", 1, 8, 256, 128, {{"causal", 0.0}}),
+            // GQA (LLaMA-2/3, Mistral: 4 query heads per KV head) and MQA (one KV head).
+            gqa("b1h8hkv2s256d64", 1, 8, 2, 256, 64),
+            gqa("b2h4hkv1s256d128-noncausal", 2, 4, 1, 256, 128, {{"causal", 0.0}})};
   }
 
-  // S = 1 and 3, tails at 127/1023/251/13, unusual head dims 80 and 96.
+  // S = 1 and 3, tails at 127/1023/251/13, unusual head dims 80 and 96; GQA/MQA with a tail
+  // (causal and not), 3 query heads per KV head, and B > 1 (the KV head index spans batches).
   std::vector<Size> edge_sizes() const override {
     std::vector<Size> v = {bhsd("edge-b1h1s1d64", 1, 1, 1, 64),
                            bhsd("edge-b3h1s1d128-noncausal", 3, 1, 1, 128, {{"causal", 0.0}}),
@@ -176,7 +202,12 @@ class FlashAttentionType final : public KernelType {
                            // style (1/sqrt(256)).
                            bhsd("edge-b1h2s33d64-scale1", 1, 2, 33, 64, {{"sm_scale", 1.0}}),
                            bhsd("edge-b1h2s77d64-noncausal-scale0.0625", 1, 2, 77, 64,
-                                {{"causal", 0.0}, {"sm_scale", 0.0625}})};
+                                {{"causal", 0.0}, {"sm_scale", 0.0625}}),
+                           gqa("edge-b2h6hkv2s127d64", 2, 6, 2, 127, 64),
+                           gqa("edge-b1h4hkv2s251d80-noncausal", 1, 4, 2, 251, 80,
+                               {{"causal", 0.0}}),
+                           gqa("edge-b3h3hkv1s13d96-noncausal-scale0.1", 3, 3, 1, 13, 96,
+                               {{"causal", 0.0}, {"sm_scale", 0.1}})};
     // Head dim D and sequence S both sweep every remainder mod 16 (S paired through
     // kt::tail_partner); every other size is non-causal, every fourth has sm_scale 0.1.
     const auto tails = kt::tail_lengths();
@@ -197,7 +228,10 @@ class FlashAttentionType final : public KernelType {
     return {
         {"V near the dtype's max", s, "near_max", {}},
         {"large logits (std ≈ 30): exp overflows without max subtraction", s, "large_logits", {}},
-        {"all-equal keys (uniform attention over the visible prefix)", s, "all_equal", {}}};
+        {"all-equal keys (uniform attention over the visible prefix)", s, "all_equal", {}},
+        {"all-equal keys, GQA (4 query heads over 2 KV heads, each query head reads its own "
+         "KV head's values)",
+         gqa("stab-b1h4hkv2s128d64", 1, 4, 2, 128, 64), "all_equal", {}}};
   }
 
   // cpu: b1h8s1024d64 causal (2.1 GFLOP by the model). Other backends: b2h16s4096d128 causal
@@ -208,6 +242,19 @@ class FlashAttentionType final : public KernelType {
   }
 
  private:
+  /// KV heads of p: its HKV dimension, else H (multi-head attention).
+  static std::int64_t kv_heads(const Problem& p) {
+    const auto it = p.size.dims.find("HKV");
+    return it != p.size.dims.end() ? it->second : p.dim("H");
+  }
+
+  /// A GQA size: H query heads over HKV KV heads (the label spells "h<H>hkv<HKV>").
+  static Size gqa(std::string label, std::int64_t B, std::int64_t H, std::int64_t HKV,
+                  std::int64_t S, std::int64_t D, std::map<std::string, double> attrs = {}) {
+    return make_size(std::move(label), {{"B", B}, {"H", H}, {"HKV", HKV}, {"S", S}, {"D", D}},
+                     std::move(attrs));
+  }
+
   static Size bhsd(std::string label, std::int64_t B, std::int64_t H, std::int64_t S,
                    std::int64_t D, std::map<std::string, double> attrs = {}) {
     return make_size(std::move(label), {{"B", B}, {"H", H}, {"S", S}, {"D", D}}, std::move(attrs));

@@ -238,7 +238,8 @@ std::string join(const std::vector<std::string>& v) {
 }  // namespace
 
 Problem start_problem(const KernelType& type, const Size& size, DType dtype,
-                      std::initializer_list<std::string_view> dim_names) {
+                      std::initializer_list<std::string_view> dim_names,
+                      std::initializer_list<std::string_view> optional_dims) {
   Problem p;
   p.kernel = type.name();
   p.size = size;
@@ -247,10 +248,15 @@ Problem start_problem(const KernelType& type, const Size& size, DType dtype,
     throw_field(
         p.kernel, "dtype",
         "must be a floating type (fp16, bf16, fp32), got " + std::string(dtype_name(dtype)));
-  std::vector<std::string> expected;
+  std::vector<std::string> expected, allowed;
   for (auto d : dim_names) expected.emplace_back(d);
-  for (const auto& name : expected) {
+  allowed = expected;
+  for (auto d : optional_dims) allowed.emplace_back(d);
+  for (const auto& name : allowed) {
     auto it = size.dims.find(name);
+    const bool optional =
+        std::find(expected.begin(), expected.end(), name) == expected.end();
+    if (it == size.dims.end() && optional) continue;
     if (it == size.dims.end())
       throw_field(p.kernel, "dimension '" + name + "'",
                   "missing from size '" + size.label + "' (needs " + join(expected) + ")");
@@ -263,9 +269,15 @@ Problem start_problem(const KernelType& type, const Size& size, DType dtype,
   }
   for (const auto& [name, value] : size.dims) {
     (void)value;
-    if (std::find(expected.begin(), expected.end(), name) == expected.end())
+    if (std::find(allowed.begin(), allowed.end(), name) == allowed.end())
       throw_field(p.kernel, "dimension '" + name + "'",
-                  "is not a dimension of " + p.kernel + " (expected " + join(expected) + ")");
+                  "is not a dimension of " + p.kernel + " (expected " + join(expected) +
+                      (allowed.size() > expected.size()
+                           ? "; optional " + join({allowed.begin() +
+                                                       static_cast<std::ptrdiff_t>(expected.size()),
+                                                   allowed.end()})
+                           : std::string()) +
+                      ")");
   }
   const auto specs = type.attributes();
   std::vector<std::string> names;

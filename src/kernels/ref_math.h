@@ -40,12 +40,15 @@ namespace kt {
 [[noreturn]] void throw_field(std::string_view kernel, std::string_view field,
                               std::string_view what);
 
-/// Starts a Problem for `type`: checks that `size` has exactly the dimensions `dim_names`, each
-/// >= 1, and no attribute the type does not declare; checks that `dtype` is floating; fills
-/// kernel, size, dtype, attr_names and attrs (size overrides, else defaults; NaN defaults are
-/// left for the caller to resolve). Throws std::invalid_argument naming the offending field.
+/// Starts a Problem for `type`: checks that `size` has exactly the dimensions `dim_names` (plus
+/// any of `optional_dims` it gives, e.g. flash_attention's HKV), each >= 1, and no attribute the
+/// type does not declare; checks that `dtype` is floating; fills kernel, size, dtype, attr_names
+/// and attrs (size overrides, else defaults; NaN defaults are left for the caller to resolve).
+/// An absent optional dimension is left absent (the type supplies its default). Throws
+/// std::invalid_argument naming the offending field.
 Problem start_problem(const KernelType& type, const Size& size, DType dtype,
-                      std::initializer_list<std::string_view> dim_names);
+                      std::initializer_list<std::string_view> dim_names,
+                      std::initializer_list<std::string_view> optional_dims = {});
 
 /// Checks that attribute `name` of p is 0 or 1; throws std::invalid_argument naming it.
 void require_flag(const Problem& p, std::string_view name);

@@ -278,11 +278,36 @@ at::Tensor rmsnorm_impl(const at::Tensor& x, const at::Tensor& w, double eps) {
   return y;
 }
 
-at::Tensor flash_attention_meta(const at::Tensor& q, const at::Tensor&, const at::Tensor&, double, double) {
+// flash_attention's shapes (DESIGN §2): q [B,H,S,D], k and v [B,H_kv,S,D] with H_kv >= 1 dividing
+// H (grouped-query attention: query head h reads KV head h / (H/H_kv); H_kv = H is multi-head
+// attention), one dtype; o is q's shape. Raises (RuntimeError in Python) naming the tensor and the
+// rule. SymInt-aware: under fake tensors / dynamic shapes the checks guard on the symbols.
+void check_attention_shapes(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {
+  TORCH_CHECK(q.dim() == 4 && k.dim() == 4 && v.dim() == 4,
+              "vladbud::flash_attention: q, k, v must be 4-D [B,H,S,D], [B,H_kv,S,D], [B,H_kv,S,D]; got ",
+              q.dim(), "-D, ", k.dim(), "-D, ", v.dim(), "-D");
+  TORCH_CHECK(k.scalar_type() == q.scalar_type() && v.scalar_type() == q.scalar_type(),
+              "vladbud::flash_attention: q, k, v must have one dtype; got ", q.scalar_type(), ", ",
+              k.scalar_type(), ", ", v.scalar_type());
+  TORCH_CHECK(k.sym_sizes() == v.sym_sizes(), "vladbud::flash_attention: k and v must have one shape [B,H_kv,S,D]; got k ",
+              k.sym_sizes(), ", v ", v.sym_sizes());
+  TORCH_CHECK(k.sym_size(0) == q.sym_size(0) && k.sym_size(2) == q.sym_size(2) && k.sym_size(3) == q.sym_size(3),
+              "vladbud::flash_attention: k/v ", k.sym_sizes(), " must match q ", q.sym_sizes(),
+              " in B (dim 0), S (dim 2) and D (dim 3)");
+  const c10::SymInt& H = q.sym_size(1);
+  const c10::SymInt& Hkv = k.sym_size(1);
+  TORCH_CHECK(Hkv >= 1 && H % Hkv == 0, "vladbud::flash_attention: k/v have ", Hkv, " KV heads (dim 1) and q has ", H,
+              " query heads: grouped-query attention needs H % H_kv == 0 (query head h reads KV head h // (H / H_kv));"
+              " pass K/V with a divisor of H heads, or expand them to H heads");
+}
+
+at::Tensor flash_attention_meta(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, double, double) {
+  check_attention_shapes(q, k, v);
   return same_shape(q);
 }
 at::Tensor flash_attention_impl(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, double causal,
                                 double sm_scale) {
+  check_attention_shapes(q, k, v);
   at::Tensor o = same_shape(q);
   const at::Tensor* in[] = {&q, &k, &v};
   const double attrs[] = {causal, sm_scale};

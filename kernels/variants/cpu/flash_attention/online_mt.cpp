@@ -37,9 +37,10 @@ void attend_row(const float* __restrict q, const float* __restrict K, const floa
 }
 
 /// Every (batch·head, query) row, round-robin over the threads (balances the causal triangle).
+/// Query head h (flattened over batch) reads KV head h / group (group = H/H_kv, GQA).
 /// Returns false on allocation failure.
 bool attend(const float* Q, const float* K, const float* V, void* o, vbk::Dt dt, vbv::i64 BH,
-            vbv::i64 S, vbv::i64 D, bool causal, float scale) {
+            vbv::i64 group, vbv::i64 S, vbv::i64 D, bool causal, float scale) {
   bool oom = false;
   const vbv::i64 rows = BH * S;
 #pragma omp parallel if (rows > 1 && rows * S * D >= (vbv::i64{1} << 18))
@@ -52,8 +53,8 @@ bool attend(const float* Q, const float* K, const float* V, void* o, vbk::Dt dt,
 #pragma omp for schedule(static, 1)
     for (vbv::i64 r = 0; r < rows; ++r) {
       if (!obuf.ok()) continue;
-      const vbv::i64 h = r / S, i = r % S, base = h * S * D;
-      attend_row(Q + r * D, K + base, V + base, causal ? i + 1 : S, D, scale, obuf.get());
+      const vbv::i64 h = r / S, i = r % S, kv = (h / group) * S * D;
+      attend_row(Q + r * D, K + kv, V + kv, causal ? i + 1 : S, D, scale, obuf.get());
       vbk::store_f32(obuf.get(), dt, o, r * D, D);
     }
   }
@@ -75,6 +76,6 @@ extern "C" int vb_kernel_run(const DLTensor* in, int n_in, DLTensor* out, int n_
   const float* K = vbv::as_f32(in[1], sk);
   const float* V = vbv::as_f32(in[2], sv);
   if (!Q || !K || !V) return vbk::fail("out of memory (fp32 q/k/v)");
-  if (!attend(Q, K, V, vbk::data_ptr(out[0]), dt, B * H, S, D, causal, scale)) return vbk::fail("out of memory (per-thread scratch)");
+  if (!attend(Q, K, V, vbk::data_ptr(out[0]), dt, B * H, a.group(), S, D, causal, scale)) return vbk::fail("out of memory (per-thread scratch)");
   return 0;
 }

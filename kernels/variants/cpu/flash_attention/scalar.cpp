@@ -33,15 +33,16 @@ __attribute__((optimize("no-tree-vectorize"))) void attend_row(const float* q, c
 }
 
 /// Every (batch·head, query) row in order; query i sees keys [0, i] when causal, else all S.
+/// Query head h (flattened over batch) reads KV head h / group (group = H/H_kv, GQA).
 /// Returns false on allocation failure.
 bool attend(const float* Q, const float* K, const float* V, void* o, vbk::Dt dt, vbv::i64 BH,
-            vbv::i64 S, vbv::i64 D, bool causal, float scale) {
+            vbv::i64 group, vbv::i64 S, vbv::i64 D, bool causal, float scale) {
   vbk::Scratch sbuf(S), obuf(D);
   if (!sbuf.ok() || !obuf.ok()) return false;
   for (vbv::i64 h = 0; h < BH; ++h)
     for (vbv::i64 i = 0; i < S; ++i) {
-      const vbv::i64 base = h * S * D;
-      attend_row(Q + base + i * D, K + base, V + base, causal ? i + 1 : S, D, scale, sbuf.get(),
+      const vbv::i64 base = h * S * D, kv = (h / group) * S * D;
+      attend_row(Q + base + i * D, K + kv, V + kv, causal ? i + 1 : S, D, scale, sbuf.get(),
                  obuf.get());
       vbk::store_f32(obuf.get(), dt, o, base + i * D, D);
     }
@@ -63,6 +64,6 @@ extern "C" int vb_kernel_run(const DLTensor* in, int n_in, DLTensor* out, int n_
   const float* K = vbv::as_f32(in[1], sk);
   const float* V = vbv::as_f32(in[2], sv);
   if (!Q || !K || !V) return vbk::fail("out of memory (fp32 q/k/v)");
-  if (!attend(Q, K, V, vbk::data_ptr(out[0]), dt, B * H, S, D, causal, scale)) return vbk::fail("out of memory (per-thread scratch)");
+  if (!attend(Q, K, V, vbk::data_ptr(out[0]), dt, B * H, a.group(), S, D, causal, scale)) return vbk::fail("out of memory (per-thread scratch)");
   return 0;
 }

@@ -27,10 +27,11 @@ vbv::i64 query_block(vbv::i64 D, vbv::i64 BK) {
 /// One (head, query block) item: for each block of BK keys (up to the diagonal when causal), per
 /// query row: scores against the block (omp simd dots), m' = max(m, block max), α = exp(m − m'),
 /// p = exp(s − m'), l = α·l + Σp, o = α·o + Σ p_j·v_j; finally o / l, rounded once into `out`.
-/// The K/V block is reused by all BQ rows while it is in cache. o: [BQ·D], s: [BQ·BK],
-/// ml: [2·BQ] scratch.
+/// The K/V block is reused by all BQ rows while it is in cache. base / kv_base: element offsets of
+/// the query head in Q and out / of its KV head in K and V. o: [BQ·D], s: [BQ·BK], ml: [2·BQ]
+/// scratch.
 void attend_block(const float* __restrict Q, const float* __restrict K, const float* __restrict V,
-                  void* out, vbk::Dt dt, vbv::i64 base, vbv::i64 q0, vbv::i64 nq, vbv::i64 S,
+                  void* out, vbk::Dt dt, vbv::i64 base, vbv::i64 kv_base, vbv::i64 q0, vbv::i64 nq, vbv::i64 S,
                   vbv::i64 D, vbv::i64 BK, bool causal, float scale, float* __restrict o,
                   float* __restrict s, float* __restrict ml) {
   float* m = ml;
@@ -40,8 +41,8 @@ void attend_block(const float* __restrict Q, const float* __restrict K, const fl
   const vbv::i64 kv_end = causal ? q0 + nq : S;
   for (vbv::i64 k0 = 0; k0 < kv_end; k0 += BK) {
     const vbv::i64 nk = std::min(BK, kv_end - k0);
-    const float* __restrict Kb = K + base + k0 * D;
-    const float* __restrict Vb = V + base + k0 * D;
+    const float* __restrict Kb = K + kv_base + k0 * D;
+    const float* __restrict Vb = V + kv_base + k0 * D;
     for (vbv::i64 i = 0; i < nq; ++i) {
       const vbv::i64 lim = causal ? std::min(nk, q0 + i - k0 + 1) : nk;  // visible keys [0, lim)
       if (lim <= 0) continue;
@@ -84,10 +85,10 @@ void attend_block(const float* __restrict Q, const float* __restrict K, const fl
   }
 }
 
-/// All (head, query block) items, round-robin over the threads. Returns false on allocation
-/// failure.
+/// All (head, query block) items, round-robin over the threads; query head h (flattened over
+/// batch) reads KV head h / group (group = H/H_kv, GQA). Returns false on allocation failure.
 bool attend(const float* Q, const float* K, const float* V, void* out, vbk::Dt dt, vbv::i64 BH,
-            vbv::i64 S, vbv::i64 D, bool causal, float scale) {
+            vbv::i64 group, vbv::i64 S, vbv::i64 D, bool causal, float scale) {
   const vbv::i64 BK = key_block(D), BQ = query_block(D, BK);
   const vbv::i64 qblocks = (S + BQ - 1) / BQ, items = BH * qblocks;
   bool oom = false;
@@ -103,7 +104,7 @@ bool attend(const float* Q, const float* K, const float* V, void* out, vbk::Dt d
       if (!buf.ok()) continue;
       const vbv::i64 h = it / qblocks, q0 = (it % qblocks) * BQ;
       float* p = buf.get();
-      attend_block(Q, K, V, out, dt, h * S * D, q0, std::min(BQ, S - q0), S, D, BK, causal, scale,
+      attend_block(Q, K, V, out, dt, h * S * D, (h / group) * S * D, q0, std::min(BQ, S - q0), S, D, BK, causal, scale,
                    p, p + BQ * D, p + BQ * D + BQ * BK);
     }
   }
@@ -125,6 +126,6 @@ extern "C" int vb_kernel_run(const DLTensor* in, int n_in, DLTensor* out, int n_
   const float* K = vbv::as_f32(in[1], sk);
   const float* V = vbv::as_f32(in[2], sv);
   if (!Q || !K || !V) return vbk::fail("out of memory (fp32 q/k/v)");
-  if (!attend(Q, K, V, vbk::data_ptr(out[0]), dt, B * H, S, D, causal, scale)) return vbk::fail("out of memory (per-thread scratch)");
+  if (!attend(Q, K, V, vbk::data_ptr(out[0]), dt, B * H, a.group(), S, D, causal, scale)) return vbk::fail("out of memory (per-thread scratch)");
   return 0;
 }

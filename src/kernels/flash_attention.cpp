@@ -5,9 +5,9 @@
 //
 // Grouped-query attention (GQA, Ainslie et al. 2023; MQA when HKV = 1): K and V have HKV heads,
 // a divisor of the H query heads, and query head h reads KV head h / (H/HKV), as PyTorch SDPA
-// with enable_gqa=True. Shapes: q, o [B,H,S,D]; k, v [B,HKV,S,D]. The size dimension HKV is
-// optional and defaults to H (plain multi-head attention); size labels spell it between h and s,
-// e.g. "b1h8hkv2s256d64". Over the flattened head index bh = b·H + h of q/o, the KV head is
+// with enable_gqa=True. Shapes: q, o [B,H,S,D]; k, v [B,HKV,S,D] (HKV is DESIGN §2's H_kv).
+// The size dimension HKV is optional and defaults to H (plain multi-head attention); size labels
+// spell it between h and s, e.g. "b1h8hkv2s256d64". Over the flattened head index bh = b·H + h of q/o, the KV head is
 // bh / (H/HKV) = b·HKV + h/(H/HKV) of k/v (H/HKV divides H, so the batch term stays exact).
 #include <fmt/format.h>
 #include <cmath>

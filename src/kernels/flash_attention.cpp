@@ -7,8 +7,9 @@
 // a divisor of the H query heads, and query head h reads KV head h / (H/HKV), as PyTorch SDPA
 // with enable_gqa=True. Shapes: q, o [B,H,S,D]; k, v [B,HKV,S,D] (HKV is DESIGN §2's H_kv).
 // The size dimension HKV is optional and defaults to H (plain multi-head attention); size labels
-// spell it between h and s, e.g. "b1h8hkv2s256d64". Over the flattened head index bh = b·H + h of q/o, the KV head is
-// bh / (H/HKV) = b·HKV + h/(H/HKV) of k/v (H/HKV divides H, so the batch term stays exact).
+// spell it between h and s, e.g. "b1h8hkv2s256d64". Over the flattened head index bh = b·H + h
+// of q/o, the KV head is bh / (H/HKV) = b·HKV + h/(H/HKV) of k/v (H/HKV divides H, so the batch
+// term stays exact).
 #include <fmt/format.h>
 #include <cmath>
 #include <limits>

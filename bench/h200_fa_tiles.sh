@@ -6,7 +6,7 @@
 #   there: run(command="bash bench/h200_fa_tiles.sh", carry=[".h200", ".whl"])
 #
 # 1. Each configuration of FA_CONFIGS (default: seven points of the starter's @vb-param space,
-#    w<FA_WARPS>_r<FA_WARP_ROWS>_k<FA_BLOCK_KV>[_m<FA_MIN_CTAS>]; r32 with k128 spills at head dim 64 on sm_90
+#    w<FA_WARPS>_r<FA_WARP_ROWS>_k<FA_BLOCK_KV>[_m<FA_MIN_CTAS>][_g<FA_SPLIT_SMALL_GRIDS>]; r32 with k128 spills at head dim 64 on sm_90
 #    and is left out) is a copy of kernels/cuda/flash_attention.cu
 #    with those defaults. All copies go through the five correctness stages of `vladbud bench -b
 #    cuda --no-timing` in parallel (TILES_LIMIT seconds, default 240), in .h200/fa (its
@@ -28,7 +28,7 @@ export VLADBUD_HOME="$here" VB_CACHE_DIR="${VB_CACHE_DIR:-/tmp/vladbud-cache}" V
 export PATH="$here/.h200:$PATH:/usr/local/cuda/bin" LD_LIBRARY_PATH="$here/.h200${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export CPATH="$here/.h200/include${CPATH:+:$CPATH}" VB_RUNNER="$here/.h200/vladbud-runner"
 src="$here/kernels/cuda/flash_attention.cu"
-for d in "FA_WARPS 4" "FA_WARP_ROWS 32" "FA_BLOCK_KV 64" "FA_MIN_CTAS 1"; do
+for d in "FA_WARPS 4" "FA_WARP_ROWS 32" "FA_BLOCK_KV 64" "FA_MIN_CTAS 1" "FA_SPLIT_SMALL_GRIDS 0"; do
   grep -qx "#define $d" "$src" ||
     { echo "h200_fa_tiles: $src no longer has the default '#define $d' this script rewrites" >&2; exit 2; }
 done
@@ -41,14 +41,14 @@ PY
 fi
 cd "$fa"
 read -r -a configs <<< "${FA_CONFIGS:-w4_r16_k64 w4_r16_k64_m4 w4_r16_k128 w8_r16_k64 w8_r16_k128 w4_r32_k32 w4_r32_k64}"
-variant() {  # config w4_r16_k64[_m4] -> fa_<config>.cu with those defaults (m: FA_MIN_CTAS)
-  local c="$1" f w=4 r=32 k=64 m=1
+variant() {  # config w4_r16_k64[_m4][_g1] -> fa_<config>.cu with those defaults
+  local c="$1" f w=4 r=32 k=64 m=1 g=0   # m: FA_MIN_CTAS, g: FA_SPLIT_SMALL_GRIDS
   for f in ${c//_/ }; do
-    case "$f" in w*) w="${f#w}" ;; r*) r="${f#r}" ;; k*) k="${f#k}" ;; m*) m="${f#m}" ;; esac
+    case "$f" in w*) w="${f#w}" ;; r*) r="${f#r}" ;; k*) k="${f#k}" ;; m*) m="${f#m}" ;; g*) g="${f#g}" ;; esac
   done
   sed -e "s/^#define FA_WARPS 4$/#define FA_WARPS $w/" -e "s/^#define FA_WARP_ROWS 32$/#define FA_WARP_ROWS $r/" \
     -e "s/^#define FA_BLOCK_KV 64$/#define FA_BLOCK_KV $k/" -e "s/^#define FA_MIN_CTAS 1$/#define FA_MIN_CTAS $m/" \
-    "$src" > "fa_$c.cu"
+    -e "s/^#define FA_SPLIT_SMALL_GRIDS 0$/#define FA_SPLIT_SMALL_GRIDS $g/" "$src" > "fa_$c.cu"
 }
 for c in "${configs[@]}"; do
   variant "$c"

@@ -6,7 +6,8 @@
 //
 // fp16 / bf16 with D % 8 == 0, D <= 256 and 16-byte aligned tensors: FlashAttention-2 forward
 // (Dao 2023) on tensor cores. A CTA owns BLOCK_Q = FA_WARP_ROWS·FA_WARPS query rows of one head
-// (head dims <= 64; 16·FA_WARPS above), each warp FA_WARP_ROWS rows as one or two m16 tiles
+// (head dim 64; 16·FA_WARPS otherwise, and with FA_SPLIT_SMALL_GRIDS for grids under two CTAs per
+// SM), each warp FA_WARP_ROWS rows as one or two m16 tiles
 // that share every K and V fragment it loads (two tiles halve the shared-memory reads per MMA,
 // as FlashAttention-2's 128-row tiles with four warps do); K/V tiles of BLOCK_KV keys stream
 // through a double-buffered cp.async ring. Per tile a warp computes S = Q·Kᵀ with mma.sync
@@ -44,6 +45,10 @@
 // @vb-param FA_WARP_ROWS 32 {16,32}  query rows per warp on the tensor-core path, head dim 64
 #ifndef FA_WARP_ROWS
 #define FA_WARP_ROWS 32
+#endif
+// @vb-param FA_SPLIT_SMALL_GRIDS 0 {0,1}  1: with FA_WARP_ROWS 32, grids under two CTAs per SM use 16 rows per warp
+#ifndef FA_SPLIT_SMALL_GRIDS
+#define FA_SPLIT_SMALL_GRIDS 0
 #endif
 // @vb-param FA_MIN_CTAS 1 {1,3,4}  CTAs per SM the register allocation must leave room for (head dim 64, one m16 tile per warp)
 #ifndef FA_MIN_CTAS
@@ -519,12 +524,33 @@ int launch_kernel(void (*kern)(const T*, const T*, const T*, T*, int, int, int, 
   return 0;
 }
 
+/// True when a grid of BLOCK_Q = block_q query rows per CTA would give the current device fewer
+/// than two CTAs per SM (two CTAs of four warps with two m16 tiles each are what fits in the
+/// register file: ~250 registers per thread); false when the SM count cannot be read.
+bool small_grid(const Args& a, int block_q) {
+  int dev = 0, sms = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess ||
+      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || sms <= 0) {
+    (void)cudaGetLastError();  // not sticky; leave no error behind for the launch check
+    return false;
+  }
+  const long long ctas = static_cast<long long>((a.S + block_q - 1) / block_q) * a.BH;
+  return ctas < 2LL * sms;
+}
+
 template <typename T, int DP>
 int launch_mma(const Args& a, const T* q, const T* k, const T* v, T* o, cudaStream_t s) {
   constexpr int BKV = DP > 128 ? FA_BLOCK_KV_WIDE : FA_BLOCK_KV;
   // Two m16 tiles per warp need 215-255 registers at DP = 64 (ptxas, sm_90, BLOCK_KV 32-64);
   // from DP = 80 up they spill, so wider heads keep one.
   constexpr int MT = DP > 64 ? 1 : FA_WARP_ROWS / 16;
+  if constexpr (MT == 2 && FA_SPLIT_SMALL_GRIDS != 0) {
+    // Few (batch, head) pairs and short sequences (GPT-2 small at 1x1024: 12 heads, 96 CTAs of
+    // 128 rows for 132 SMs on an H100/H200): one m16 tile per warp, twice the CTAs.
+    if (small_grid(a, 16 * MT * FA_WARPS))
+      return launch_kernel<T>(fa_mma_kernel<T, DP, BKV, 1>, 16 * FA_WARPS, FA_WARPS * 32,
+                              mma_smem_bytes<DP, BKV, 1>(), a, q, k, v, o, s, "fa_mma_kernel");
+  }
   return launch_kernel<T>(fa_mma_kernel<T, DP, BKV, MT>, 16 * MT * FA_WARPS, FA_WARPS * 32,
                           mma_smem_bytes<DP, BKV, MT>(), a, q, k, v, o, s, "fa_mma_kernel");
 }

@@ -527,7 +527,7 @@ int launch_kernel(void (*kern)(const T*, const T*, const T*, T*, int, int, int, 
 /// True when a grid of BLOCK_Q = block_q query rows per CTA would give the current device fewer
 /// than two CTAs per SM (two CTAs of four warps with two m16 tiles each are what fits in the
 /// register file: ~250 registers per thread); false when the SM count cannot be read.
-bool small_grid(const Args& a, int block_q) {
+[[maybe_unused]] bool small_grid(const Args& a, int block_q) {
   int dev = 0, sms = 0;
   if (cudaGetDevice(&dev) != cudaSuccess ||
       cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || sms <= 0) {

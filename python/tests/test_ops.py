@@ -82,6 +82,15 @@ def test_ops_match_references(bound):
     torch.testing.assert_close(ops.reduce(xt), xt.sum(-1), rtol=1e-5, atol=1e-4)
 
 
+def test_flash_attention_refuses_other_dtypes_naming_the_supported_ones(bound):
+    """float64 (or integer) q/k/v: a clear error naming float16, bfloat16 and float32."""
+    q = torch.randn(1, 2, 4, 8, dtype=torch.float64)
+    with pytest.raises(RuntimeError, match="float16, bfloat16 or float32"):
+        ops.flash_attention(q, q, q, 1.0, 0.5)
+    with pytest.raises(RuntimeError, match="float16, bfloat16 or float32"):
+        ops.flash_attention(q.to("meta"), q.to("meta"), q.to("meta"), 1.0, 0.5)
+
+
 @pytest.mark.parametrize("hkv", [1, 2])
 def test_flash_attention_gqa_matches_sdpa_and_passes_opcheck(bound, hkv):
     """K/V with H_kv heads dividing H (GQA; MQA at 1) go to the kernel as they are and give

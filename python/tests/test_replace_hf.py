@@ -217,6 +217,35 @@ def test_function_level_wrappers_take_what_the_ops_can_and_fall_back_otherwise(b
     assert torch.allclose(y, ref, rtol=1e-5, atol=1e-5)
 
 
+def test_calls_autograd_records_stay_pytorch_and_calls_sdpa_rejects_stay_sdpas(bound):
+    """The ops have no backward: under grad mode a call with an input that requires grad runs
+    PyTorch's own function (backward works, nothing is counted); under no_grad the op takes it.
+    Calls SDPA itself rejects (more than six positional arguments, a non-bool enable_gqa) are
+    left to SDPA, which raises its TypeError, as without VladBud."""
+    g = torch.Generator().manual_seed(3)
+    q = torch.randn(1, 4, 9, 8, generator=g, requires_grad=True)
+    k = torch.randn(1, 2, 9, 8, generator=g, requires_grad=True)
+    v = torch.randn(1, 2, 9, 8, generator=g, requires_grad=True)
+    x = torch.randn(3, 5, generator=g, requires_grad=True)
+    vk.CALLS.clear()
+    with vr.patched(["flash_attention", "softmax"]) as p:
+        o = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
+        (o.sum() + x.softmax(-1).pow(2).sum()).backward()
+        assert q.grad is not None and k.grad is not None and v.grad is not None and x.grad is not None
+        assert p.counts == {} and not any(vk.CALLS.values())
+        with torch.no_grad():
+            got = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
+            x.softmax(-1)
+        assert p.counts == {"flash_attention": 1, "softmax": 1}
+        qd, kd = q.detach(), k.detach()
+        with pytest.raises(TypeError, match="positional"):
+            F.scaled_dot_product_attention(qd, kd, kd, None, 0.0, True, None, True)
+        with pytest.raises(TypeError, match="enable_gqa"):
+            F.scaled_dot_product_attention(qd, kd, kd, is_causal=True, enable_gqa=1)
+    assert p.counts == {"flash_attention": 1, "softmax": 1}
+    torch.testing.assert_close(got, o.detach(), rtol=1e-5, atol=1e-5)
+
+
 @pytest.mark.skipif(shutil.which("g++") is None and shutil.which("c++") is None,
                     reason="torch.compile's CPU backend (inductor) needs a C++ compiler")
 def test_sdpa_with_enable_gqa_calls_the_op_with_unexpanded_kv(bound, monkeypatch):

@@ -11,9 +11,11 @@ gate_proj/up_proj/down_proj, no bias, SiLU; an HF class must have LlamaMLP's for
 Function level (`patched(types)`, a context manager): while it is active the module attributes
 below are swapped for wrappers that call torch.ops.vladbud.<type>; on exit (also on an exception)
 the originals are put back. A wrapper calls the original function for any call the op cannot
-take, so the model stays correct. Nothing else is intercepted, so eager forwards pay nothing for
-the other torch calls (unlike a TorchFunctionMode; entering costs ~10 us), and torch.compile
-traces through the wrappers (Dynamo inlines them; the ops have fake implementations).
+take, so the model stays correct; a call autograd would record (grad mode on and an input that
+requires grad) always goes to the original, since the ops have no backward. Nothing else is
+intercepted, so eager forwards pay nothing for the other torch calls (unlike a
+TorchFunctionMode; entering costs ~10 us), and torch.compile traces through the wrappers
+(Dynamo inlines them; the ops have fake implementations).
 
   type              attribute(s) swapped                        taken when
   flash_attention   torch.nn.functional.scaled_dot_product_attention   no attn_mask, dropout 0,
@@ -498,6 +500,38 @@ def _rope_tables(cos, sin, q, k, unsqueeze_dim, partial):
     return (cos[0, :, :h].to(q.dtype).contiguous(), sin[0, :, :h].to(q.dtype).contiguous())
 
 
+def _wants_grad(args, kwargs) -> bool:
+    """True when autograd would record this call: grad mode on and a tensor argument (or one in a
+    list/tuple argument) requires grad. The ops have no backward, so such calls stay PyTorch's."""
+    if not torch.is_grad_enabled():
+        return False
+    for a in (*args, *kwargs.values()):
+        if isinstance(a, torch.Tensor):
+            if a.requires_grad:
+                return True
+        elif isinstance(a, (list, tuple)):
+            if any(isinstance(t, torch.Tensor) and t.requires_grad for t in a):
+                return True
+    return False
+
+
+def _grad_guard(orig, new):
+    """`new` (a wrapper that may call a torch.ops.vladbud op) for calls autograd does not record,
+    `orig` for the others: VladBud's ops are forward-only (no derivative is registered), so a
+    training forward under `patched(...)` runs PyTorch's own functions and backward works.
+    verify and profile run under inference_mode, where every call takes `new`. Attributes of
+    `new` (e.g. __wrapped_vladbud__) are kept."""
+    def guarded(*args, **kwargs):
+        if _wants_grad(args, kwargs):
+            return orig(*args, **kwargs)
+        return new(*args, **kwargs)
+
+    guarded.__dict__.update(getattr(new, "__dict__", {}))
+    guarded.__name__ = getattr(new, "__name__", "guarded")
+    guarded.__doc__ = getattr(new, "__doc__", None)
+    return guarded
+
+
 class Patched:
     """`with patched(types):` routes the supported torch / Hugging Face functions to
     torch.ops.vladbud.<type> for the kernel types in `types` (see the module doc for what is
@@ -518,7 +552,7 @@ class Patched:
     def _swap(self, owner, name, new):
         had = name in vars(owner)
         self._saved.append((owner, name, had, vars(owner).get(name) if had else None))
-        setattr(owner, name, new)
+        setattr(owner, name, _grad_guard(getattr(owner, name), new))
 
     def restore(self):
         """Puts every swapped attribute back (idempotent)."""
@@ -591,12 +625,17 @@ class Patched:
             causal = _arg(args, kwargs, 5, "is_causal", False)
             scale = _arg(args, kwargs, 6, "scale")
             gqa = _arg(args, kwargs, 7, "enable_gqa", False)
-            if (mask is None and drop == 0.0 and len(args) <= 8 and not _extra(kwargs, known)
+            # SDPA's signature: query, key, value, attn_mask, dropout_p, is_causal positional;
+            # scale and enable_gqa keyword-only, enable_gqa a bool. Any other call goes to SDPA,
+            # which raises what it raises.
+            if (mask is None and drop == 0.0 and len(args) <= 6 and not _extra(kwargs, known)
+                    and isinstance(gqa, bool) and isinstance(causal, bool)
                     and _float(q, k, v) and q.dim() == 4 and k.dim() == 4 and v.dim() == 4):
                 B, H, S, D = q.shape
                 Hkv = k.shape[1]
                 if (k.shape == v.shape and k.shape[0] == B and k.shape[2] == S and k.shape[3] == D
-                        and S > 0 and D > 0 and Hkv > 0 and H % Hkv == 0 and (Hkv == H or gqa)):
+                        and S > 0 and D > 0 and H > 0 and Hkv > 0 and H % Hkv == 0
+                        and (Hkv == H or gqa)):
                     # GQA (Hkv < H): K/V [B,Hkv,S,D] go to the op unexpanded; the kernel maps
                     # query head h to KV head h // (H / Hkv), as SDPA with enable_gqa does.
                     s = float(scale) if scale is not None else 1.0 / math.sqrt(D)

@@ -171,7 +171,10 @@ class FlashAttentionType final : public KernelType {
     return p.attr("causal") != 0.0 ? f / 2.0 : f;
   }
 
-  Size smoke_size() const override { return bhsd("b1h2s64d64", 1, 2, 64, 64); }
+  // Grouped-query (4 query heads on 2 KV heads): the smoke stage runs in every mode, --quick
+  // included, so a kernel that maps query heads to KV heads wrongly (h % HKV instead of
+  // h / (H/HKV)) fails there even when the quick subset of the later stages has no GQA size.
+  Size smoke_size() const override { return gqa("b1h4hkv2s64d64", 1, 4, 2, 64, 64); }
 
   // head_dim 64 (GPT-2, BERT) and 128 (LLaMA), sequence 128…1024, small B·H so the fp64
   // oracle stays under ~0.5 GFLOP per size; causal (default), non-causal and a custom scale.

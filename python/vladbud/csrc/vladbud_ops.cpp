@@ -286,6 +286,9 @@ void check_attention_shapes(const at::Tensor& q, const at::Tensor& k, const at::
   TORCH_CHECK(q.dim() == 4 && k.dim() == 4 && v.dim() == 4,
               "vladbud::flash_attention: q, k, v must be 4-D [B,H,S,D], [B,H_kv,S,D], [B,H_kv,S,D]; got ",
               q.dim(), "-D, ", k.dim(), "-D, ", v.dim(), "-D");
+  TORCH_CHECK(q.scalar_type() == at::kHalf || q.scalar_type() == at::kBFloat16 || q.scalar_type() == at::kFloat,
+              "vladbud::flash_attention: q, k, v must be float16, bfloat16 or float32; got ", q.scalar_type(),
+              " (cast them, e.g. q.float())");
   TORCH_CHECK(k.scalar_type() == q.scalar_type() && v.scalar_type() == q.scalar_type(),
               "vladbud::flash_attention: q, k, v must have one dtype; got ", q.scalar_type(), ", ",
               k.scalar_type(), ", ", v.scalar_type());

@@ -160,6 +160,28 @@ TEST(Bridge, MalformedProblemJsonNamesTheFileAndTheFix) {
   } catch (const BridgeUsageError& e) {
     EXPECT_NE(std::string(e.what()).find("vladbud extract"), std::string::npos) << e.what();
   }
+  // A dimension that is not a whole number within int64 names the dimension (never truncated
+  // or wrapped): 2.5 used to become HKV 2 and 1e20 a negative count.
+  for (const char* bad : {"2.5", "\"2\"", "null", "true", "99999999999999999999",
+                          "18446744073709551615"}) {
+    write_file_atomic(d / "problem.json",
+                      std::string(R"({"kernel": "flash_attention", "dtype": "bf16", "dims": )") +
+                          R"({"B": 1, "H": 8, "S": 64, "D": 64, "HKV": )" + bad + "}}");
+    try {
+      (void)read_model_problem(d);
+      FAIL() << "no error for HKV " << bad;
+    } catch (const BridgeUsageError& e) {
+      EXPECT_NE(std::string(e.what()).find("dimension 'HKV' must be a whole number"),
+                std::string::npos)
+          << e.what();
+    }
+  }
+  write_file_atomic(d / "problem.json",
+                    R"({"kernel": "flash_attention", "dtype": "bf16", )"
+                    R"("dims": {"B": 1, "H": 8, "S": 64, "D": 64, "HKV": 2}})");
+  const auto ok = read_model_problem(d);
+  ASSERT_TRUE(ok.has_value());
+  EXPECT_EQ(ok->size.dims.at("HKV"), 2);
   fs::remove_all(d);
 }
 

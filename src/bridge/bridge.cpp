@@ -156,7 +156,15 @@ Size model_size(const KernelType& kt, const json& dims, const json& attrs) {
   s.label = "model";
   bool first = true;
   for (const auto& k : ordered_keys(kt.name(), dims)) {
-    s.dims[k] = dims.at(k).get<std::int64_t>();
+    // A whole number: 2.5, "2", true, null or an integer past int64 name the dimension instead
+    // of being truncated or wrapped (nlohmann's get<int64_t> casts a float silently).
+    const json& v = dims.at(k);
+    if (!v.is_number_integer() ||
+        (v.is_number_unsigned() &&
+         v.get<std::uint64_t>() > static_cast<std::uint64_t>(INT64_MAX)))
+      throw std::invalid_argument(fmt::format(
+          "dimension '{}' must be a whole number (an integer within int64), got {}", k, v.dump()));
+    s.dims[k] = v.get<std::int64_t>();
     s.label += (first ? "-" : "x") + k + std::to_string(s.dims[k]);
     first = false;
   }
@@ -365,7 +373,7 @@ std::optional<ModelProblem> read_model_problem(const fs::path& dir) {
     throw;
   } catch (const std::exception& e) {
     throw BridgeUsageError(f.string() + " is malformed (" + e.what() +
-                           "); re-run `vladbud extract` to rewrite it");
+                           "); fix that field, or re-run `vladbud extract` to rewrite the file");
   }
   return mp;
 }

@@ -26,6 +26,24 @@ int count_lines(const fs::path& p) {
   return n;
 }
 
+// An INVALID verdict (a timing guard) counts as correct only when the correctness stages ran
+// and passed: under --timing-only they are SKIP, and the report must not say "PASS".
+TEST(EvalReportCorrectness, InvalidUnderTimingOnlyIsNotReportedAsCorrect) {
+  EvalReport r;
+  r.verdict = "INVALID";
+  r.stages.resize(5);
+  for (auto& st : r.stages) st.status = "SKIP";
+  EXPECT_FALSE(r.correct());
+  EXPECT_EQ(report_to_json(r)["correctness"], "INVALID");
+  for (auto& st : r.stages) st.status = "PASS";
+  EXPECT_TRUE(r.correct());
+  EXPECT_EQ(report_to_json(r)["correctness"], "PASS");
+  r.verdict = "UNVERIFIED";
+  EXPECT_FALSE(r.correct());
+  r.verdict = "PASS";
+  EXPECT_TRUE(r.correct());
+}
+
 TEST(ResultsTsv, HeaderThenNumberedRowsWithAllColumns) {
   const auto p = temp_file("results.tsv");
   ResultsRow row;

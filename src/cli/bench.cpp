@@ -282,7 +282,8 @@ void add_bench(CLI::App& app) {
   c->add_flag("--no-timing", args->no_timing, "correctness stages only");
   c->add_flag("--timing-only", args->timing_only,
               "skip the correctness stages and only time (for ranking studies of variants "
-              "validated before); the verdict is UNVERIFIED, exit code 0");
+              "validated before); the verdict is UNVERIFIED, exit code 0, unless a timing guard "
+              "fires (INVALID, exit code 5)");
   c->add_flag("--list-sizes", args->list_sizes, "list the size labels of the kernel type and exit");
   c->add_flag("--abi", args->abi,
               "print the kernel type's ABI (input/output/attribute order, shapes) and exit; with --json, "

@@ -109,7 +109,13 @@ struct EvalReport {
   /// know, e.g. the runner could not be given a private file system (issue 18 class 5).
   std::vector<std::string> warnings;
 
-  bool correct() const { return verdict == "PASS" || verdict == "INVALID"; }
+  /// The kernel passed the correctness stages: PASS, or INVALID (a timing guard fired after the
+  /// stages passed). An INVALID under --timing-only (stages SKIP) is not "correct": nothing was
+  /// checked.
+  bool correct() const {
+    return verdict == "PASS" ||
+           (verdict == "INVALID" && !stages.empty() && stages.front().status == "PASS");
+  }
 };
 
 /// Evaluates `source` as a kernel of type `type` on backend `backend`. Never throws for a bad

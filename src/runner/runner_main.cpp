@@ -457,11 +457,13 @@ int main(int argc, char** argv) {
     const std::string a = argv[i];
     if (a == "--backend" && i + 1 < argc) {
       const std::string b = argv[++i];
-      if (b != "cpu" && b != "cuda") {
-        std::fprintf(stderr, "vladbud-runner: unknown backend '%s' (cpu, cuda)\n", b.c_str());
+      const auto flavour = vb::runner::parse_flavour(b);
+      if (!flavour) {
+        std::fprintf(stderr, "vladbud-runner: unknown backend '%s' (%s)\n", b.c_str(),
+                     vb::runner::flavour_names().c_str());
         return 2;
       }
-      st.cuda = b == "cuda";
+      st.cuda = *flavour == vb::runner::Flavour::Cuda;
     } else if (a == "--gpu-memory-budget" && i + 1 < argc) {
       st.gpu_budget = std::strtoull(argv[++i], nullptr, 10);
     } else if (a == "--keep-fds") {

@@ -155,6 +155,7 @@ class MockCudaBackend final : public Backend {
   std::string name() const override { return "cuda"; }
   std::string source_extension() const override { return ".cpp"; }
   const Device& device() const override { return find_backend("cuda")->device(); }
+  const Sanitizer* sanitizer() const override { return find_backend("cuda")->sanitizer(); }
   BuildResult build(const fs::path& source) const override {
     return find_backend("cpu")->build(source);
   }

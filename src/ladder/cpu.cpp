@@ -297,23 +297,26 @@ fs::path cross_runner(std::string* err) {
   static std::mutex mu;
   std::lock_guard<std::mutex> l(mu);
   const fs::path home = vladbud_home();
-  const fs::path main_cpp = home / "src" / "runner" / "runner_main.cpp";
-  const fs::path proto = home / "src" / "runner" / "protocol.cpp";
-  // The runner's CUDA path (loaded at run time, never used under QEMU) is part of the binary.
-  const fs::path cuda_dev = home / "src" / "runner" / "cuda_device.cpp";
-  const std::string key =
-      hash_hex(read_file(main_cpp) + read_file(proto) + read_file(cuda_dev) +
-               read_file(home / "src" / "runner" / "protocol.h") +
-               read_file(home / "src" / "runner" / "cuda_device.h") + tool_version(kCrossGxx));
+  // The runner's sources as CMakeLists.txt lists them for vladbud-runner; its CUDA device
+  // (the driver loaded at run time, never used under QEMU) is part of the binary.
+  const fs::path dir = home / "src" / "runner";
+  const std::vector<fs::path> sources{dir / "runner_main.cpp",        dir / "device.cpp",
+                                      dir / "host_device.cpp",        dir / "cuda_runner_device.cpp",
+                                      dir / "cuda_device.cpp",        dir / "protocol.cpp"};
+  const std::vector<fs::path> headers{dir / "protocol.h", dir / "device.h", dir / "cuda_device.h"};
+  std::string text;
+  for (const auto& f : sources) text += read_file(f);
+  for (const auto& f : headers) text += read_file(f);
+  const std::string key = hash_hex(text + tool_version(kCrossGxx));
   const fs::path out = cache_dir() / "runner-aarch64" / key / "vladbud-runner";
   if (fs::exists(out)) return out;
   fs::create_directories(out.parent_path());
   const fs::path tmp = out.string() + fmt::format(".tmp.{}", ::getpid());
-  auto pr = run_process({kCrossGxx, "-std=c++20", "-O2", "-I" + cross_include_dir().string(),
-                         "-I" + (home / "src").string(), main_cpp.string(), proto.string(),
-                         cuda_dev.string(), "-o",
-                         tmp.string(), "-ldl", "-lpthread"},
-                        std::chrono::minutes(5));
+  std::vector<std::string> argv{kCrossGxx, "-std=c++20", "-O2", "-I" + cross_include_dir().string(),
+                                "-I" + (home / "src").string()};
+  for (const auto& f : sources) argv.push_back(f.string());
+  argv.insert(argv.end(), {"-o", tmp.string(), "-ldl", "-lpthread"});
+  auto pr = run_process(argv, std::chrono::minutes(5));
   if (!pr.ok()) {
     *err = "cannot cross-build the runner for aarch64: " + first_line(pr.err);
     return {};

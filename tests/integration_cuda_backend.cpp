@@ -15,7 +15,7 @@
 #include "eval/evaluator.h"
 #include "kernels/kernel_type.h"
 #include "support.h"
-#include "targets/gpu_ceilings.h"
+#include "backends/cuda/gpu_ceilings.h"
 #include "targets/nvidia_detect.h"
 
 namespace vb {

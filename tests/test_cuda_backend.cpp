@@ -15,7 +15,7 @@
 #include "kernels/kernel_type.h"
 #include "runner/client.h"
 #include "support.h"
-#include "targets/gpu_ceilings.h"
+#include "backends/cuda/gpu_ceilings.h"
 
 namespace vb {
 namespace {

@@ -24,7 +24,7 @@
 #include "core/util.h"
 #include "eval/evaluator.h"
 #include "ladder/rank.h"
-#include "targets/gpu_ceilings.h"
+#include "backends/cuda/gpu_ceilings.h"
 #include "targets/nvidia_detect.h"
 
 namespace vb::ladder {

@@ -15,7 +15,7 @@
 #include "core/paths.h"
 #include "core/process.h"
 #include "runner/protocol.h"
-#include "targets/gpu_ceilings.h"
+#include "backends/cuda/gpu_ceilings.h"
 #include "targets/nvidia_detect.h"
 
 namespace vb {

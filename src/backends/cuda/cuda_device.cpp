@@ -5,7 +5,7 @@
 
 #include <stdexcept>
 
-#include "targets/gpu_ceilings.h"
+#include "backends/cuda/gpu_ceilings.h"
 #include "targets/nvidia_detect.h"
 #include "targets/spec_db.h"
 

@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
+#include "backends/backend.h"
 #include "core/paths.h"
 #include "core/process.h"
 #include "support.h"
@@ -71,6 +72,16 @@ TEST(Cli, BadArgumentsGetAClearErrorAndExitCode2) {
   EXPECT_NE(m.err.find("does not exist"), std::string::npos) << m.err;
   auto dt = vladbud({"bench", "--kernel", "softmax", "--dtype", "fp8"}, d);
   EXPECT_EQ(dt.exit_code, 2);
+  // An unknown backend names every registered one (issue 17: the registry is the one list).
+  auto be = vladbud({"bench", "--kernel", "softmax", "--backend", "triton-nope"}, d);
+  EXPECT_EQ(be.exit_code, 2);
+  EXPECT_NE(be.err.find("unknown backend 'triton-nope'; available: " + backend_names()),
+            std::string::npos)
+      << be.err;
+  // --arch and --sanitize name the backends that take them.
+  auto arch = vladbud({"bench", "--kernel", "softmax", "--arch", "sm_90a"}, d);
+  EXPECT_EQ(arch.exit_code, 2);
+  EXPECT_NE(arch.err.find("--arch applies to --backend cuda only"), std::string::npos) << arch.err;
   EXPECT_FALSE(fs::exists(d / "results.tsv")) << "a refused command must not log a row";
 }
 

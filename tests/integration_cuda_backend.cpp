@@ -15,7 +15,7 @@
 #include "eval/evaluator.h"
 #include "kernels/kernel_type.h"
 #include "support.h"
-#include "targets/gpu_ceilings.h"
+#include "backends/cuda/gpu_ceilings.h"
 #include "targets/nvidia_detect.h"
 
 namespace vb {
@@ -75,7 +75,7 @@ TEST_P(BadCudaKernel, IsRejectedByItsGuard) {
   auto o = test::test_options(c.timing);
   o.call_timeout_s = 5;
   o.quick = true;
-  if (c.timing) o.timing_size = find_kernel_type("softmax")->find_size("1024x1024", "cuda");
+  if (c.timing) o.timing_size = find_kernel_type("softmax")->find_size("1024x1024", DeviceKind::Gpu);
   const EvalReport r = eval_softmax(bad_cuda(c.file), o);
   EXPECT_EQ(r.verdict, c.verdict) << r.reason;
   EXPECT_EQ(r.guard, c.guard) << r.reason;
@@ -105,7 +105,7 @@ INSTANTIATE_TEST_SUITE_P(
 TEST(CudaEvaluator, ACorrectKernelPassesAndIsTimedBeyondTheL2) {
   VB_REQUIRE_GPU();
   auto o = test::test_options(/*timing=*/true);
-  o.timing_size = find_kernel_type("softmax")->find_size("1024x1024", "cuda");
+  o.timing_size = find_kernel_type("softmax")->find_size("1024x1024", DeviceKind::Gpu);
   const EvalReport r = eval_softmax(good_cuda(), o);
   ASSERT_EQ(r.verdict, "PASS") << r.guard << ": " << r.reason;
   for (const auto& s : r.stages) EXPECT_EQ(s.status, "PASS") << s.name << ": " << s.detail;
@@ -154,6 +154,8 @@ class MockCudaBackend final : public Backend {
  public:
   std::string name() const override { return "cuda"; }
   std::string source_extension() const override { return ".cpp"; }
+  const Device& device() const override { return find_backend("cuda")->device(); }
+  const Sanitizer* sanitizer() const override { return find_backend("cuda")->sanitizer(); }
   BuildResult build(const fs::path& source) const override {
     return find_backend("cpu")->build(source);
   }
@@ -185,7 +187,7 @@ class CudaRunnerMock : public ::testing::Test {
     auto o = test::test_options(timing);
     o.quick = true;
     o.call_timeout_s = 10;
-    o.timing_size = find_kernel_type("softmax")->find_size("32x128", "cuda");
+    o.timing_size = find_kernel_type("softmax")->find_size("32x128", DeviceKind::Gpu);
     o.sanitizer = sanitizer;
     static const MockCudaBackend be;
     return evaluate(*find_kernel_type("softmax"), be, src, o);

@@ -15,7 +15,7 @@
 #include "kernels/kernel_type.h"
 #include "ladder/nvidia.h"
 #include "support.h"
-#include "targets/gpu_ceilings.h"
+#include "backends/cuda/gpu_ceilings.h"
 #include "targets/spec_db.h"
 
 namespace vb {

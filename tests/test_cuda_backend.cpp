@@ -15,7 +15,7 @@
 #include "kernels/kernel_type.h"
 #include "runner/client.h"
 #include "support.h"
-#include "targets/gpu_ceilings.h"
+#include "backends/cuda/gpu_ceilings.h"
 
 namespace vb {
 namespace {
@@ -71,10 +71,10 @@ TEST(CudaBackend, GpuBenchmarkSizesAmortizeTheLaunch) {
        {"softmax", "layernorm", "rmsnorm", "reduce", "cross_entropy", "rotary_embedding"}) {
     const KernelType* t = find_kernel_type(name);
     ASSERT_NE(t, nullptr) << name;
-    const Problem p = t->make_problem(t->benchmark_size("cuda"), DType::F32);
+    const Problem p = t->make_problem(t->benchmark_size(DeviceKind::Gpu), DType::F32);
     EXPECT_GE(t->min_bytes(p), 256e6) << name << " " << p.size.label;
   }
-  EXPECT_EQ(find_kernel_type("matmul")->benchmark_size("cuda").label, "4096x4096x4096");
+  EXPECT_EQ(find_kernel_type("matmul")->benchmark_size(DeviceKind::Gpu).label, "4096x4096x4096");
 }
 
 TEST(CudaBackend, NvccDiagnosticsAreRewrittenToFileColonLine) {
@@ -173,7 +173,7 @@ TEST(CudaBackend, MissingStarterIsABuildFailure) {
 TEST(CudaRunner, WithoutADriverTheRunnerSaysNoGpu) {
   // A driver path that cannot exist: the same answer on machines with and without a GPU.
   ScopedEnv env("VB_LIBCUDA", "/nonexistent/libcuda.so.1");
-  RunnerClient runner("cuda");
+  RunnerClient runner(vb::runner::Flavour::Cuda);
   // The runner opens the device before loading the library, so any file serves here.
   const fs::path lib = test::repo_root() / "tests" / "fixtures" / "cuda" / "softmax_small.cu";
   const RunnerReply r = runner.start(lib.string(), std::chrono::seconds(20));

@@ -207,8 +207,8 @@ TEST(KernelTypes, EverySizeResolvesInEveryDtypeAndLabelsAreUnique) {
     for (const auto& s : t->test_sizes()) sizes.push_back(s);
     for (const auto& s : t->edge_sizes()) sizes.push_back(s);
     for (const auto& c : t->stability_cases()) sizes.push_back(c.size);
-    sizes.push_back(t->benchmark_size("cpu"));
-    sizes.push_back(t->benchmark_size("cuda"));
+    sizes.push_back(t->benchmark_size(DeviceKind::Host));
+    sizes.push_back(t->benchmark_size(DeviceKind::Gpu));
     EXPECT_GE(t->test_sizes().size(), 3u);
     EXPECT_GE(t->edge_sizes().size(), 5u);
     EXPECT_GE(t->stability_cases().size(), 2u);
@@ -232,8 +232,8 @@ TEST(KernelTypes, EverySizeResolvesInEveryDtypeAndLabelsAreUnique) {
     std::set<std::string> te;
     for (const auto& s : t->test_sizes()) EXPECT_TRUE(te.insert(s.label).second) << s.label;
     for (const auto& s : t->edge_sizes()) EXPECT_TRUE(te.insert(s.label).second) << s.label;
-    EXPECT_NE(t->benchmark_size("cpu").label, t->benchmark_size("cuda").label);
-    for (const auto& s : t->all_sizes("cpu")) EXPECT_TRUE(t->find_size(s.label, "cpu").has_value());
+    EXPECT_NE(t->benchmark_size(DeviceKind::Host).label, t->benchmark_size(DeviceKind::Gpu).label);
+    for (const auto& s : t->all_sizes(DeviceKind::Host)) EXPECT_TRUE(t->find_size(s.label, DeviceKind::Host).has_value());
   }
 }
 

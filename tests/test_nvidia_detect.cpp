@@ -1,5 +1,5 @@
 // Tests of NVIDIA detection through the run-time-loaded CUDA driver (src/targets/nvidia_detect.h)
-// and of the GPU ceilings probe's build (src/targets/gpu_ceilings.h). This machine has no GPU:
+// and of the GPU ceilings probe's build (src/backends/cuda/gpu_ceilings.h). This machine has no GPU:
 // detection must say so plainly; the probe must still compile for sm_90a with nvcc.
 #include <gtest/gtest.h>
 
@@ -11,7 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/process.h"
-#include "targets/gpu_ceilings.h"
+#include "backends/cuda/gpu_ceilings.h"
 #include "targets/nvidia_detect.h"
 
 namespace fs = std::filesystem;

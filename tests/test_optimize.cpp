@@ -10,6 +10,7 @@
 #include <random>
 #include <sstream>
 
+#include "backends/backend.h"
 #include "core/paths.h"
 #include "eval/report.h"
 #include "optimize/decision.h"
@@ -115,7 +116,7 @@ TEST(OptimizeParams, BuiltinPrunerRespectsDomainsAndLimits) {
   TargetLimits l;
   l.logical_cores = 2;
   l.vector_width_bytes = 32;
-  const auto cpu = builtin_pruner(ps, "cpu", l);
+  const auto cpu = builtin_pruner(ps, l);
   Config ok{{"NUM_THREADS", "2"}, {"VEC_BYTES", "32"}};
   EXPECT_FALSE(cpu("", ok));
   auto r = cpu("", {{"NUM_THREADS", "64"}});
@@ -125,8 +126,15 @@ TEST(OptimizeParams, BuiltinPrunerRespectsDomainsAndLimits) {
   ASSERT_TRUE(r);
   EXPECT_NE(r->find("vector width"), std::string::npos);
   EXPECT_TRUE(cpu("", {{"VEC_BYTES", "48"}}));  // outside the domain
-  l.shared_memory_per_block_bytes = 49152;
-  const auto cuda = builtin_pruner(ps, "cuda", l);
+  // A GPU's limits (the cuda device's, with a shared-memory limit): the host's cores and SIMD
+  // width do not apply there.
+  TargetLimits g = find_backend("cuda")->device().limits();
+  EXPECT_EQ(g.vector_width_bytes, 16);
+  EXPECT_EQ(g.max_threads_per_block, 1024);
+  EXPECT_EQ(g.logical_cores, 0);
+  g.shared_memory_per_block_bytes = 49152;
+  const auto cuda = builtin_pruner(ps, g);
+  EXPECT_FALSE(cuda("", {{"NUM_THREADS", "64"}}));  // no core limit on a GPU
   EXPECT_TRUE(cuda("", {{"SMEM_BYTES", "65536"}}));
   EXPECT_FALSE(cuda("", {{"BLOCK_THREADS", "1024"}, {"SMEM_BYTES", "0"}}));
   EXPECT_TRUE(cuda("", {{"VEC_BYTES", "32"}}));  // wider than LDG.128
@@ -136,7 +144,7 @@ TEST(OptimizeParams, BuiltinPrunerRespectsDomainsAndLimits) {
       "// @vb-param WARP_BLOCK_THREADS 256 {256,2048} a\n// @vb-param BLOCK_THREADS 256 {256} b\n"
       "// @vb-param LONG_BLOCK_THREADS 1024 {1024} c\n// @vb-param BLOCK_X 32 {32,64} x\n"
       "// @vb-param BLOCK_Y 32 {16,32} y\n");
-  const auto cuda2 = builtin_pruner(paths, "cuda", l);
+  const auto cuda2 = builtin_pruner(paths, g);
   EXPECT_FALSE(cuda2("", {{"WARP_BLOCK_THREADS", "256"}, {"BLOCK_THREADS", "256"},
                           {"LONG_BLOCK_THREADS", "1024"}, {"BLOCK_X", "32"}, {"BLOCK_Y", "32"}}));
   r = cuda2("", {{"WARP_BLOCK_THREADS", "2048"}});

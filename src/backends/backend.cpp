@@ -2,26 +2,18 @@
 
 #include <regex>
 #include <sstream>
+#include <stdexcept>
 
 #include "core/paths.h"
 
 namespace vb {
 
-const Backend& cpu_backend();   // backends/cpu/cpu_backend.cpp
-const Backend& cuda_backend();  // backends/cuda/cuda_backend.cpp
-
 std::filesystem::path Backend::starter_source(std::string_view kernel) const {
   return vladbud_home() / "kernels" / name() / (std::string(kernel) + source_extension());
 }
 
-const Backend* find_backend(std::string_view name) {
-  if (name == "cpu") return &cpu_backend();
-  if (name == "cuda") return &cuda_backend();
-  return nullptr;
-}
-
-std::string backend_names() {
-  return "cpu, cuda";
+void Backend::set_target_arch(const std::string&) const {
+  throw std::invalid_argument("backend " + name() + " has no selectable target architecture");
 }
 
 std::vector<VectorizedLoop> parse_vectorization_report(const std::string& text) {

@@ -1,13 +1,19 @@
 // The backend interface (DESIGN §1): one small vtable per author surface (cf. ggml-backend.h).
-// A backend turns a kernel source into a library exposing the kernel ABI (DESIGN §3) and
-// names the runner flavour that executes it. Nothing above this interface knows which
-// compiler or device a backend uses.
+// A Backend is the source language: it turns a kernel source into a library exposing the
+// kernel ABI (DESIGN §3), names its file extension, describes its toolchain and offers optional
+// hooks (a target architecture, a run-time sanitizer, a playbook for agents). Where the kernel
+// runs is its Device (backends/device.h). Nothing above this interface knows which compiler or
+// device a backend uses, and the registry (backends/registry.cpp) is the only place that names
+// the backends.
 #pragma once
 
 #include <filesystem>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "backends/device.h"
 
 namespace vb {
 
@@ -31,11 +37,35 @@ struct BuildResult {
   std::vector<VectorizedLoop> vectorized_loops;  ///< the vectorization report
 };
 
-/// A kernel author surface: builds sources and names how they run.
+/// What a run-time sanitizer reported about a run.
+struct SanitizerFindings {
+  int errors = 0;            ///< N of its "ERROR SUMMARY: N error(s)" lines, summed
+  bool saw_summary = false;  ///< an "ERROR SUMMARY" line was printed (the run ended normally)
+  std::string first;         ///< the first finding ("Invalid __global__ write of size 4 ..."),
+                             ///< with the next line naming the thread/address when present
+};
+
+/// A checker the runner can be started under (`bench --sanitize TOOL`), e.g. NVIDIA's
+/// compute-sanitizer for cuda. Optional per backend (Backend::sanitizer()).
+class Sanitizer {
+ public:
+  virtual ~Sanitizer() = default;
+  /// The tools it offers, in the order help text lists them ("memcheck", "racecheck", ...).
+  virtual std::vector<std::string> tools() const = 0;
+  /// Its executable as an absolute path (the runner client execve()s it), "" when not found.
+  virtual std::string find_executable() const = 0;
+  /// The usage error when find_executable() is "" (names the fix).
+  virtual std::string not_found_message() const = 0;
+  /// Parses what the runner processes wrote to stderr under it.
+  virtual SanitizerFindings parse_log(const std::string& log) const = 0;
+};
+
+/// A kernel author surface (the source language): builds sources; its device() runs them.
 class Backend {
  public:
   virtual ~Backend() = default;
-  /// "cpu", "cuda".
+  /// The backend's registry name ("cpu", "cuda"): the --backend value, problem.json's
+  /// "backend", the kernels/<name>/ folder of its starters.
   virtual std::string name() const = 0;
   /// Source file extension of this surface (".cpp", ".cu").
   virtual std::string source_extension() const = 0;
@@ -46,16 +76,50 @@ class Backend {
   virtual BuildResult build(const std::filesystem::path& source) const = 0;
   /// One line describing the toolchain ("g++ (Debian 12.2.0) -O3 -march=native ...").
   virtual std::string toolchain_description() const = 0;
-  /// Why this machine cannot run kernels of this backend ("no GPU: libcuda.so.1 not found
-  /// (...)"), or "" when it can. Commands that run kernels turn a non-empty answer into a usage
-  /// error before building anything, so a missing device is never a kernel's FAIL. Default: "".
-  virtual std::string device_unavailable() const { return ""; }
+  /// Where this backend's kernels run.
+  virtual const Device& device() const = 0;
+  /// Why this machine cannot run kernels of this backend, or "" when it can: the device's
+  /// answer (Device::unavailable). A missing device is a usage error, never a kernel's FAIL.
+  std::string device_unavailable() const { return device().unavailable(); }
+
+  // ---- optional hooks (defaults: not offered) ----
+
+  /// True when the backend compiles for a selectable target architecture (`--arch`).
+  virtual bool has_target_arch() const { return false; }
+  /// Selects the target architecture for later builds ("" restores the default). Throws
+  /// std::invalid_argument for a malformed name, or when has_target_arch() is false.
+  virtual void set_target_arch(const std::string& arch) const;
+  /// The run-time sanitizer the runner can be started under, or nullptr (default).
+  virtual const Sanitizer* sanitizer() const { return nullptr; }
+  /// True when build() fills BuildResult::vectorized_loops from a compiler report (the host
+  /// compiler's -fopt-info-vec); default false.
+  virtual bool has_vectorization_report() const { return false; }
+  /// The playbook an agent gets in program.md for this backend (Markdown, starting with a
+  /// "### Playbook: ..." heading); default "".
+  virtual std::string playbook() const { return ""; }
 };
 
+// ---- the registry (backends/registry.cpp): the one place that names the backends ----
+
+/// Every registered backend, in registry order (the first backend of a device is that device's
+/// default, e.g. for a model's --device).
+const std::vector<const Backend*>& all_backends();
 /// The backend called `name`, or nullptr.
 const Backend* find_backend(std::string_view name);
-/// Names of all registered backends, comma-separated (for error messages).
-std::string backend_names();
+/// The backend called `name`. Throws std::invalid_argument "unknown backend 'NAME'; available:
+/// cpu, cuda" (every registered name) when there is none.
+const Backend& require_backend(std::string_view name);
+/// The first registered backend whose source_extension() is `ext` (".cpp", ".cu"), or nullptr.
+const Backend* backend_for_extension(std::string_view ext);
+/// Names of the registered backends, comma-separated (for error messages); with `which`, only
+/// those it accepts.
+std::string backend_names(const std::function<bool(const Backend&)>& which = {});
+/// The default backend of a PyTorch device string ("cpu", "cuda"): the first registered backend
+/// whose device's torch_device() is `torch_device`, or nullptr.
+const Backend* backend_for_torch_device(std::string_view torch_device);
+/// The torch device strings of the registered devices, without repeats, joined by " or "
+/// ("cpu or cuda"), for error messages.
+std::string torch_device_names();
 
 /// Parses GCC/Clang optimisation remarks ("f.cpp:12:5: optimized: loop vectorized using 64
 /// byte vectors", clang: "remark: vectorized loop (vectorization width: 16, ...)") into loops.

@@ -13,9 +13,6 @@
 #include "backends/backend.h"
 #include "core/paths.h"
 #include "core/process.h"
-#include "targets/ceilings.h"
-#include "targets/nvidia_detect.h"
-#include "targets/spec_db.h"
 
 namespace vb {
 
@@ -104,23 +101,11 @@ json run_bridge(const std::string& module, const json& request, const fs::path& 
 }
 
 Roof device_roof(const std::string& device, DType dtype) {
-  Roof roof;
-  if (device == "cuda") {
-    std::string why;
-    const auto gpus = detect_nvidia_gpus(&why);
-    if (gpus.empty()) throw std::runtime_error("--device cuda: no NVIDIA GPU detected (" + why + ")");
-    const auto db = load_spec_db();
-    const TargetSpec spec = resolve_nvidia_device(db, device_attributes(gpus[0]));
-    roof.peak_tflops = spec.peak_for(dtype).value_or(0);
-    roof.bandwidth_gbs = spec.memory_bandwidth_gbs;
-    roof.source = (spec.derived ? "derived from device attributes: " : "datasheet: ") + spec.id;
-    return roof;
-  }
-  const Ceilings c = local_cpu_ceilings();
-  roof.peak_tflops = c.peak_for(dtype);
-  roof.bandwidth_gbs = c.mem_bw_gbs;
-  roof.source = "measured on this CPU " + c.measured_at + " (vladbud targets)";
-  return roof;
+  const Backend* b = backend_for_torch_device(device);
+  if (!b)
+    throw std::invalid_argument("no backend runs on torch device '" + device +
+                                "' (devices: " + torch_device_names() + ")");
+  return b->device().model_roof(dtype);
 }
 
 namespace {

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "backends/device.h"
 #include "core/dtype.h"
 #include "kernels/kernel_type.h"
 
@@ -36,18 +37,12 @@ nlohmann::json run_bridge(const std::string& module, const nlohmann::json& reque
                           const std::filesystem::path& scratch_dir,
                           std::chrono::seconds timeout = std::chrono::seconds(1800));
 
-/// Roofline ceilings used to classify entries: peak TFLOP/s of the profiled dtype, memory
-/// bandwidth GB/s, and where they come from.
-struct Roof {
-  double peak_tflops = 0;
-  double bandwidth_gbs = 0;
-  std::string source;  ///< e.g. "measured (cpu ceilings probe)", "datasheet: h200"
-  double ridge() const { return bandwidth_gbs > 0 ? peak_tflops * 1e3 / bandwidth_gbs : 0; }
-};
-
-/// Ceilings of the profiled device: "cpu" -> this machine's measured ceilings (probe cached per
-/// machine); "cuda" -> the detected GPU's spec-database entry (or derived spec). Throws
-/// std::runtime_error when no GPU is detected for "cuda".
+/// Ceilings of the profiled torch device (`device`: "cpu", "cuda"): the Device::model_roof of
+/// the default backend of that torch device (backend_for_torch_device): for the CPU this
+/// machine's measured ceilings (probe cached per machine), for an NVIDIA GPU the detected GPU's
+/// spec-database entry (or derived spec). Throws std::runtime_error when that device is not
+/// detected, std::invalid_argument for a torch device no backend runs on. Roof:
+/// backends/device.h.
 Roof device_roof(const std::string& device, DType dtype);
 
 /// The kernel-type Size for an entry's dims/attrs, labelled "model-<dims>" (e.g.

@@ -31,8 +31,8 @@ void check_profile_request(const ProfileRequest& a) {
   const auto dt = parse_dtype(a.dtype);
   if (!dt || !is_floating(*dt) || *dt == DType::F64)
     bad("--dtype must be fp32, fp16 or bf16 (got '" + a.dtype + "')");
-  if (a.device != "cpu" && a.device != "cuda")
-    bad("--device must be cpu or cuda (got '" + a.device + "')");
+  if (!backend_for_torch_device(a.device))
+    bad("--device must be " + torch_device_names() + " (got '" + a.device + "')");
   json margs;
   try {
     margs = json::parse(a.model_args);
@@ -358,7 +358,7 @@ json rank_workspace(const fs::path& ws, const RankWorkspaceOptions& opts) {
   }
   std::vector<TargetSpec> targets = opts.targets;
   if (targets.empty())
-    targets = backend == "cuda" ? ladder::remote_nvidia_targets() : ladder::remote_cpu_targets();
+    targets = ladder::remote_targets_for(backend);
   ladder::ClimbOptions lo;
   lo.quick = true;
   lo.max_rung = opts.max_rung;

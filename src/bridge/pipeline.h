@@ -112,8 +112,8 @@ std::string format_verify(const nlohmann::json& res, const nlohmann::json& profi
 /// Options of rank_workspace.
 struct RankWorkspaceOptions {
   /// Remote targets to climb for. Empty: the spec DB's targets of the kernels' backend other
-  /// than this machine (cpu: ladder::remote_cpu_targets, the CPUs `vladbud run --all` adds;
-  /// cuda: ladder::remote_nvidia_targets).
+  /// than this machine (ladder::remote_targets_for: for cpu the CPUs `vladbud run --all` adds,
+  /// for cuda one NVIDIA GPU per architecture).
   std::vector<TargetSpec> targets;
   int max_rung = 3;  ///< rungs 0, 1 and 3 as `run --all` (2 only when emulate)
   bool emulate = false;  ///< also rung 2 (QEMU for Arm, native AVX-512): minutes more

@@ -16,6 +16,7 @@
 #include <map>
 #include <set>
 
+#include "backends/backend.h"
 #include "bridge/pipeline.h"
 #include "cli/commands.h"
 #include "core/dtype.h"
@@ -50,7 +51,7 @@ struct AutotuneArgs {
   int top = 3, plateau = 20, reps = 9;
   std::uint64_t seed = 1;
   bool json = false, no_git = false, no_rank = false, no_pytorch = false;
-  std::string compile = "auto";  ///< verify against torch.compile: on, off, auto (on for cuda)
+  std::string compile = "auto";  ///< verify against torch.compile: on, off, auto (on for a GPU device)
 };
 
 /// A stage that failed: its exit code, what went wrong and how to fix it.
@@ -299,7 +300,10 @@ void run_autotune(AutotuneArgs a) {
   done("wrote " + prof.written.string());
 
   // ---- 2. extract ----
-  const std::string backend = a.device == "cuda" ? "cuda" : "cpu";
+  // The model's device picks the backend of the starters: that device's default backend
+  // (check_profile_request refused a device no backend runs on).
+  const Backend& be = *backend_for_torch_device(a.device);
+  const std::string backend = be.name();
   begin("extract", fmt::format("the {} largest (type, shapes, dtype) groups into {}/kernels/ ({} starters)",
                                a.top, wsq, backend));
   std::vector<fs::path> dirs;
@@ -368,7 +372,8 @@ void run_autotune(AutotuneArgs a) {
   VerifyRequest vreq;
   vreq.workspace = ws;
   vreq.reps = a.reps;
-  vreq.compile = a.compile == "on" || (a.compile == "auto" && a.device == "cuda");
+  vreq.compile =
+      a.compile == "on" || (a.compile == "auto" && be.device().kind() == DeviceKind::Gpu);
   begin("verify", fmt::format("each type's best kernel alone in {}: correct, intercepts the profiled "
                               "calls, faster beyond the noise ({} paired rounds){}; the winners "
                               "together vs the baseline",
@@ -408,7 +413,7 @@ void run_autotune(AutotuneArgs a) {
   } else {
     begin("rank", fmt::format("the best kernels up the confidence ladder for the spec DB's {} "
                               "targets that are not this machine (rungs 0, 1, 3)",
-                              backend == "cuda" ? "NVIDIA" : "CPU"));
+                              be.device().targets_label()));
     RankWorkspaceOptions ro;
     // One line per (kernel, target) climb; the climbers' per-rung lines are left out.
     ro.progress = [&log](const std::string& m) {

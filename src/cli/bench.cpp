@@ -1,18 +1,16 @@
 // `vladbud bench`: evaluate one kernel source (default: the starter) and time it.
 #include <fmt/format.h>
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <optional>
 
-#include "backends/cuda/cuda_backend.h"
 #include "bridge/bridge.h"
 #include "cli/commands.h"
 #include "eval/report.h"
 #include "kernels/kernel_type.h"
-#include "targets/cpu_info.h"
-#include "targets/nvidia_detect.h"
 
 namespace vb::cli {
 
@@ -58,25 +56,31 @@ void run_bench(const BenchArgs& args) {
     usage_error("unknown kernel type '" + a.kernel + "'; choose one of: " + kernel_type_names());
   const Backend* be = find_backend(a.backend);
   if (!be) usage_error("unknown backend '" + a.backend + "'; available: " + backend_names());
-  const bool cuda = be->name() == "cuda";
+  const Device& dev = be->device();
   if (!a.arch.empty()) {
-    if (!cuda) usage_error("--arch applies to --backend cuda only");
+    if (!be->has_target_arch())
+      usage_error("--arch applies to --backend " +
+                  backend_names([](const Backend& b) { return b.has_target_arch(); }) + " only");
     try {
-      set_cuda_arch(a.arch);
+      be->set_target_arch(a.arch);
     } catch (const std::invalid_argument& e) {
       usage_error(e.what());
     }
   }
   if (!a.sanitize.empty()) {
-    if (!cuda) usage_error("--sanitize applies to --backend cuda only");
-    if (a.sanitize != "memcheck" && a.sanitize != "racecheck" && a.sanitize != "initcheck" &&
-        a.sanitize != "synccheck")
-      usage_error("--sanitize must be memcheck, racecheck, initcheck or synccheck (got '" +
-                  a.sanitize + "')");
-    if (find_compute_sanitizer().empty())
-      usage_error(
-          "--sanitize: compute-sanitizer not found (set VB_COMPUTE_SANITIZER or add the CUDA "
-          "toolkit's bin/ to PATH)");
+    const Sanitizer* san = be->sanitizer();
+    if (!san)
+      usage_error("--sanitize applies to --backend " +
+                  backend_names([](const Backend& b) { return b.sanitizer() != nullptr; }) +
+                  " only");
+    const auto tools = san->tools();
+    if (std::find(tools.begin(), tools.end(), a.sanitize) == tools.end()) {
+      std::string list;
+      for (std::size_t i = 0; i < tools.size(); ++i)
+        list += (i == 0 ? "" : i + 1 == tools.size() ? " or " : ", ") + tools[i];
+      usage_error("--sanitize must be " + list + " (got '" + a.sanitize + "')");
+    }
+    if (san->find_executable().empty()) usage_error(san->not_found_message());
   }
   if (a.abi && a.json) {
     // The resolved problem of --size (default: the backend's benchmark size) in --dtype, for
@@ -84,8 +88,8 @@ void run_bench(const BenchArgs& args) {
     const auto dt = parse_dtype(a.dtype);
     if (!dt || !is_floating(*dt) || *dt == DType::F64)
       usage_error("--dtype must be fp16, bf16 or fp32 (got '" + a.dtype + "')");
-    std::optional<Size> size = kt->benchmark_size(be->name());
-    if (!a.size.empty()) size = kt->find_size(a.size, be->name());
+    std::optional<Size> size = kt->benchmark_size(dev.kind());
+    if (!a.size.empty()) size = kt->find_size(a.size, dev.kind());
     if (!size) usage_error("unknown size '" + a.size + "' for " + kt->name() + " (--list-sizes)");
     const Problem p = kt->make_problem(*size, *dt);
     auto tensors = [](const std::vector<TensorDesc>& ts) {
@@ -134,7 +138,7 @@ void run_bench(const BenchArgs& args) {
     return;
   }
   if (a.list_sizes) {
-    for (const auto& s : kt->all_sizes(be->name())) std::cout << s.label << "\n";
+    for (const auto& s : kt->all_sizes(dev.kind())) std::cout << s.label << "\n";
     return;
   }
   EvalOptions o;
@@ -153,10 +157,10 @@ void run_bench(const BenchArgs& args) {
     usage_error("--dtype must be fp16, bf16 or fp32 (got '" + a.dtype + "')");
   o.timing_dtype = *dt;
   if (!a.size.empty()) {
-    auto s = kt->find_size(a.size, be->name());
+    auto s = kt->find_size(a.size, dev.kind());
     if (!s) {
       std::string labels;
-      for (const auto& x : kt->all_sizes(be->name())) labels += " " + x.label;
+      for (const auto& x : kt->all_sizes(dev.kind())) labels += " " + x.label;
       usage_error("unknown size '" + a.size + "' for " + kt->name() + "; known sizes:" + labels);
     }
     o.timing_size = *s;
@@ -192,25 +196,17 @@ void run_bench(const BenchArgs& args) {
                 "--backend cpu, or rank the kernel for absent hardware with `vladbud rank " +
                 kt->name() + " --targets <id>` (e.g. h100-sxm)");
   const EvalReport r = evaluate(*kt, *be, src, o);
-  // The target: the local CPU, or on cuda the local GPU the runner used (device 0).
-  std::string target = "local-cpu", target_name;
-  if (cuda) {
-    target = "local-gpu0";
-    std::string why;
-    const auto gpus = detect_nvidia_gpus(&why);
-    target_name = gpus.empty() ? why : gpus.front().name;
-  } else {
-    target_name = detect_cpu().model;
-  }
+  // The target: the backend's local device (the one the runner used).
+  const std::string target = dev.local_target_id(), target_name = dev.local_name();
   // speedup_vs_pytorch: PyTorch on the same device, dtype and shapes, same protocol.
   ResultsRow row = results_row(r, target, a.tag);
   nlohmann::json torch_base;
   std::string no_base = "--no-pytorch";
   if (r.correct() && r.timing && !a.no_pytorch) {
     try {
-      const Size ts = o.timing_size ? *o.timing_size : kt->benchmark_size(be->name());
-      torch_base = pytorch_baseline(kt->make_problem(ts, r.timing->dtype),
-                                    be->name() == "cuda" ? "cuda" : "cpu", r.timing->rotation_sets, r.timing->rotation_bytes, a.quick);
+      const Size ts = o.timing_size ? *o.timing_size : kt->benchmark_size(dev.kind());
+      torch_base = pytorch_baseline(kt->make_problem(ts, r.timing->dtype), dev.torch_device(),
+                                    r.timing->rotation_sets, r.timing->rotation_bytes, a.quick);
       row.speedup_vs_pytorch =
           fmt::format("{:.3f}", torch_base["median_us"].get<double>() / r.timing->median_us);
     } catch (const std::exception& e) {

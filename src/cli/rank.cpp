@@ -50,7 +50,7 @@ void run_rank(const RankArgs& a) {
   o.quick = a.quick;
   o.max_rung = a.max_rung;
   if (!a.size.empty()) {
-    o.size = kt->find_size(a.size, "cpu");
+    o.size = kt->find_size(a.size, DeviceKind::Host);
     if (!o.size) usage("unknown size '" + a.size + "' for " + kt->name());
   }
   o.progress = [](const std::string& m) { std::cerr << m << "\n"; };

@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <iostream>
 
+#include "backends/backend.h"
 #include "cli/commands.h"
 #include "core/paths.h"
 #include "eval/report.h"
@@ -50,19 +51,18 @@ void run_run(const RunArgs& a) {
   }
   o.timing_dtype = *dt;
   o.progress = progress_printer(a.progress);
-  std::cerr << "vladbud run: local target: cpu; measuring or loading this machine's ceilings...\n";
-  std::string target_id = "local-cpu";
+  std::string target_id;  // the local target being run (for results.tsv)
   // speedup_vs_pytorch: PyTorch on the same device, dtype and shapes, same protocol (the bridge's
   // `python -m vladbud.baseline`); a missing torch is reported once and the run goes on.
   std::string no_torch;
   auto time_pytorch = [&](EvalReport& r) {
     if (a.no_pytorch || !no_torch.empty() || !r.correct() || !r.timing) return;
     const KernelType* kt = find_kernel_type(r.kernel);
-    const Size ts = kt->benchmark_size(r.backend);
+    const Device& dev = require_backend(r.backend).device();
+    const Size ts = kt->benchmark_size(dev.kind());
     try {
-      const auto b = pytorch_baseline(kt->make_problem(ts, r.timing->dtype),
-                                      r.backend == "cuda" ? "cuda" : "cpu", r.timing->rotation_sets,
-                                      r.timing->rotation_bytes, a.quick);
+      const auto b = pytorch_baseline(kt->make_problem(ts, r.timing->dtype), dev.torch_device(),
+                                      r.timing->rotation_sets, r.timing->rotation_bytes, a.quick);
       r.pytorch_us = b.at("median_us").get<double>();
       r.pytorch_op = b.value("op", "");
     } catch (const std::exception& e) {
@@ -91,19 +91,27 @@ void run_run(const RunArgs& a) {
     std::cerr << "vladbud run: --no-cpu and --no-gpu leave no local target\n";
     throw CLI::RuntimeError(kUsage);
   }
+  // Every registered backend's starters on its local device, when this machine has it (rung 5);
+  // --no-cpu / --no-gpu leave out the host / GPU devices.
   std::vector<TargetResults> targets;
-  if (!a.no_cpu) targets.push_back(run_local_cpu(types, o, on_done));
-  // The local GPU, when there is one: the CUDA starters at rung 5.
-  std::string why_no_gpu;
-  target_id = "local-gpu0";
-  if (!a.no_gpu) {
-    std::cerr << "vladbud run: local target: cuda (GPU); detecting...\n";
-    if (auto g = run_local_gpu(types, o, on_done, &why_no_gpu))
-      targets.push_back(std::move(*g));
-    else {
-      std::string why = why_no_gpu;
-      if (why.rfind("no GPU: ", 0) == 0) why = why.substr(8);
-      std::cerr << "vladbud run: no GPU: cuda backend skipped (" << why << ")\n";
+  for (const Backend* be : all_backends()) {
+    const Device& dev = be->device();
+    const bool host = dev.kind() == DeviceKind::Host;
+    if (host ? a.no_cpu : a.no_gpu) continue;
+    if (host)
+      std::cerr << "vladbud run: local target: " << be->name()
+                << "; measuring or loading this machine's ceilings...\n";
+    else
+      std::cerr << "vladbud run: local target: " << be->name() << " (" << dev.name()
+                << "); detecting...\n";
+    target_id = dev.local_target_id();
+    std::string why;
+    if (auto t = run_local(*be, types, o, on_done, &why)) {
+      targets.push_back(std::move(*t));
+    } else {
+      const std::string none = "no " + dev.name() + ": ";
+      if (why.rfind(none, 0) == 0) why = why.substr(none.size());
+      std::cerr << "vladbud run: " << none << be->name() << " backend skipped (" << why << ")\n";
     }
   }
   // Remote targets (--all): the starters climbed up the confidence ladder (rungs 0, 1, 3; rung 2

@@ -13,7 +13,6 @@
 #include <thread>
 #include <unordered_map>
 
-#include "backends/cuda/cuda_backend.h"
 #include "core/parallel.h"
 #include "core/paths.h"
 #include "core/random.h"
@@ -21,8 +20,6 @@
 #include "runner/client.h"
 #include "runner/protocol.h"
 #include "targets/cpu_info.h"
-#include "targets/gpu_ceilings.h"
-#include "targets/nvidia_detect.h"
 
 namespace vb {
 
@@ -119,13 +116,13 @@ const char* kStageNames[] = {"smoke", "shape_sweep", "stability", "determinism",
 class Session {
  public:
   Session(const KernelType& t, const Backend& b, const EvalOptions& o, EvalReport& r)
-      : type_(t), backend_(b), opt_(o), rep_(r), runner_(b.name()) {
+      : type_(t), backend_(b), opt_(o), rep_(r), runner_(b.device().runner_flavour()) {
     if (!o.sanitizer.empty()) {
-      const std::string exe = find_compute_sanitizer();
-      if (exe.empty())
-        throw std::runtime_error(
-            "--sanitize: compute-sanitizer not found (set VB_COMPUTE_SANITIZER or add the CUDA "
-            "toolkit's bin/ to PATH)");
+      const Sanitizer* san = b.sanitizer();
+      if (!san)
+        throw std::runtime_error("--sanitize: backend " + b.name() + " has no sanitizer");
+      const std::string exe = san->find_executable();
+      if (exe.empty()) throw std::runtime_error(san->not_found_message());
       runner_.set_sanitizer(exe, o.sanitizer);
     }
     if (!o.runner_launcher.empty()) runner_.set_launcher(o.runner_launcher, o.runner_binary);
@@ -136,7 +133,7 @@ class Session {
     auto reply = runner_.start(lib, call_timeout());
     note_filesystem();
     if (reply.kind == RunnerReply::Kind::Ok) {
-      // cuda: the device the runner opened (its L2 sizes the timing rotation).
+      // A device runner reports the device it opened (its L2 sizes the timing rotation).
       if (reply.body.contains("device") && reply.body["device"].is_object())
         device_l2_ = reply.body["device"].value("l2_bytes", std::size_t{0});
       return true;
@@ -276,10 +273,10 @@ class Session {
       set_bytes += t.nbytes(), foot += RunnerClient::footprint(t.nbytes());
     for (const auto& t : p.outputs)
       set_bytes += t.nbytes(), foot += RunnerClient::footprint(t.nbytes());
-    // The last-level cache the inputs must not fit in: the CPU's LLC, or on "cuda" the GPU's
-    // L2 as the runner read it (CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE).
-    const bool gpu = backend_.name() == "cuda";
-    std::size_t llc = opt_.llc_bytes ? opt_.llc_bytes : gpu ? device_l2_ : detect_cpu().llc_bytes;
+    // The last-level cache the inputs must not fit in, as the device says: the CPU's LLC, or a
+    // GPU's L2 as the runner read it (CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE).
+    const Device& device = backend_.device();
+    std::size_t llc = opt_.llc_bytes ? opt_.llc_bytes : device.timing_cache_bytes(device_l2_);
     if (llc == 0) llc = 64ull << 20;
     // Strictly more than 2x the cache: floor(2 llc / set) + 1 sets.
     std::size_t n_sets =
@@ -290,7 +287,7 @@ class Session {
     tr.rotation_bytes = static_cast<double>(n_sets * set_bytes);
     progress(fmt::format("[timing] {} {}: {} rotating input sets ({:.0f} MiB; {} {:.0f} MiB)",
                          p.size.label, dtype_name(p.dtype), n_sets, tr.rotation_bytes / 1048576.0,
-                         gpu ? "L2" : "LLC", static_cast<double>(llc) / 1048576.0));
+                         device.timing_cache_name(), static_cast<double>(llc) / 1048576.0));
     if (auto f = reset_arena((n_sets + 1) * foot)) return f;
     std::vector<Placed> sets;  // sets[0] is the warm-up set; 1..n_sets are timed
     for (std::size_t s = 0; s <= n_sets; ++s) sets.push_back(place(p));
@@ -458,7 +455,7 @@ class Session {
     try {
       runner_.reset_arena(bytes);
     } catch (const std::runtime_error& e) {
-      return Failure{"FAIL", backend_.name() == "cuda" ? "gpu_memory" : "memory",
+      return Failure{"FAIL", backend_.device().oom_guard(),
                      fmt::format("cannot hold the {:.0f} MiB of buffers: {}",
                                  static_cast<double>(bytes) / 1048576.0, e.what())};
     }
@@ -667,20 +664,6 @@ class Session {
   }
 };
 
-// Ceilings of the backend's local device: the CPU's, or on "cuda" the first GPU's (measured by
-// the GPU probe and cached). `recalibrate` re-measures. Throws std::runtime_error without GPU.
-Ceilings local_ceilings_for(const Backend& b, bool recalibrate,
-                            const std::function<void(const std::string&)>& progress) {
-  if (b.name() != "cuda")
-    return recalibrate ? measure_cpu_ceilings(progress) : local_cpu_ceilings(false, progress);
-  std::string why;
-  const auto gpus = detect_nvidia_gpus(&why);
-  if (gpus.empty()) throw std::runtime_error("GPU ceilings: " + why);
-  return local_gpu_ceilings(gpus.front(), recalibrate, [&](std::string m) {
-    if (progress) progress(m);
-  });
-}
-
 // Sizes of the determinism stage: the type's first test size, then the test size with the most
 // input elements and the one with the longest rows (last dimension of the first input), without
 // repeats; the smoke size when the type has no test sizes.
@@ -737,7 +720,7 @@ EvalReport evaluate(const KernelType& type, const Backend& backend,
   auto finish = [&] {
     if (session && !opts.sanitizer.empty()) {
       // compute-sanitizer's findings fail the candidate whatever the stages said.
-      const SanitizerFindings f = parse_sanitizer_log(session->finish_sanitizer());
+      const SanitizerFindings f = backend.sanitizer()->parse_log(session->finish_sanitizer());
       if (f.errors > 0 || (!f.saw_summary && !f.first.empty())) {
         const std::string before = rep.verdict == "PASS" ? "" : " (evaluator: " + rep.reason + ")";
         rep.verdict = "FAIL";
@@ -897,7 +880,7 @@ EvalReport evaluate(const KernelType& type, const Backend& backend,
     return finish();
   }
   TimingResult tr;
-  const Size tsize = opts.timing_size ? *opts.timing_size : type.benchmark_size(backend.name());
+  const Size tsize = opts.timing_size ? *opts.timing_size : type.benchmark_size(backend.device().kind());
   const Problem tp = type.make_problem(tsize, opts.timing_dtype);
   tr.size_label = tsize.label;
   tr.load_average = system_load_average();
@@ -921,7 +904,7 @@ EvalReport evaluate(const KernelType& type, const Backend& backend,
   tr.bytes = type.min_bytes(tp);
   Ceilings c;
   try {
-    c = opts.ceilings ? *opts.ceilings : local_ceilings_for(backend, false, opts.progress);
+    c = opts.ceilings ? *opts.ceilings : backend.device().local_ceilings(false, opts.progress);
   } catch (const std::exception& e) {
     rep.verdict = "FAIL";
     rep.guard = "ceilings";
@@ -939,7 +922,7 @@ EvalReport evaluate(const KernelType& type, const Backend& backend,
     // machine must not lower the roofs for every later run.
     Ceilings fresh = c;
     try {
-      fresh = local_ceilings_for(backend, true, opts.progress);
+      fresh = backend.device().local_ceilings(true, opts.progress);
     } catch (const std::exception& e) {
       s.progress(std::string("[timing] re-measuring failed: ") + e.what());
     }

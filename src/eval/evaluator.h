@@ -35,11 +35,12 @@ struct EvalOptions {
   int min_reps = 10;                ///< timing: minimum timed calls
   std::size_t llc_bytes = 0;        ///< rotation target; 0 = detect (2x last-level cache)
   std::size_t max_rotation_bytes = 3ull << 30;  ///< cap on the rotating buffer sets
-  /// Ceilings for % of peak; when absent the local device's measured ceilings are used (the
-  /// CPU's, or on "cuda" the first GPU's from the GPU ceilings probe).
+  /// Ceilings for % of peak; when absent the backend's device's measured ceilings are used
+  /// (Device::local_ceilings: the CPU's, or a GPU's from the GPU ceilings probe).
   std::optional<Ceilings> ceilings;
-  /// "cuda" only: run the runner under compute-sanitizer with this tool ("memcheck", ...);
-  /// its findings fail the candidate with guard "sanitizer"; timing is skipped. "" = off.
+  /// Run the runner under the backend's sanitizer (Backend::sanitizer(), e.g. compute-sanitizer
+  /// for cuda) with this tool ("memcheck", ...); its findings fail the candidate with guard
+  /// "sanitizer"; timing is skipped. "" = off. A backend without a sanitizer throws.
   std::string sanitizer;
   /// Launcher for the runner (RunnerClient::set_launcher): e.g. qemu-aarch64 and its options for
   /// a cross-built candidate; empty runs the host runner directly.
@@ -92,9 +93,9 @@ struct EvalReport {
   std::string failed_stage, failed_size, failed_dtype, reason;
   /// The guard or check that fired: poisoned_output, guard_band, input_mutation, fresh_inputs,
   /// output_dtype_shape, async_write, kernel_error, accuracy, nan_inf_pattern, determinism,
-  /// timeout, crash, build, load, timer_cross_check, above_ceiling; on "cuda" also
-  /// gpu_memory (device allocation failed / over budget), sanitizer (compute-sanitizer
-  /// findings) and ceilings (no GPU ceilings to place the result on).
+  /// timeout, crash, build, load, timer_cross_check, above_ceiling; memory (gpu_memory on a
+  /// GPU device, Device::oom_guard: device allocation failed / over budget), sanitizer (the
+  /// backend's sanitizer's findings) and ceilings (no device ceilings to place the result on).
   std::string guard;
   BuildResult build;
   std::vector<StageResult> stages;

@@ -9,6 +9,7 @@
 #include <stdexcept>
 #include <thread>
 
+#include "backends/backend.h"
 #include "core/paths.h"
 
 namespace vb {
@@ -53,7 +54,9 @@ std::string format_key_values(const EvalReport& r) {
       if (l.file.find("vb_kernel.h") == std::string::npos) ++in_source;
       widest = std::max(widest, l.vector_bytes);
     }
-    if (r.backend == "cpu")  // the host compiler's vectorization report (no such thing on cuda)
+    // The compiler's vectorization report, for backends whose compiler writes one.
+    const Backend* be = find_backend(r.backend);
+    if (be && be->has_vectorization_report())
       kv("vectorized_loops", fmt::format("{} in the kernel source, {} in all (widest {} bytes)",
                                          in_source, r.build.vectorized_loops.size(), widest));
   } else if (r.failed_stage == "build") {

@@ -5,83 +5,40 @@
 
 #include "eval/report.h"
 #include "research/corpus.h"
-#include "targets/cpu_info.h"
-#include "targets/gpu_ceilings.h"
-#include "targets/nvidia_detect.h"
 #include "targets/spec_db.h"
 
 namespace vb {
 
 using json = nlohmann::json;
 
-TargetResults run_local_cpu(const std::vector<const KernelType*>& types, const EvalOptions& opts,
-                            const std::function<void(std::size_t, EvalReport&)>& on_done) {
-  TargetResults t;
-  const CpuInfo cpu = detect_cpu();
-  t.id = "local-cpu";
-  t.name = cpu.model;
-  try {
-    if (const TargetSpec* spec = match_cpu(load_spec_db(), cpu)) t.spec_id = spec->id;
-  } catch (const std::exception&) {
-    // A broken spec database must not stop the local run; the target is then "derived".
-  }
-  t.backend = "cpu";
-  t.local = true;
-  if (!opts.ceilings) local_cpu_ceilings(false, opts.progress);  // measure up front if needed
-  const Backend& be = *find_backend("cpu");
-  for (std::size_t i = 0; i < types.size(); ++i) {
-    const KernelType& kt = *types[i];
-    t.kernels.push_back(evaluate(kt, be, be.starter_source(kt.name()), opts));
-    if (on_done) on_done(i, t.kernels.back());
-  }
-  // The evaluator may have re-measured stale ceilings; show the ones in force now.
-  t.ceilings = opts.ceilings ? *opts.ceilings : local_cpu_ceilings(false, opts.progress);
-  for (auto& r : t.kernels)
-    if (r.timing && r.verdict == "PASS")
-      r.timing->roofline = roofline_point(t.ceilings, r.timing->dtype, r.timing->flops,
-                                          r.timing->bytes, r.timing->median_us * 1e-6);
-  return t;
-}
-
-std::optional<TargetResults> run_local_gpu(
-    const std::vector<const KernelType*>& types, const EvalOptions& opts,
+std::optional<TargetResults> run_local(
+    const Backend& backend, const std::vector<const KernelType*>& types, const EvalOptions& opts,
     const std::function<void(std::size_t, EvalReport&)>& on_done, std::string* why_none) {
-  std::string why;
-  const auto gpus = detect_nvidia_gpus(&why);
-  if (gpus.empty()) {
-    if (why_none) *why_none = why.empty() ? "no GPU detected" : why;
+  const Device& dev = backend.device();
+  if (const std::string why = dev.unavailable(); !why.empty()) {
+    if (why_none) *why_none = why;
     return std::nullopt;
   }
-  const GpuInfo& g = gpus.front();
   TargetResults t;
-  t.id = "local-gpu" + std::to_string(g.ordinal);
-  t.name = g.name;
-  t.backend = "cuda";
+  t.id = dev.local_target_id();
+  t.name = dev.local_name();
+  t.spec_id = dev.local_spec_id();
+  t.backend = backend.name();
   t.local = true;
   t.rung = 5;
-  try {
-    if (const TargetSpec* spec =
-            match_nvidia_device(load_spec_db(), g.name, g.cc_major, g.cc_minor))
-      t.spec_id = spec->id;
-  } catch (const std::exception&) {
-    // A broken spec database must not stop the local run; the target is then "derived".
-  }
-  std::function<void(std::string)> say_progress = [&](std::string m) {
-    if (opts.progress) opts.progress(m);
-  };
   bool have_ceilings = static_cast<bool>(opts.ceilings);
   if (!have_ceilings) {
     try {
-      t.ceilings = local_gpu_ceilings(g, false, say_progress);  // measure up front if needed
+      t.ceilings = dev.local_ceilings(false, opts.progress);  // measure up front if needed
       have_ceilings = true;
     } catch (const std::exception& e) {
-      if (opts.progress) opts.progress(std::string("GPU ceilings not measured: ") + e.what());
+      if (opts.progress)
+        opts.progress(dev.name() + " ceilings not measured: " + std::string(e.what()));
     }
   }
-  const Backend& be = *find_backend("cuda");
   for (std::size_t i = 0; i < types.size(); ++i) {
     const KernelType& kt = *types[i];
-    t.kernels.push_back(evaluate(kt, be, be.starter_source(kt.name()), opts));
+    t.kernels.push_back(evaluate(kt, backend, backend.starter_source(kt.name()), opts));
     if (on_done) on_done(i, t.kernels.back());
   }
   if (opts.ceilings) {
@@ -89,7 +46,7 @@ std::optional<TargetResults> run_local_gpu(
   } else if (have_ceilings) {
     // The evaluator may have re-measured stale ceilings; show the ones in force now.
     try {
-      t.ceilings = local_gpu_ceilings(g, false, say_progress);
+      t.ceilings = dev.local_ceilings(false, opts.progress);
     } catch (const std::exception&) {
     }
   }

@@ -1,5 +1,5 @@
-// `vladbud run`: every kernel type on every local target, as one table (issue 2: the local
-// CPU; later issues add GPUs and remote targets from the ladder).
+// `vladbud run`: every kernel type on every local target (one per registered backend whose
+// device is here), as one table; remote targets come from the ladder.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -23,18 +23,15 @@ struct TargetResults {
   std::vector<EvalReport> kernels;
 };
 
-/// Evaluates the starter of each kernel type in `types` on the local CPU.
-/// `on_done` (may be empty) is called after each kernel with its index and report (it may add
-/// to the report, e.g. the PyTorch latency).
-TargetResults run_local_cpu(const std::vector<const KernelType*>& types, const EvalOptions& opts,
-                            const std::function<void(std::size_t, EvalReport&)>& on_done);
-
-/// Evaluates the CUDA starter (kernels/cuda/<type>.cu) of each kernel type on the first local
-/// NVIDIA GPU, as target "local-gpu0" at rung 5 with that GPU's measured ceilings. A missing
-/// starter is that kernel's build failure. Returns nullopt when there is no usable GPU and
-/// writes the reason ("no GPU: libcuda.so.1 not found ...") to `why_none`.
-std::optional<TargetResults> run_local_gpu(
-    const std::vector<const KernelType*>& types, const EvalOptions& opts,
+/// Evaluates the starter of each kernel type in `types` (kernels/<backend>/<type><ext>) on the
+/// local device of `backend` (Backend::device()), as that device's local target
+/// ("local-cpu", "local-gpu0") at rung 5 with its measured ceilings. A missing starter is that
+/// kernel's build failure. `on_done` (may be empty) is called after each kernel with its index
+/// and report (it may add to the report, e.g. the PyTorch latency). Returns nullopt when this
+/// machine has no such device and writes the reason (Device::unavailable, e.g. "no GPU:
+/// libcuda.so.1 not found ...") to `why_none`.
+std::optional<TargetResults> run_local(
+    const Backend& backend, const std::vector<const KernelType*>& types, const EvalOptions& opts,
     const std::function<void(std::size_t, EvalReport&)>& on_done, std::string* why_none);
 
 /// The kernel x (accuracy, stability, determinism, performance, % of ceiling, bound) table as

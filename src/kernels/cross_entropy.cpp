@@ -197,10 +197,10 @@ class CrossEntropyType final : public KernelType {
              "masked_inf", {}}};
   }
 
-  // cpu: 32×128256 (4.1M logits). Other backends: 512×128256 (66M logits, 263 MB of fp32 read:
+  // Host CPU: 32×128256 (4.1M logits). GPUs: 512×128256 (66M logits, 263 MB of fp32 read:
   // on an H200 (4.8 TB/s) ~55 us, so a ~5 us launch is under 10% of it).
-  Size benchmark_size(std::string_view backend) const override {
-    if (backend == "cpu") return bv("32x128256", 32, 128256);
+  Size benchmark_size(DeviceKind device) const override {
+    if (device == DeviceKind::Host) return bv("32x128256", 32, 128256);
     return bv("512x128256", 512, 128256);
   }
 

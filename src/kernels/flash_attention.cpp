@@ -238,10 +238,10 @@ class FlashAttentionType final : public KernelType {
          gqa("stab-b1h4hkv2s128d64", 1, 4, 2, 128, 64), "all_equal", {}}};
   }
 
-  // cpu: b1h8s1024d64 causal (2.1 GFLOP by the model). Other backends: b2h16s4096d128 causal
+  // Host CPU: b1h8s1024d64 causal (2.1 GFLOP by the model). GPUs: b2h16s4096d128 causal
   // (137 GFLOP; the fp64 oracle of it takes a few seconds).
-  Size benchmark_size(std::string_view backend) const override {
-    if (backend == "cpu") return bhsd("b1h8s1024d64", 1, 8, 1024, 64);
+  Size benchmark_size(DeviceKind device) const override {
+    if (device == DeviceKind::Host) return bhsd("b1h8s1024d64", 1, 8, 1024, 64);
     return bhsd("b2h16s4096d128", 2, 16, 4096, 128);
   }
 

@@ -119,10 +119,10 @@ class FusedMlpType final : public KernelType {
             {"large gate values (silu saturation)", s, "large_gate", {}}};
   }
 
-  // cpu: B=64 D=1024 H=2816 (1.1 GFLOP). Other backends: LLaMA-7B's FFN with 512 tokens,
+  // Host CPU: B=64 D=1024 H=2816 (1.1 GFLOP). GPUs: LLaMA-7B's FFN with 512 tokens,
   // B=512 D=4096 H=11008 (138 GFLOP).
-  Size benchmark_size(std::string_view backend) const override {
-    if (backend == "cpu") return bdh("b64d1024h2816", 64, 1024, 2816);
+  Size benchmark_size(DeviceKind device) const override {
+    if (device == DeviceKind::Host) return bdh("b64d1024h2816", 64, 1024, 2816);
     return bdh("b512d4096h11008", 512, 4096, 11008);
   }
 

@@ -46,7 +46,7 @@ std::int64_t KernelType::compare_row_length(const Problem& p, int output_index) 
   return shape.empty() ? 1 : shape.back();
 }
 
-std::vector<Size> KernelType::all_sizes(std::string_view backend) const {
+std::vector<Size> KernelType::all_sizes(DeviceKind device) const {
   std::vector<Size> out;
   auto add = [&](const Size& s) {
     for (const auto& o : out)
@@ -57,12 +57,12 @@ std::vector<Size> KernelType::all_sizes(std::string_view backend) const {
   for (const auto& s : test_sizes()) add(s);
   for (const auto& s : edge_sizes()) add(s);
   for (const auto& c : stability_cases()) add(c.size);
-  add(benchmark_size(backend));
+  add(benchmark_size(device));
   return out;
 }
 
-std::optional<Size> KernelType::find_size(std::string_view label, std::string_view backend) const {
-  for (const auto& s : all_sizes(backend))
+std::optional<Size> KernelType::find_size(std::string_view label, DeviceKind device) const {
+  for (const auto& s : all_sizes(device))
     if (s.label == label) return s;
   return std::nullopt;
 }

@@ -14,6 +14,7 @@
 #include <string_view>
 #include <vector>
 
+#include "core/device_kind.h"
 #include "core/dtype.h"
 #include "core/tensor.h"
 
@@ -118,13 +119,14 @@ class KernelType {
   virtual std::vector<Size> edge_sizes() const = 0;
   /// Stage 3 cases.
   virtual std::vector<StabilityCase> stability_cases() const = 0;
-  /// The size timed by `vladbud bench` and `vladbud run` on a backend ("cpu", later "cuda").
-  virtual Size benchmark_size(std::string_view backend) const = 0;
+  /// The size timed by `vladbud bench` and `vladbud run` on a device of kind `device` (a host
+  /// CPU gets a smaller one than a GPU).
+  virtual Size benchmark_size(DeviceKind device) const = 0;
 
-  /// All sizes this type knows (smoke, test, edge, benchmark), for --size lookup.
-  std::vector<Size> all_sizes(std::string_view backend) const;
+  /// All sizes this type knows (smoke, test, edge, benchmark on `device`), for --size lookup.
+  std::vector<Size> all_sizes(DeviceKind device) const;
   /// Finds a size by label among all_sizes; nullptr if none.
-  std::optional<Size> find_size(std::string_view label, std::string_view backend) const;
+  std::optional<Size> find_size(std::string_view label, DeviceKind device) const;
   /// Resolves attribute values: overrides from the size, else defaults (NaN defaults must be
   /// resolved by the caller).
   std::vector<double> resolve_attrs(const Size& size) const;

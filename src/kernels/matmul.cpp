@@ -110,10 +110,10 @@ class MatmulType final : public KernelType {
             {"subnormal values in A", s, "subnormal", {}}};
   }
 
-  // cpu: 1024³ (2.1 GFLOP: ~10-100 ms on two cores). Other backends (GPUs): 4096³
+  // Host CPU: 1024³ (2.1 GFLOP: ~10-100 ms on two cores). GPUs: 4096³
   // (137 GFLOP), the usual square benchmark; its fp64 oracle takes ~4 s at 40 GFLOP/s.
-  Size benchmark_size(std::string_view backend) const override {
-    if (backend == "cpu") return mnk("1024x1024x1024", 1024, 1024, 1024);
+  Size benchmark_size(DeviceKind device) const override {
+    if (device == DeviceKind::Host) return mnk("1024x1024x1024", 1024, 1024, 1024);
     return mnk("4096x4096x4096", 4096, 4096, 4096);
   }
 

@@ -100,9 +100,9 @@ class RmsNormType final : public KernelType {
             {"values ±300, N = 4096: sum of squares > 65504 (fp16 bug report)", s, "pm300", {}}};
   }
 
-  // cpu: 4096×4096 (16.8M elements). Other backends: 8192×8192 (67M elements).
-  Size benchmark_size(std::string_view backend) const override {
-    if (backend == "cpu") return mn("4096x4096", 4096, 4096);
+  // Host CPU: 4096×4096 (16.8M elements). GPUs: 8192×8192 (67M elements).
+  Size benchmark_size(DeviceKind device) const override {
+    if (device == DeviceKind::Host) return mn("4096x4096", 4096, 4096);
     return mn("8192x8192", 8192, 8192);
   }
 

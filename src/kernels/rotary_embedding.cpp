@@ -142,9 +142,9 @@ class RotaryEmbeddingType final : public KernelType {
             {"subnormal values", s, "subnormal", {}}};
   }
 
-  // cpu: b1h32s512d128 (2.1M elements). Other backends: b4h32s2048d128 (33.6M elements).
-  Size benchmark_size(std::string_view backend) const override {
-    if (backend == "cpu") return bhsd("b1h32s512d128", 1, 32, 512, 128);
+  // Host CPU: b1h32s512d128 (2.1M elements). GPUs: b4h32s2048d128 (33.6M elements).
+  Size benchmark_size(DeviceKind device) const override {
+    if (device == DeviceKind::Host) return bhsd("b1h32s512d128", 1, 32, 512, 128);
     return bhsd("b4h32s2048d128", 4, 32, 2048, 128);
   }
 

@@ -149,10 +149,10 @@ class SoftmaxType final : public KernelType {
          {}}};
   }
 
-  // cpu: 4096×4096 (16.8M elements, ~10-50 ms). Other backends: 8192×8192 (67M elements,
+  // Host CPU: 4096×4096 (16.8M elements, ~10-50 ms). GPUs: 8192×8192 (67M elements,
   // 134 MB in fp16: far beyond any GPU's L2).
-  Size benchmark_size(std::string_view backend) const override {
-    if (backend == "cpu") return rc("4096x4096", 4096, 4096);
+  Size benchmark_size(DeviceKind device) const override {
+    if (device == DeviceKind::Host) return rc("4096x4096", 4096, 4096);
     return rc("8192x8192", 8192, 8192);
   }
 

@@ -16,6 +16,7 @@
 #include "core/process.h"
 #include "core/util.h"
 #include "eval/evaluator.h"
+#include "ladder/rank.h"
 #include "targets/ceilings.h"
 #include "targets/cpu_info.h"
 
@@ -239,15 +240,19 @@ namespace {
 
 // A library built outside the backend registry (for the target's flags), served to the
 // evaluator through the Backend interface.
+// It stands in for `base` (the climber's backend): the same name, extension and device.
 class PrebuiltBackend final : public Backend {
  public:
-  PrebuiltBackend(BuildResult b, std::string desc) : b_(std::move(b)), desc_(std::move(desc)) {}
-  std::string name() const override { return "cpu"; }
-  std::string source_extension() const override { return ".cpp"; }
+  PrebuiltBackend(const Backend& base, BuildResult b, std::string desc)
+      : base_(base), b_(std::move(b)), desc_(std::move(desc)) {}
+  std::string name() const override { return base_.name(); }
+  std::string source_extension() const override { return base_.source_extension(); }
+  const Device& device() const override { return base_.device(); }
   BuildResult build(const fs::path&) const override { return b_; }
   std::string toolchain_description() const override { return desc_; }
 
  private:
+  const Backend& base_;
   BuildResult b_;
   std::string desc_;
 };
@@ -292,23 +297,26 @@ fs::path cross_runner(std::string* err) {
   static std::mutex mu;
   std::lock_guard<std::mutex> l(mu);
   const fs::path home = vladbud_home();
-  const fs::path main_cpp = home / "src" / "runner" / "runner_main.cpp";
-  const fs::path proto = home / "src" / "runner" / "protocol.cpp";
-  // The runner's CUDA path (loaded at run time, never used under QEMU) is part of the binary.
-  const fs::path cuda_dev = home / "src" / "runner" / "cuda_device.cpp";
-  const std::string key =
-      hash_hex(read_file(main_cpp) + read_file(proto) + read_file(cuda_dev) +
-               read_file(home / "src" / "runner" / "protocol.h") +
-               read_file(home / "src" / "runner" / "cuda_device.h") + tool_version(kCrossGxx));
+  // The runner's sources as CMakeLists.txt lists them for vladbud-runner; its CUDA device
+  // (the driver loaded at run time, never used under QEMU) is part of the binary.
+  const fs::path dir = home / "src" / "runner";
+  const std::vector<fs::path> sources{dir / "runner_main.cpp",        dir / "device.cpp",
+                                      dir / "host_device.cpp",        dir / "cuda_runner_device.cpp",
+                                      dir / "cuda_device.cpp",        dir / "protocol.cpp"};
+  const std::vector<fs::path> headers{dir / "protocol.h", dir / "device.h", dir / "cuda_device.h"};
+  std::string text;
+  for (const auto& f : sources) text += read_file(f);
+  for (const auto& f : headers) text += read_file(f);
+  const std::string key = hash_hex(text + tool_version(kCrossGxx));
   const fs::path out = cache_dir() / "runner-aarch64" / key / "vladbud-runner";
   if (fs::exists(out)) return out;
   fs::create_directories(out.parent_path());
   const fs::path tmp = out.string() + fmt::format(".tmp.{}", ::getpid());
-  auto pr = run_process({kCrossGxx, "-std=c++20", "-O2", "-I" + cross_include_dir().string(),
-                         "-I" + (home / "src").string(), main_cpp.string(), proto.string(),
-                         cuda_dev.string(), "-o",
-                         tmp.string(), "-ldl", "-lpthread"},
-                        std::chrono::minutes(5));
+  std::vector<std::string> argv{kCrossGxx, "-std=c++20", "-O2", "-I" + cross_include_dir().string(),
+                                "-I" + (home / "src").string()};
+  for (const auto& f : sources) argv.push_back(f.string());
+  argv.insert(argv.end(), {"-o", tmp.string(), "-ldl", "-lpthread"});
+  auto pr = run_process(argv, std::chrono::minutes(5));
   if (!pr.ok()) {
     *err = "cannot cross-build the runner for aarch64: " + first_line(pr.err);
     return {};
@@ -347,6 +355,8 @@ class CpuClimber final : public TargetClimber {
  public:
   std::string name() const override { return "cpu"; }
   bool handles(const TargetSpec& t) const override { return t.kind == "cpu"; }
+  std::string backend() const override { return "cpu"; }
+  std::vector<TargetSpec> remote_targets() const override { return remote_cpu_targets(); }
 
   ClimbResult climb(const KernelType& type, const Variant& variant, const TargetSpec& target,
                     const ClimbOptions& opts) const override {
@@ -354,7 +364,7 @@ class CpuClimber final : public TargetClimber {
     r.target_id = target.id;
     r.kernel = type.name();
     r.variant = variant.name;
-    r.backend = "cpu";
+    r.backend = backend();
     auto say = [&](const std::string& m) {
       if (opts.progress) opts.progress(fmt::format("[{} {} {}] {}", target.id, type.name(),
                                                    variant.name, m));
@@ -547,7 +557,7 @@ class CpuClimber final : public TargetClimber {
       std::optional<EvalReport> rep;
       std::string tool2, version2, unavailable;
       if (cfg.local) {
-        const Backend* be = find_backend("cpu");
+        const Backend* be = &require_backend(backend());
         tool2 = "native (this machine), " + be->toolchain_description();
         version2 = cpu_toolchain_version();
         say(eo.timing ? "rung 2+5: evaluator stages and timing here" : "rung 2: evaluator stages here");
@@ -579,7 +589,7 @@ class CpuClimber final : public TargetClimber {
             eo.call_timeout_s = 300;
             eo.timing = false;
             say("rung 2: evaluator stages under " + tool2);
-            PrebuiltBackend be(b, tool2);
+            PrebuiltBackend be(require_backend(backend()), b, tool2);
             rep = evaluate(type, be, variant.source, eo);
           }
         }
@@ -624,7 +634,7 @@ class CpuClimber final : public TargetClimber {
           version2 = clang_v;
           eo.timing = false;
           say("rung 2: evaluator stages, " + tool2);
-          PrebuiltBackend be(b, tool2);
+          PrebuiltBackend be(require_backend(backend()), b, tool2);
           rep = evaluate(type, be, variant.source, eo);
         }
       }
@@ -667,7 +677,7 @@ class CpuClimber final : public TargetClimber {
 
     // ---- rung 3: roofline from the spec x llvm-mca cycles per iteration
     if (opts.max_rung >= 3) {
-      const Size size = opts.size ? *opts.size : type.benchmark_size("cpu");
+      const Size size = opts.size ? *opts.size : type.benchmark_size(DeviceKind::Host);
       const Problem p = type.make_problem(size, opts.dtype);
       const double flops = type.flops(p), bytes = type.min_bytes(p);
       const bool threaded = variant_is_threaded(src);
@@ -774,8 +784,8 @@ class CpuClimber final : public TargetClimber {
   }
 
  private:
-  static std::string cpu_toolchain_version() {
-    const Backend* be = find_backend("cpu");
+  std::string cpu_toolchain_version() const {
+    const Backend* be = find_backend(backend());
     return be ? be->toolchain_description() : "";
   }
 };

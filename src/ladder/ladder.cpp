@@ -63,6 +63,12 @@ const std::vector<const TargetClimber*>& all_climbers() {
   return v;
 }
 
+std::string climber_names() {
+  std::string s;
+  for (const auto* c : all_climbers()) s += (s.empty() ? "" : ", ") + c->name();
+  return s;
+}
+
 const TargetClimber* climber_for(const TargetSpec& target) {
   for (const auto* c : all_climbers())
     if (c->handles(target)) return c;

@@ -113,6 +113,14 @@ class TargetClimber {
   virtual std::string name() const = 0;
   /// True when this climber can serve `target` (by kind, vendor, ISA).
   virtual bool handles(const TargetSpec& target) const = 0;
+  /// The backend (registry name) whose sources this climber compiles for its targets: a
+  /// variant of another backend is rejected at rung 0.
+  virtual std::string backend() const = 0;
+  /// True when this climber climbs sources of `backend` (a variant's Variant::backend).
+  bool accepts(std::string_view backend_name) const { return backend_name == backend(); }
+  /// The spec DB targets of this climber that are not this machine (what `vladbud run --all`
+  /// and the workspace ranking add for its backend).
+  virtual std::vector<TargetSpec> remote_targets() const = 0;
   /// Climbs as far as the installed tools allow. Never throws for a bad candidate (that is a
   /// reject with evidence); throws std::runtime_error for harness problems.
   virtual ClimbResult climb(const KernelType& type, const Variant& variant,
@@ -123,6 +131,8 @@ class TargetClimber {
 const std::vector<const TargetClimber*>& all_climbers();
 /// The climber that handles `target`, or nullptr.
 const TargetClimber* climber_for(const TargetSpec& target);
+/// Names of all climbers, comma-separated ("cpu, nvidia"), for error messages.
+std::string climber_names();
 
 
 // ---- ranking and calibration (additions) ------------------------------------------------------

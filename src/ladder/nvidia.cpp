@@ -23,7 +23,8 @@
 #include "core/process.h"
 #include "core/util.h"
 #include "eval/evaluator.h"
-#include "targets/gpu_ceilings.h"
+#include "ladder/rank.h"
+#include "backends/cuda/gpu_ceilings.h"
 #include "targets/nvidia_detect.h"
 
 namespace vb::ladder {
@@ -157,6 +158,8 @@ class NvidiaClimber final : public TargetClimber {
   bool handles(const TargetSpec& t) const override {
     return t.kind == "gpu" && t.vendor == "NVIDIA";
   }
+  std::string backend() const override { return "cuda"; }
+  std::vector<TargetSpec> remote_targets() const override { return remote_nvidia_targets(); }
   ClimbResult climb(const KernelType& type, const Variant& variant, const TargetSpec& target,
                     const ClimbOptions& opts) const override;
 };
@@ -310,9 +313,10 @@ ClimbResult NvidiaClimber::climb(const KernelType& type, const Variant& variant,
   RungEvidence r0;
   r0.rung = kStaticReject;
   r0.data = nlohmann::json::object();
-  if (variant.backend != "cuda") {
+  if (!accepts(variant.backend)) {
     r0.tool = "source screen";
-    r0.summary = "backend \"" + variant.backend + "\" is not a CUDA source (want backend cuda, a .cu file)";
+    r0.summary = "backend \"" + variant.backend + "\" is not a CUDA source (want backend " +
+                 backend() + ", a " + require_backend(backend()).source_extension() + " file)";
     return reject(r0, r0.summary);
   }
   if (!fs::exists(variant.source))
@@ -509,7 +513,7 @@ ClimbResult NvidiaClimber::climb(const KernelType& type, const Variant& variant,
 
   // ---- rung 2: correctness ------------------------------------------------------------------
   const bool local = is_local_gpu(target);
-  const Backend* cuda = find_backend("cuda");
+  const Backend* cuda = find_backend(backend());
   std::optional<EvalReport> eval;
   if (local && cuda) {
     progress(fmt::format("[{} {}] evaluator on the local GPU", target.id, variant.name));
@@ -548,7 +552,7 @@ ClimbResult NvidiaClimber::climb(const KernelType& type, const Variant& variant,
   }
 
   // ---- rung 3: analytical -------------------------------------------------------------------
-  const Size size = opts.size ? *opts.size : type.benchmark_size("cuda");
+  const Size size = opts.size ? *opts.size : type.benchmark_size(DeviceKind::Gpu);
   const Problem p = type.make_problem(size, opts.dtype);
   analysis::GpuEstimateInput in;
   in.flops = type.flops(p);
@@ -639,7 +643,7 @@ ClimbResult nvidia_climb_source(const fs::path& source, const KernelType& type,
   Variant v;
   v.name = source.stem().string();
   v.source = source;
-  v.backend = "cuda";
+  v.backend = nvidia_climber().backend();
   return nvidia_climber().climb(type, v, target, opts);
 }
 

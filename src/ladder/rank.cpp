@@ -10,6 +10,7 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "backends/backend.h"
 #include "core/paths.h"
 #include "core/util.h"
 #include "targets/ceilings.h"
@@ -110,12 +111,13 @@ std::vector<Variant> load_variants(const fs::path& dir) {
                                 "variant: .cpp for CPU targets, .cu for NVIDIA ones)");
   std::vector<Variant> v;
   for (const auto& e : fs::directory_iterator(dir)) {
-    const auto ext = e.path().extension();
-    if (ext != ".cpp" && ext != ".cu") continue;
+    // A variant's backend is the registered backend of its file extension.
+    const Backend* be = backend_for_extension(e.path().extension().string());
+    if (!be) continue;
     Variant x;
     x.name = e.path().stem().string();
     x.source = e.path();
-    x.backend = ext == ".cu" ? "cuda" : "cpu";
+    x.backend = be->name();
     std::istringstream in(read_file(e.path()));
     std::string line;
     while (std::getline(in, line)) {
@@ -176,15 +178,16 @@ std::vector<TargetRanking> rank_variants(const KernelType& type,
     const TargetClimber* c = climber_for(t);
     if (!c)
       throw std::invalid_argument("no ladder climber handles target " + t.id + " (kind " + t.kind +
-                                  "); climbers: cpu, nvidia");
+                                  "); climbers: " + climber_names());
     // CPU targets: the .cpp variants instantiated from the target's card; NVIDIA targets: the
     // .cu variants as written (they #include the starter by a path relative to themselves).
+    // The climber says which backend's variants it takes.
     const bool gpu = t.kind == "gpu";
     std::vector<Variant> mine;
     for (const auto& v : variants)
-      if ((v.backend == "cuda") == gpu) mine.push_back(v);
+      if (c->accepts(v.backend)) mine.push_back(v);
     if (mine.empty())
-      throw std::invalid_argument("no " + std::string(gpu ? ".cu" : ".cpp") +
+      throw std::invalid_argument("no " + require_backend(c->backend()).source_extension() +
                                   " variant for target " + t.id + " among the " +
                                   std::to_string(variants.size()) + " given");
     const fs::path dir = cache_dir() / "variants" / t.id / type.name();
@@ -292,6 +295,14 @@ std::vector<TargetSpec> remote_cpu_targets() {
   return out;
 }
 
+std::vector<TargetSpec> remote_targets_for(const std::string& backend) {
+  std::vector<TargetSpec> out;
+  for (const TargetClimber* c : all_climbers())
+    if (c->accepts(backend))
+      for (auto& t : c->remote_targets()) out.push_back(std::move(t));
+  return out;
+}
+
 std::vector<TargetSpec> remote_nvidia_targets() {
   std::string why;
   std::set<std::string> local_arch;
@@ -317,10 +328,10 @@ std::vector<std::vector<ClimbResult>> climb_kernels(const std::vector<KernelToCl
     const TargetClimber* c = climber_for(t);
     if (!c)
       throw std::invalid_argument("no ladder climber handles target " + t.id + " (kind " + t.kind +
-                                  "); climbers: cpu, nvidia");
+                                  "); climbers: " + climber_names());
     const bool gpu = t.kind == "gpu";
     for (const auto& k : kernels) {
-      if ((k.variant.backend == "cuda") != gpu) {
+      if (!c->accepts(k.variant.backend)) {
         ClimbResult r;
         r.target_id = t.id;
         r.kernel = k.type->name();
@@ -329,7 +340,8 @@ std::vector<std::vector<ClimbResult>> climb_kernels(const std::vector<KernelToCl
         r.rejected = true;
         r.confidence = "rejected";
         r.stop_reason = "a " + k.variant.backend + " source cannot run on " + t.id + " (" +
-                        (gpu ? "a GPU: needs a .cu source" : "a CPU: needs a .cpp source") + ")";
+                        (gpu ? "a GPU" : "a CPU") + ": needs a " +
+                        require_backend(c->backend()).source_extension() + " source)";
         out[ti].push_back(std::move(r));
         continue;
       }
@@ -348,21 +360,33 @@ std::vector<std::vector<ClimbResult>> climb_kernels(const std::vector<KernelToCl
 std::vector<std::vector<ClimbResult>> climb_starters(const std::vector<const KernelType*>& types,
                                                      const std::vector<TargetSpec>& targets,
                                                      const ClimbOptions& opts) {
-  // One list per backend (the starters of the CPU and of CUDA), merged back per target.
-  std::vector<KernelToClimb> cpu, cuda;
-  for (const auto* kt : types) {
-    cpu.push_back({kt, Variant{"starter", vladbud_home() / "kernels" / "cpu" / (kt->name() + ".cpp"),
-                               "cpu", "the starter kernel"},
-                   std::nullopt, opts.dtype});
-    cuda.push_back({kt, Variant{"starter", vladbud_home() / "kernels" / "cuda" / (kt->name() + ".cu"),
-                                "cuda", "the starter kernel"},
-                    std::nullopt, opts.dtype});
-  }
+  // Each target climbs the starters of its climber's backend (kernels/<backend>/<type><ext>).
   std::vector<std::vector<ClimbResult>> out(targets.size());
-  for (std::size_t ti = 0; ti < targets.size(); ++ti)
-    out[ti] = std::move(climb_kernels(targets[ti].kind == "gpu" ? cuda : cpu, {targets[ti]}, opts)[0]);
+  for (std::size_t ti = 0; ti < targets.size(); ++ti) {
+    const TargetClimber* c = climber_for(targets[ti]);
+    if (!c)
+      throw std::invalid_argument("no ladder climber handles target " + targets[ti].id +
+                                  " (kind " + targets[ti].kind + "); climbers: " + climber_names());
+    const Backend& be = require_backend(c->backend());
+    std::vector<KernelToClimb> starters;
+    for (const auto* kt : types)
+      starters.push_back({kt, Variant{"starter", be.starter_source(kt->name()), be.name(),
+                                      "the starter kernel"},
+                          std::nullopt, opts.dtype});
+    out[ti] = std::move(climb_kernels(starters, {targets[ti]}, opts)[0]);
+  }
   return out;
 }
+
+namespace {
+
+// The backend whose sources a target's climber compiles ("" when no climber handles it).
+std::string climber_backend(const TargetSpec& t) {
+  const TargetClimber* c = climber_for(t);
+  return c ? c->backend() : std::string();
+}
+
+}  // namespace
 
 json remote_targets_json(const std::vector<TargetSpec>& targets,
                          const std::vector<std::vector<ClimbResult>>& results) {
@@ -370,7 +394,7 @@ json remote_targets_json(const std::vector<TargetSpec>& targets,
   for (std::size_t ti = 0; ti < targets.size(); ++ti) {
     json t = {{"id", targets[ti].id},
               {"name", targets[ti].name},
-              {"backend", targets[ti].kind == "gpu" ? "cuda" : "cpu"},
+              {"backend", climber_backend(targets[ti])},
               {"local", false}, {"family", targets[ti].family}, {"kernels", json::array()}};
     for (const auto& r : results[ti]) {
       json k = {{"kernel", r.kernel}, {"variant", r.variant}, {"rung", r.highest_rung},

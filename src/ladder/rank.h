@@ -83,6 +83,11 @@ nlohmann::json rankings_to_json(const std::vector<TargetRanking>& rankings,
 /// The CPU targets of the spec DB other than this machine, by id (what `vladbud run --all` adds).
 std::vector<TargetSpec> remote_cpu_targets();
 
+/// The remote targets of every climber that climbs sources of `backend`
+/// (TargetClimber::remote_targets: remote_cpu_targets() for cpu, remote_nvidia_targets() for
+/// cuda); empty when no climber takes that backend.
+std::vector<TargetSpec> remote_targets_for(const std::string& backend);
+
 /// NVIDIA GPUs of the spec DB that the NVIDIA climber serves, one per distinct architecture
 /// (TargetSpec::isa: sm_80, sm_89, sm_90a, sm_100a, sm_120, sm_121 ...; the first id in order
 /// wins, e.g. h100-sxm for sm_90a), leaving out the architecture of a detected local GPU

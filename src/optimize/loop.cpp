@@ -62,9 +62,8 @@ double parse_budget(const std::string& text) {
 
 fs::path editable_source(const fs::path& dir, const std::string& backend) {
   std::string ext;
-  if (const Backend* b = find_backend(backend)) ext = b->source_extension();
-  else if (backend == "cpu") ext = ".cpp";
-  else if (backend == "cuda") ext = ".cu";
+  if (const Backend* b = find_backend(backend))
+    ext = b->source_extension();
   else
     throw std::runtime_error("problem.json names backend '" + backend +
                              "', which this vladbud does not know (available: " + backend_names() +
@@ -431,7 +430,7 @@ class Loop {
     if (opt_.proposer == "search") {
       auto params = parse_params(best_text_);
       proposer_ = make_search_proposer(
-          opt_.seed, chain_pruners({builtin_pruner(params, problem_.backend, local_cpu_limits()),
+          opt_.seed, chain_pruners({builtin_pruner(params, require_backend(problem_.backend).device().limits()),
                                     opt_.extra_pruner}));
     } else if (opt_.proposer == "agent") {
       if (opt_.agent_cmd.empty())
@@ -570,7 +569,7 @@ class Loop {
       try {
         const auto params = parse_params(p.source);
         const Config cfg = current_config(p.source, params);
-        auto pr = chain_pruners({builtin_pruner(params, problem_.backend, local_cpu_limits()),
+        auto pr = chain_pruners({builtin_pruner(params, require_backend(problem_.backend).device().limits()),
                                  opt_.extra_pruner});
         if (auto r = pr(p.source, cfg)) reject = *r, guard = "static_screen";
       } catch (const std::invalid_argument& e) {

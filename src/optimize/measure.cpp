@@ -4,7 +4,6 @@
 
 #include "backends/backend.h"
 #include "bridge/bridge.h"
-#include "targets/cpu_info.h"
 #include "eval/evaluator.h"
 
 namespace vb::opt {
@@ -115,12 +114,14 @@ std::optional<double> time_pytorch_baseline(const KernelProblem& problem, std::s
   try {
     const KernelType* t = find_kernel_type(problem.kernel);
     if (!t) throw std::runtime_error("unknown kernel type '" + problem.kernel + "'");
-    const bool gpu = problem.backend == "cuda";
-    std::size_t llc = gpu ? 0 : detect_cpu().llc_bytes;
+    const Device& dev = require_backend(problem.backend).device();
+    // The device's timing cache as the evaluator sizes it (no runner report here: a GPU's L2 is
+    // then unknown, and the evaluator's fallback applies).
+    std::size_t llc = dev.timing_cache_bytes(0);
     if (llc == 0) llc = 64ull << 20;  // the evaluator's fallback
     // rotation_sets 2 and bytes just above 2x the cache: the Python side cycles
     // max(2, ceil(bytes / set)) sets, the evaluator's "strictly more than 2x the cache".
-    const auto b = pytorch_baseline(t->make_problem(problem.size, problem.dtype), gpu ? "cuda" : "cpu",
+    const auto b = pytorch_baseline(t->make_problem(problem.size, problem.dtype), dev.torch_device(),
                                     2, 2.0 * static_cast<double>(llc) + 1, true);
     if (op) *op = b.value("op", "");
     const double us = b.at("median_us").get<double>();

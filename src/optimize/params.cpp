@@ -8,7 +8,6 @@
 #include <sstream>
 #include <stdexcept>
 
-#include "targets/cpu_info.h"
 
 namespace vb::opt {
 
@@ -143,20 +142,8 @@ std::string config_string(const Config& cfg) {
   return s;
 }
 
-TargetLimits local_cpu_limits() {
-  const CpuInfo c = detect_cpu();
-  TargetLimits l;
-  l.logical_cores = c.logical_cores;
-  l.vector_width_bytes = c.has("avx512f")                  ? 64
-                         : c.has("avx2") || c.has("avx")   ? 32
-                         : c.has("sse2") || c.has("neon")  ? 16
-                                                           : 0;
-  return l;
-}
-
-Pruner builtin_pruner(const std::vector<TunableParam>& params, const std::string& backend,
-                      const TargetLimits& limits) {
-  return [params, backend, limits](const std::string&, const Config& cfg) -> std::optional<std::string> {
+Pruner builtin_pruner(const std::vector<TunableParam>& params, const TargetLimits& limits) {
+  return [params, limits](const std::string&, const Config& cfg) -> std::optional<std::string> {
     long long block_product = 1;
     bool any_block = false;
     for (const auto& p : params) {
@@ -168,27 +155,27 @@ Pruner builtin_pruner(const std::vector<TunableParam>& params, const std::string
       const auto x = to_int(v);
       if (!x) continue;
       const bool threads = p.name == "NUM_THREADS" || ends_with(p.name, "_THREADS");
-      if (backend == "cpu" && threads && limits.logical_cores > 0 && *x > limits.logical_cores)
+      if (threads && limits.logical_cores > 0 && *x > limits.logical_cores)
         return fmt::format("{}={} exceeds the {} logical cores of this CPU", p.name, v,
                            limits.logical_cores);
-      // CUDA block size: every *_THREADS parameter is the size of one launch's block, so each
+      // GPU block size: every *_THREADS parameter is the size of one launch's block, so each
       // alone must fit (a kernel with several launch paths declares one per path); the
       // dimensions of ONE block (BLOCK_X/Y/Z or *_DIM_X/Y/Z) multiply.
-      if (backend == "cuda" && threads && *x > limits.max_threads_per_block)
+      const bool blocks = limits.max_threads_per_block > 0;
+      if (blocks && threads && *x > limits.max_threads_per_block)
         return fmt::format("{}={} threads per block exceed the limit of {}", p.name, v,
                            limits.max_threads_per_block);
       const bool dim = p.name == "BLOCK_X" || p.name == "BLOCK_Y" || p.name == "BLOCK_Z" ||
                        ends_with(p.name, "_DIM_X") || ends_with(p.name, "_DIM_Y") ||
                        ends_with(p.name, "_DIM_Z");
-      if (backend == "cuda" && dim) {
+      if (blocks && dim) {
         any_block = true;
         block_product *= *x;
       }
       const bool vec_bytes = (p.name.rfind("VEC", 0) == 0 || p.name.rfind("VECTOR", 0) == 0) &&
                              ends_with(p.name, "_BYTES");
-      // CUDA: the widest global load/store per thread is 16 bytes (ld.global.v4.b32, LDG.128;
-      // PTX ISA), whatever the host CPU's SIMD width.
-      const int vw = backend == "cuda" ? 16 : limits.vector_width_bytes;
+      // The device's widest access (a CPU's SIMD width; CUDA: 16 bytes per thread, LDG.128).
+      const int vw = limits.vector_width_bytes;
       if (vec_bytes && vw > 0 && *x > vw)
         return fmt::format("{}={} exceeds the native vector width ({} bytes)", p.name, v, vw);
       const bool smem = (p.name.rfind("SMEM", 0) == 0 || p.name.rfind("SHARED", 0) == 0) &&

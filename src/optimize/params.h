@@ -17,6 +17,8 @@
 #include <string>
 #include <vector>
 
+#include "backends/device.h"
+
 namespace vb::opt {
 
 /// One @vb-param declaration.
@@ -51,24 +53,16 @@ std::string config_string(const Config& cfg);
 using Pruner =
     std::function<std::optional<std::string>(const std::string& source, const Config& cfg)>;
 
-/// Limits a candidate must respect (from the target's knowledge card / detected hardware).
-struct TargetLimits {
-  int vector_width_bytes = 0;        ///< native SIMD width (0 = unknown: no check)
-  int logical_cores = 0;             ///< CPU threads available (0 = unknown)
-  int max_threads_per_block = 1024;  ///< GPU block size limit (CUDA: 1024)
-  long long shared_memory_per_block_bytes = 0;  ///< GPU on-chip memory per block (0 = unknown)
-};
-
-/// The limits of this machine's CPU (vector width from its ISA: avx512f 64 B, avx2/avx 32 B,
-/// sse2/neon 16 B; logical cores).
-TargetLimits local_cpu_limits();
+/// Limits a candidate must respect: the device's (Device::limits(), backends/device.h).
+using TargetLimits = DeviceLimits;
 
 /// The optimizer's own screen: every value in its declared domain; parameters named *_THREADS
-/// or NUM_THREADS within the CPU's logical cores (cpu backend) or the block limit (cuda, with
-/// BLOCK_* products); VEC*_BYTES / VECTOR_BYTES within the native vector width; SMEM*_BYTES /
-/// SHARED*_BYTES within the shared-memory limit.
-Pruner builtin_pruner(const std::vector<TunableParam>& params, const std::string& backend,
-                      const TargetLimits& limits);
+/// or NUM_THREADS within the logical cores (limits.logical_cores > 0: a host device) and within
+/// the block limit (limits.max_threads_per_block > 0: a GPU device, where BLOCK_X/Y/Z and
+/// *_DIM_X/Y/Z of one block multiply); VEC*_BYTES / VECTOR_BYTES within the native vector
+/// width; SMEM*_BYTES / SHARED*_BYTES within the shared-memory limit. A limit of 0 is not
+/// checked.
+Pruner builtin_pruner(const std::vector<TunableParam>& params, const TargetLimits& limits);
 
 /// Runs several screens in order; the first rejection wins.
 Pruner chain_pruners(std::vector<Pruner> pruners);

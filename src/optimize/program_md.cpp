@@ -1,43 +1,15 @@
 #include <fmt/format.h>
 
+#include "backends/backend.h"
 #include "optimize/proposer.h"
 
 namespace vb::opt {
 
 std::string program_md(const std::string& kernel, const std::string& backend,
                        const std::string& source_name) {
-  std::string playbook;
-  if (backend == "cuda") {
-    playbook = R"(### Playbook: CUDA (NVIDIA)
-1. Find the bound first: `pct_peak` in results.tsv is % of the roofline ceiling (memory or
-   compute, whichever binds at this shape). Memory-bound kernels (softmax, norms, reductions,
-   RoPE) gain from fewer bytes and wider accesses; compute-bound ones (matmul, attention, MLP)
-   from tensor cores and data reuse.
-2. Memory-bound: one pass over the data where possible (online max/sum for softmax, Welford
-   for variance), 16-byte vector loads (float4 / 8 x half), coalesced rows (one warp or block
-   per row, lanes stride by 32), warp shuffles (`__shfl_xor_sync`) for row reductions instead
-   of shared-memory trees, enough blocks in flight (>= 2 x SM count).
-3. Compute-bound: tile for shared memory and registers (block tile 64-256, warp tile 32-64,
-   k-step 16-64), `ldmatrix` + `mma.sync` (or WMMA) on fp16/bf16 with fp32 accumulation,
-   double-buffered `cp.async` loads, avoid bank conflicts (pad or swizzle).
-4. Tune the declared `@vb-param` values (BLOCK_THREADS, tile sizes, vector width) before
-   restructuring; keep register use low enough for >= 2 blocks per SM; watch spills.
-)";
-  } else {
-    playbook = R"(### Playbook: CPU (C++ with OpenMP)
-1. Find the bound first: `pct_peak` in results.tsv is % of the roofline ceiling of this
-   machine (memory bandwidth or FMA peak at this shape).
-2. Memory-bound kernels (softmax, norms, reductions, RoPE): read each row once, fuse passes
-   (keep the row in L1/L2 between passes), keep several independent accumulators so the
-   vectorized loop is not latency-bound, stream stores for outputs written once, split rows
-   over threads only when the work is large enough to pay the fork/join.
-3. Compute-bound kernels (matmul, attention, MLP): block for L1/L2 (pack a panel of B, keep a
-   register tile of C of 4-8 vectors x 4-6 rows), broadcast-FMA inner loop, align to the
-   vector width (`#pragma omp simd`, `__restrict`), parallelize the outer block loops.
-4. Tune the declared `@vb-param` values (unroll, block size, accumulators, threads) before
-   restructuring; results must stay bitwise deterministic run to run (fixed reduction order).
-)";
-  }
+  // The backend's own playbook (Backend::playbook); an unknown backend gets none.
+  const Backend* b = find_backend(backend);
+  const std::string playbook = b ? b->playbook() : std::string();
   return fmt::format(R"(# program.md: operating manual for an optimization agent
 
 You are optimizing one {kernel} kernel for the `{backend}` backend. VladBud's loop runs you, then

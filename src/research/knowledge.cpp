@@ -11,7 +11,7 @@
 #include "core/paths.h"
 #include "targets/ceilings.h"
 #include "targets/cpu_info.h"
-#include "targets/gpu_ceilings.h"
+#include "backends/cuda/gpu_ceilings.h"
 #include "targets/nvidia_detect.h"
 
 namespace vb {

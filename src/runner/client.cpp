@@ -41,8 +41,8 @@ std::size_t RunnerClient::sandbox_process_limit() {
   return std::max<std::size_t>(4096, 16 * static_cast<std::size_t>(hw > 0 ? hw : 1));
 }
 
-RunnerClient::RunnerClient(std::string backend, std::size_t memory_limit_bytes)
-    : backend_(std::move(backend)), memory_limit_(memory_limit_bytes) {}
+RunnerClient::RunnerClient(runner::Flavour flavour, std::size_t memory_limit_bytes)
+    : flavour_(flavour), memory_limit_(memory_limit_bytes) {}
 
 void RunnerClient::set_launcher(std::vector<std::string> prefix, std::string runner) {
   launcher_ = std::move(prefix);
@@ -338,7 +338,8 @@ RunnerReply RunnerClient::start(const std::string& library, std::chrono::millise
   if (!sanitizer_runner_.empty()) keep_paths.push_back(sanitizer_runner_);
   // The sanitizer itself is started by path in the child (a checkout under /tmp may hold it).
   if (!sanitizer_exe_.empty() && sanitizer_exe_.front() == '/') keep_paths.push_back(sanitizer_exe_);
-  if (backend_ == "cuda") {
+  const bool cuda = flavour_ == runner::Flavour::Cuda;
+  if (cuda) {
     // A CUDA MPS server, if one runs, is reached through its pipe directory (under /tmp by
     // default): it stays visible in the runner's private /tmp.
     const char* mps = std::getenv("CUDA_MPS_PIPE_DIRECTORY");
@@ -349,8 +350,8 @@ RunnerReply RunnerClient::start(const std::string& library, std::chrono::millise
   }
   const std::size_t tmp_bytes = std::min<std::size_t>(memory_limit_, 4ull << 30);
   // The runner's argv, built before fork (no allocation between fork and exec for it).
-  std::vector<std::string> args{"vladbud-runner", "--backend", backend_};
-  if (backend_ == "cuda")
+  std::vector<std::string> args{"vladbud-runner", "--backend", runner::flavour_name(flavour_)};
+  if (cuda)
     args.insert(args.end(), {"--gpu-memory-budget", std::to_string(memory_limit_)});
   if (!sanitizer_exe_.empty()) {
     // compute-sanitizer starts the runner by path; its injected agent may use inherited fds.
@@ -393,7 +394,6 @@ RunnerReply RunnerClient::start(const std::string& library, std::chrono::millise
     ::dup2(e, 1);  // candidate output must never reach our stdout (it may be --json)
     ::syscall(SYS_close_range, runner::kLibraryFd + 3, ~0U, 0);
     if (::chdir("/") != 0) child_fail("chdir /");
-    const bool cuda = backend_ == "cuda";
     // No writable shared file system (issue 18 class 5): results kept in files cannot reach a
     // later runner process. Reported to the parent on `note` (closed by exec).
     bool private_tmp = false;

@@ -44,12 +44,13 @@ class RunnerClient {
   /// a 384-thread machine) and for several runners at once, while still ending a fork bomb.
   static std::size_t sandbox_process_limit();
 
-  /// `backend` is passed to the runner ("cpu", "cuda"). Memory limit: the child's address
-  /// space (arena included) is capped at `memory_limit_bytes` (not under sanitizers, which
-  /// reserve terabytes of shadow memory); exceeding it makes allocations fail in the candidate.
-  /// With "cuda" the address space is not capped (a CUDA context reserves a huge virtual
-  /// range); the limit is instead the device memory the candidate may hold beyond its buffers.
-  explicit RunnerClient(std::string backend, std::size_t memory_limit_bytes = 16ull << 30);
+  /// `flavour` is how the runner executes kernels (a backend's Device::runner_flavour(); passed
+  /// as "--backend <flavour_name>"). Memory limit: the child's address space (arena included)
+  /// is capped at `memory_limit_bytes` (not under sanitizers, which reserve terabytes of shadow
+  /// memory); exceeding it makes allocations fail in the candidate. With the Cuda flavour the
+  /// address space is not capped (a CUDA context reserves a huge virtual range); the limit is
+  /// instead the device memory the candidate may hold beyond its buffers.
+  explicit RunnerClient(runner::Flavour flavour, std::size_t memory_limit_bytes = 16ull << 30);
   ~RunnerClient();
   RunnerClient(const RunnerClient&) = delete;
   RunnerClient& operator=(const RunnerClient&) = delete;
@@ -58,7 +59,7 @@ class RunnerClient {
   /// binary cannot be started; a library the runner cannot load gives an Error reply.
   RunnerReply start(const std::string& library, std::chrono::milliseconds timeout);
   /// Runs the runner through a launcher instead of executing it directly: the child executes
-  /// `prefix[0]` (an absolute path) with arguments prefix[1..], `runner`, "--backend", backend
+  /// `prefix[0]` (an absolute path) with arguments prefix[1..], `runner`, "--backend", flavour
   /// (e.g. {"/usr/bin/qemu-aarch64", "-cpu", "max,sve=on", "-L", "/usr/aarch64-linux-gnu"} and a
   /// cross-built runner). An empty prefix restores the direct execution of runner_path().
   /// Takes effect at the next start().
@@ -108,7 +109,7 @@ class RunnerClient {
                          std::chrono::steady_clock::time_point t0);
   RunnerReply crashed(const std::string& context);
 
-  std::string backend_;
+  runner::Flavour flavour_;
   std::size_t memory_limit_;
   std::vector<std::string> launcher_;  ///< empty: fexecve the runner directly
   std::string launcher_runner_;

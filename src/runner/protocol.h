@@ -35,9 +35,24 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <string_view>
 
 namespace vb::runner {
+
+/// How the runner executes kernels (its argv "--backend NAME"). Host: the kernel gets arena
+/// pointers on kDLCPU and the host clock times it. Cuda: the arena gets a device twin, the
+/// kernel gets device pointers on kDLCUDA and device events time it. A backend's Device names
+/// its flavour (backends/device.h); the runner's call path is written once over both.
+enum class Flavour { Host, Cuda };
+
+/// The runner's argv name of a flavour: "cpu" (Host), "cuda" (Cuda).
+std::string flavour_name(Flavour f);
+/// The flavour whose argv name is `name`; nullopt when there is none.
+std::optional<Flavour> parse_flavour(std::string_view name);
+/// Every flavour's argv name, comma-separated ("cpu, cuda"), for error messages.
+std::string flavour_names();
 
 /// File descriptor numbers in the child (set up by the parent before exec).
 inline constexpr int kArenaFd = 3;

@@ -5,13 +5,15 @@
 // "call" commands. A crash, hang or abort here fails only the candidate; the parent notices
 // EOF or its timeout and reports CRASH or TIMEOUT.
 //
-// `--backend cuda`: every arena buffer gets a device twin (one device mirror of the whole
-// arena, so the parent's guard bands exist in device memory too). For each "call" the runner
-// copies the inputs host->device, fills the device guard bands and poisons the device outputs,
-// runs the parent's call sequence on its own stream with a device event pair around each
-// launch, synchronizes and checks for asynchronous faults after every launch, and finally
-// copies the whole span (inputs, outputs, bands) device->host into the arena, so the parent's
-// guard-band, input-mutation, poison, hash and oracle checks work unchanged.
+// The call path is written once over the runner's device interface (runner/device.h), picked
+// once from `--backend <flavour>`. With a device that has separate memory (`--backend cuda`)
+// every arena buffer gets a device twin (one device mirror of the whole arena, so the parent's
+// guard bands exist in device memory too). For each "call" the runner copies the inputs
+// host->device, fills the device guard bands and poisons the device outputs, runs the parent's
+// call sequence on its own stream with a device event pair around each launch, synchronizes and
+// checks for asynchronous faults after every launch, and finally copies the whole span (inputs,
+// outputs, bands) device->host into the arena, so the parent's guard-band, input-mutation,
+// poison, hash and oracle checks work unchanged. On the host the kernel works on the arena.
 #include <dlfcn.h>
 #include <dlpack/dlpack.h>
 #include <sys/mman.h>
@@ -28,7 +30,7 @@
 #include <string>
 #include <vector>
 
-#include "runner/cuda_device.h"
+#include "runner/device.h"
 #include "runner/protocol.h"
 
 namespace {
@@ -44,14 +46,8 @@ struct State {
   ErrorFn last_error = nullptr;
   char* arena = nullptr;
   std::size_t arena_size = 0;
-  // --backend cuda
-  bool cuda = false;
-  vb::runner::CudaDevice dev;
-  vb::runner::DevPtr mirror = 0;  ///< device twin of the arena (same offsets)
-  std::size_t mirror_size = 0;
-  std::size_t gpu_budget = 16ull << 30;  ///< device memory the candidate may use on its own
-  std::size_t free_after_map = 0;        ///< cuMemGetInfo free bytes right after the mirror
-  std::string dead;                      ///< a sticky CUDA fault: every later call reports it
+  std::unique_ptr<vb::runner::RunnerDevice> dev;  ///< chosen once from --backend
+  std::string dead;  ///< a sticky device fault: every later call reports it
 };
 
 /// Poison pattern and element size for a dtype (protocol.h): NaN payloads, 0xff otherwise.
@@ -109,9 +105,9 @@ struct TensorSet {
   std::vector<std::size_t> in_off, out_off;  ///< arena offsets
 };
 
-// Descriptors of one side of a set. With `mirror` (cuda) the data pointers are the device
-// twin's (same offsets) and the device is {kDLCUDA, 0}; otherwise arena pointers on kDLCPU.
-void build_side(const json& descs, char* arena, std::size_t arena_size, vb::runner::DevPtr mirror,
+// Descriptors of one side of a set: the device's data pointers for the arena offsets (a device
+// twin's on a GPU, the arena's own on the host) on the device's DLDevice.
+void build_side(const json& descs, std::size_t arena_size, const vb::runner::RunnerDevice& dev,
                 std::vector<std::vector<std::int64_t>>& shapes, std::vector<DLTensor>& ts,
                 std::vector<std::size_t>& bytes, std::vector<std::size_t>& offs) {
   shapes.clear();
@@ -123,7 +119,7 @@ void build_side(const json& descs, char* arena, std::size_t arena_size, vb::runn
     const auto& d = descs[i];
     DLTensor t{};
     const auto off = d.at("off").get<std::size_t>();
-    t.device = mirror ? DLDevice{kDLCUDA, 0} : DLDevice{kDLCPU, 0};
+    t.device = dev.dl_device();
     t.dtype = parse_dtype(d.at("dtype").get<std::string>());
     t.ndim = static_cast<int>(shapes[i].size());
     t.shape = shapes[i].empty() ? nullptr : shapes[i].data();
@@ -132,7 +128,7 @@ void build_side(const json& descs, char* arena, std::size_t arena_size, vb::runn
     std::size_t n = elem_size(t.dtype);
     for (auto s : shapes[i]) n *= static_cast<std::size_t>(s);
     if (off + n > arena_size) throw std::runtime_error("tensor outside the arena");
-    t.data = mirror ? reinterpret_cast<void*>(mirror + off) : static_cast<void*>(arena + off);
+    t.data = dev.data(off);
     ts.push_back(t);
     bytes.push_back(n);
     offs.push_back(off);
@@ -160,20 +156,6 @@ std::string check_side(const char* side, const std::vector<DLTensor>& now,
   return {};
 }
 
-void poison(const DLTensor& t, std::size_t bytes) {
-  if (t.dtype.bits == 32) {
-    auto* p = static_cast<std::uint32_t*>(t.data);
-    for (std::size_t i = 0; i < bytes / 4; ++i) p[i] = vb::runner::kPoisonF32;
-  } else if (t.dtype.bits == 16) {
-    const std::uint16_t v =
-        t.dtype.code == kDLBfloat ? vb::runner::kPoisonBF16 : vb::runner::kPoisonF16;
-    auto* p = static_cast<std::uint16_t*>(t.data);
-    for (std::size_t i = 0; i < bytes / 2; ++i) p[i] = v;
-  } else {
-    std::memset(t.data, 0xff, bytes);
-  }
-}
-
 // Device guard bands: the same size and byte pattern as the parent's host bands
 // (RunnerClient::kGuardBytes / kGuardByte, checked equal in client.cpp).
 constexpr std::size_t kBandBytes = vb::runner::kGuardBandBytes;
@@ -183,8 +165,8 @@ constexpr unsigned kBandByte = vb::runner::kGuardBandByte;
 // events (work on another stream). Launch + synchronization cost 5-50 us on current GPUs.
 constexpr double kCrossCheckSlackNs = 500e3;
 
-json cuda_fault(State& st, const std::string& what) {
-  st.dead = "CUDA fault in the candidate (" + what +
+json device_fault(State& st, const std::string& what) {
+  st.dead = st.dev->fault_name() + " in the candidate (" + what +
             "); the context is lost, the next candidate starts in a fresh runner";
   return {{"ok", false}, {"guard", "crash"}, {"error", st.dead}};
 }
@@ -192,15 +174,16 @@ json cuda_fault(State& st, const std::string& what) {
 json do_call(State& st, const json& cmd) {
   if (!st.run) return {{"ok", false}, {"error", "no kernel loaded"}};
   if (!st.dead.empty()) return {{"ok", false}, {"guard", "crash"}, {"error", st.dead}};
-  if (st.cuda && !st.mirror) return {{"ok", false}, {"error", "arena not mapped on the device"}};
+  vb::runner::RunnerDevice& dev = *st.dev;
+  if (!dev.mapped()) return {{"ok", false}, {"error", "arena not mapped on the device"}};
   const auto& sets_j = cmd.at("sets");
   std::vector<TensorSet> sets(sets_j.size());
   for (std::size_t s = 0; s < sets.size(); ++s) {
     auto& ts = sets[s];
-    build_side(sets_j[s].at("in"), st.arena, st.arena_size, st.mirror, ts.in_shapes, ts.in,
-               ts.in_bytes, ts.in_off);
-    build_side(sets_j[s].at("out"), st.arena, st.arena_size, st.mirror, ts.out_shapes, ts.out,
-               ts.out_bytes, ts.out_off);
+    build_side(sets_j[s].at("in"), st.arena_size, dev, ts.in_shapes, ts.in, ts.in_bytes,
+               ts.in_off);
+    build_side(sets_j[s].at("out"), st.arena_size, dev, ts.out_shapes, ts.out, ts.out_bytes,
+               ts.out_off);
     ts.in_copy = ts.in;
     ts.out_copy = ts.out;
     ts.in_shapes_copy = ts.in_shapes;
@@ -219,7 +202,7 @@ json do_call(State& st, const json& cmd) {
     if (s >= sets.size()) return {{"ok", false}, {"error", "set index out of range"}};
   if (warmup_set >= sets.size()) return {{"ok", false}, {"error", "warm-up set out of range"}};
 
-  // cuda: the span of the arena these sets occupy, bands included.
+  // Separate memory: the span of the arena these sets occupy, bands included.
   std::size_t lo = st.arena_size, hi = 0;
   for (const auto& ts : sets) {
     for (std::size_t i = 0; i < ts.in.size(); ++i)
@@ -230,68 +213,59 @@ json do_call(State& st, const json& cmd) {
   lo = lo >= kBandBytes ? lo - kBandBytes : 0;
   hi = std::min(st.arena_size, hi + kBandBytes);
   long long staging_ns = 0;
-  auto device_poison = [&](const TensorSet& ts) -> std::string {
+  // Poisons a set's outputs where the kernel sees them (NaN payloads, protocol.h).
+  auto poison_outputs = [&](const TensorSet& ts) -> std::string {
     for (std::size_t i = 0; i < ts.out.size(); ++i) {
       unsigned v = 0;
       int eb = 1;
       poison_pattern(ts.out_copy[i].dtype, &v, &eb);
-      auto e = st.dev.fill(st.mirror + ts.out_off[i], v, eb, ts.out_bytes[i] / eb);
+      auto e = dev.fill(ts.out_off[i], v, eb, ts.out_bytes[i] / eb);
       if (!e.empty()) return e;
     }
-    return st.dev.synchronize();
+    return dev.synchronize();
   };
-  if (st.cuda && lo < hi) {
+  const bool staged = dev.separate_memory() && lo < hi;
+  if (staged) {
     // Stage in: bands (the whole span) filled, inputs copied, outputs poisoned, on the device.
     const auto s0 = Clock::now();
-    std::string e = st.dev.fill(st.mirror + lo, kBandByte, 1, hi - lo);
-    if (e.empty()) e = st.dev.synchronize();
+    std::string e = dev.fill(lo, kBandByte, 1, hi - lo);
+    if (e.empty()) e = dev.synchronize();
     for (const auto& ts : sets)
       for (std::size_t i = 0; i < ts.in.size() && e.empty(); ++i)
-        e = st.dev.to_device(st.mirror + ts.in_off[i], st.arena + ts.in_off[i], ts.in_bytes[i]);
+        e = dev.to_device(ts.in_off[i], st.arena + ts.in_off[i], ts.in_bytes[i]);
     for (const auto& ts : sets)
-      if (e.empty()) e = device_poison(ts);
-    if (!e.empty()) return cuda_fault(st, "staging the inputs: " + e);
+      if (e.empty()) e = poison_outputs(ts);
+    if (!e.empty()) return device_fault(st, "staging the inputs: " + e);
     staging_ns += std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - s0).count();
   }
 
   std::vector<long long> times;
   times.reserve(order.size());
   long long busy = 0;
-  int escaped = 0;  // cuda: timed launches whose host time the events do not account for
+  int escaped = 0;  // timed launches whose host time the device's timing does not account for
   double worst_host_ns = 0, worst_event_ns = 0;
   auto one_call = [&](std::size_t s, long long* ns, bool timed) -> json {
     auto& ts = sets[s];
     const auto t0 = Clock::now();
     int rc = 0;
-    if (st.cuda) {
-      if (auto e = st.dev.record_start(); !e.empty()) return cuda_fault(st, e);
-    }
+    if (auto e = dev.start_timing(); !e.empty()) return device_fault(st, e);
     try {
       rc = st.run(ts.in.data(), static_cast<int>(ts.in.size()), ts.out.data(),
                   static_cast<int>(ts.out.size()), attrs.data(), static_cast<int>(attrs.size()),
-                  st.cuda ? st.dev.stream() : nullptr);
+                  dev.stream());
     } catch (const std::exception& e) {
       return {{"ok", false}, {"error", std::string("kernel threw an exception: ") + e.what()}};
     } catch (...) {
       return {{"ok", false}, {"error", "kernel threw a C++ exception"}};
     }
-    if (st.cuda) {
-      // Check for asynchronous faults after every launch: a sticky error is the candidate's.
-      float ms = 0;
-      std::string e = st.dev.record_end();
-      if (e.empty()) e = st.dev.finish_timed(&ms);
-      const auto t1 = Clock::now();
-      if (!e.empty()) return cuda_fault(st, e);
-      const double host_ns = std::chrono::duration<double, std::nano>(t1 - t0).count();
-      *ns = std::max<long long>(1, static_cast<long long>(static_cast<double>(ms) * 1e6));
-      if (timed && host_ns > 2.0 * static_cast<double>(*ns) + kCrossCheckSlackNs) {
-        ++escaped;
-        if (host_ns - static_cast<double>(*ns) > worst_host_ns - worst_event_ns)
-          worst_host_ns = host_ns, worst_event_ns = static_cast<double>(*ns);
-      }
-    } else {
-      const auto t1 = Clock::now();
-      *ns = std::chrono::duration_cast<std::chrono::nanoseconds>(t1 - t0).count();
+    // Check for asynchronous faults after every launch: a sticky error is the candidate's.
+    double host_ns = 0;
+    if (auto e = dev.finish_timing(t0, ns, &host_ns); !e.empty()) return device_fault(st, e);
+    // The host clock cross-checks the device's timing (equal on the host: never escapes).
+    if (timed && host_ns > 2.0 * static_cast<double>(*ns) + kCrossCheckSlackNs) {
+      ++escaped;
+      if (host_ns - static_cast<double>(*ns) > worst_host_ns - worst_event_ns)
+        worst_host_ns = host_ns, worst_event_ns = static_cast<double>(*ns);
     }
     if (rc != 0) {
       const char* msg = st.last_error ? st.last_error() : nullptr;
@@ -324,7 +298,7 @@ json do_call(State& st, const json& cmd) {
   }
   const long long timed_ns =
       std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - timed0).count();
-  if (st.cuda && !order.empty() && 2 * escaped > static_cast<int>(order.size()))
+  if (!order.empty() && 2 * escaped > static_cast<int>(order.size()))
     return {{"ok", false},
             {"guard", "timer_cross_check"},
             {"error",
@@ -335,31 +309,20 @@ json do_call(State& st, const json& cmd) {
   const std::size_t last_set = order.empty() ? warmup_set : order.back();
   auto& ts = sets[last_set];
   if (verify) {
-    if (st.cuda) {
-      if (auto e = device_poison(ts); !e.empty()) return cuda_fault(st, "poisoning outputs: " + e);
-    } else {
-      for (std::size_t i = 0; i < ts.out.size(); ++i) poison(ts.out[i], ts.out_bytes[i]);
-    }
+    if (auto e = poison_outputs(ts); !e.empty()) return device_fault(st, "poisoning outputs: " + e);
     long long ns = 0;
     auto err = one_call(last_set, &ns, false);
     if (!err.is_null()) return err;
   }
-  if (st.cuda && lo < hi) {
+  if (staged) {
     // Stage out: everything the kernel could touch (inputs, outputs, bands) back into the
     // arena, where the parent checks it.
     const auto s0 = Clock::now();
-    std::string e = st.dev.synchronize();
-    if (e.empty()) e = st.dev.to_host(st.arena + lo, st.mirror + lo, hi - lo);
-    if (!e.empty()) return cuda_fault(st, "reading the outputs back: " + e);
-    std::size_t free_now = 0, total = 0;
-    if (st.dev.mem_info(&free_now, &total).empty() && st.free_after_map > free_now &&
-        st.free_after_map - free_now > st.gpu_budget)
-      return {{"ok", false},
-              {"guard", "gpu_memory"},
-              {"error", "the kernel holds " + std::to_string((st.free_after_map - free_now) >> 20) +
-                            " MiB of device memory beyond the runner's buffers (budget " +
-                            std::to_string(st.gpu_budget >> 20) +
-                            " MiB): kernels must not allocate large workspaces"}};
+    std::string e = dev.synchronize();
+    if (e.empty()) e = dev.to_host(st.arena + lo, lo, hi - lo);
+    if (!e.empty()) return device_fault(st, "reading the outputs back: " + e);
+    if (const std::string over = dev.over_budget(); !over.empty())
+      return {{"ok", false}, {"guard", dev.memory_guard()}, {"error", over}};
     staging_ns += std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - s0).count();
   }
   // Hash of the last call's outputs taken right after it returned: the parent recomputes it
@@ -383,48 +346,20 @@ json do_call(State& st, const json& cmd) {
           {"verify_hash", vb::runner::hex64(h)}};
 }
 
-// cuda: opens the device (once) and replaces the device twin of the arena.
-json map_device(State& st, std::size_t size) {
-  if (auto e = st.dev.open(); !e.empty()) return {{"ok", false}, {"error", e}};
-  if (st.mirror) {
-    if (auto e = st.dev.release(st.mirror); !e.empty()) return cuda_fault(st, e);
-    st.mirror = 0;
-    st.mirror_size = 0;
-  }
-  if (auto e = st.dev.alloc(size, &st.mirror); !e.empty())
-    return {{"ok", false},
-            {"guard", "gpu_memory"},
-            {"error", "cannot allocate " + std::to_string(size >> 20) +
-                          " MiB of device memory for the buffers: " + e}};
-  st.mirror_size = size;
-  std::size_t total = 0;
-  st.dev.mem_info(&st.free_after_map, &total);
-  return {{"ok", true}};
-}
-
 json handle(State& st, const json& cmd) {
   const std::string op = cmd.at("op").get<std::string>();
   if (op == "load") {
     const std::string lib = cmd.at("lib").get<std::string>();
-    if (st.cuda) {
-      // The primary context is current before the library's static CUDA runtime initializes,
-      // so the runtime shares it.
-      if (auto e = st.dev.open(); !e.empty()) return {{"ok", false}, {"error", e}};
-    }
+    // The device is ready before the library loads (cuda: the primary context is current
+    // before the library's static CUDA runtime initializes, so the runtime shares it).
+    if (auto e = st.dev->open(); !e.empty()) return {{"ok", false}, {"error", e}};
     st.lib = ::dlopen(lib.c_str(), RTLD_NOW | RTLD_LOCAL);
     if (!st.lib) return {{"ok", false}, {"error", std::string("dlopen failed: ") + ::dlerror()}};
     st.run = reinterpret_cast<KernelFn>(::dlsym(st.lib, "vb_kernel_run"));
     st.last_error = reinterpret_cast<ErrorFn>(::dlsym(st.lib, "vb_kernel_last_error"));
     if (!st.run)
       return {{"ok", false}, {"error", "the library does not export vb_kernel_run (extern \"C\")"}};
-    if (st.cuda)
-      return {{"ok", true},
-              {"device",
-               {{"name", st.dev.name()},
-                {"l2_bytes", st.dev.l2_bytes()},
-                {"total_mem_bytes", st.dev.total_mem_bytes()},
-                {"cc_major", st.dev.cc_major()},
-                {"cc_minor", st.dev.cc_minor()}}}};
+    if (json d = st.dev->describe(); !d.is_null()) return {{"ok", true}, {"device", d}};
     return {{"ok", true}};
   }
   if (op == "map") {
@@ -440,8 +375,10 @@ json handle(State& st, const json& cmd) {
     }
     st.arena = static_cast<char*>(p);
     st.arena_size = size;
-    if (st.cuda) return map_device(st, size);
-    return {{"ok", true}};
+    std::string fault;
+    json r = st.dev->map(st.arena, size, &fault);
+    if (!fault.empty()) return device_fault(st, fault);
+    return r;
   }
   if (op == "call") return do_call(st, cmd);
   if (op == "ping") return {{"ok", true}, {"pong", cmd.value("nonce", 0LL)}};
@@ -453,21 +390,26 @@ json handle(State& st, const json& cmd) {
 int main(int argc, char** argv) {
   State st;
   bool keep_fds = false;
+  auto flavour = vb::runner::Flavour::Host;
+  std::size_t gpu_budget = 16ull << 30;  // device memory the candidate may use on its own
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--backend" && i + 1 < argc) {
       const std::string b = argv[++i];
-      if (b != "cpu" && b != "cuda") {
-        std::fprintf(stderr, "vladbud-runner: unknown backend '%s' (cpu, cuda)\n", b.c_str());
+      const auto parsed = vb::runner::parse_flavour(b);
+      if (!parsed) {
+        std::fprintf(stderr, "vladbud-runner: unknown backend '%s' (%s)\n", b.c_str(),
+                     vb::runner::flavour_names().c_str());
         return 2;
       }
-      st.cuda = b == "cuda";
+      flavour = *parsed;
     } else if (a == "--gpu-memory-budget" && i + 1 < argc) {
-      st.gpu_budget = std::strtoull(argv[++i], nullptr, 10);
+      gpu_budget = std::strtoull(argv[++i], nullptr, 10);
     } else if (a == "--keep-fds") {
       keep_fds = true;  // under compute-sanitizer, whose injected agent owns inherited fds
     }
   }
+  st.dev = vb::runner::make_runner_device(flavour, gpu_budget);
   if (!keep_fds) ::syscall(SYS_close_range, vb::runner::kLibraryFd + 1, ~0U, 0);  // no others
   FILE* in = ::fdopen(vb::runner::kCommandFd, "r");
   if (!in) {

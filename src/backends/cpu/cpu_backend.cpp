@@ -6,6 +6,7 @@
 #include <filesystem>
 
 #include "backends/backend.h"
+#include "backends/cpu/cpu_device.h"
 #include "backends/cpu/toolchain.h"
 #include "core/paths.h"
 #include "core/process.h"
@@ -21,6 +22,24 @@ class CpuBackend final : public Backend {
  public:
   std::string name() const override { return "cpu"; }
   std::string source_extension() const override { return ".cpp"; }
+  const Device& device() const override { return cpu_device(); }
+  bool has_vectorization_report() const override { return true; }
+
+  std::string playbook() const override {
+    return R"(### Playbook: CPU (C++ with OpenMP)
+1. Find the bound first: `pct_peak` in results.tsv is % of the roofline ceiling of this
+   machine (memory bandwidth or FMA peak at this shape).
+2. Memory-bound kernels (softmax, norms, reductions, RoPE): read each row once, fuse passes
+   (keep the row in L1/L2 between passes), keep several independent accumulators so the
+   vectorized loop is not latency-bound, stream stores for outputs written once, split rows
+   over threads only when the work is large enough to pay the fork/join.
+3. Compute-bound kernels (matmul, attention, MLP): block for L1/L2 (pack a panel of B, keep a
+   register tile of C of 4-8 vectors x 4-6 rows), broadcast-FMA inner loop, align to the
+   vector width (`#pragma omp simd`, `__restrict`), parallelize the outer block loops.
+4. Tune the declared `@vb-param` values (unroll, block size, accumulators, threads) before
+   restructuring; results must stay bitwise deterministic run to run (fixed reduction order).
+)";
+  }
 
   std::string toolchain_description() const override {
     const auto& tc = cpu_toolchain();

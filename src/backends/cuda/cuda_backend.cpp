@@ -11,10 +11,11 @@
 #include <stdexcept>
 
 #include "backends/backend.h"
+#include "backends/cuda/cuda_device.h"
 #include "core/paths.h"
 #include "core/process.h"
 #include "runner/protocol.h"
-#include "targets/gpu_ceilings.h"
+#include "backends/cuda/gpu_ceilings.h"
 #include "targets/nvidia_detect.h"
 
 namespace vb {
@@ -71,6 +72,27 @@ std::vector<std::string> common_flags() {
           "-I" + (vladbud_home() / "kernels" / "include").string()};
 }
 
+// NVIDIA compute-sanitizer (memcheck, racecheck, initcheck, synccheck).
+class ComputeSanitizer final : public Sanitizer {
+ public:
+  std::vector<std::string> tools() const override {
+    return {"memcheck", "racecheck", "initcheck", "synccheck"};
+  }
+  std::string find_executable() const override { return find_compute_sanitizer(); }
+  std::string not_found_message() const override {
+    return "--sanitize: compute-sanitizer not found (set VB_COMPUTE_SANITIZER or add the CUDA "
+           "toolkit's bin/ to PATH)";
+  }
+  SanitizerFindings parse_log(const std::string& log) const override {
+    return parse_sanitizer_log(log);
+  }
+};
+
+const Sanitizer& compute_sanitizer() {
+  static const ComputeSanitizer s;
+  return s;
+}
+
 class CudaBackend final : public Backend {
  public:
   std::string name() const override { return "cuda"; }
@@ -88,11 +110,27 @@ class CudaBackend final : public Backend {
     return nvcc_release(nvcc) + " | " + nvcc + " " + join(common_flags()) + " " + arch;
   }
 
-  // The runner opens device 0 through the driver; without a driver or a device nothing runs.
-  std::string device_unavailable() const override {
-    std::string why;
-    if (!detect_nvidia_gpus(&why).empty()) return "";
-    return why.empty() ? std::string("no CUDA device found") : why;
+  const Device& device() const override { return cuda_device(); }
+  bool has_target_arch() const override { return true; }
+  void set_target_arch(const std::string& arch) const override { set_cuda_arch(arch); }
+  const Sanitizer* sanitizer() const override { return &compute_sanitizer(); }
+
+  std::string playbook() const override {
+    return R"(### Playbook: CUDA (NVIDIA)
+1. Find the bound first: `pct_peak` in results.tsv is % of the roofline ceiling (memory or
+   compute, whichever binds at this shape). Memory-bound kernels (softmax, norms, reductions,
+   RoPE) gain from fewer bytes and wider accesses; compute-bound ones (matmul, attention, MLP)
+   from tensor cores and data reuse.
+2. Memory-bound: one pass over the data where possible (online max/sum for softmax, Welford
+   for variance), 16-byte vector loads (float4 / 8 x half), coalesced rows (one warp or block
+   per row, lanes stride by 32), warp shuffles (`__shfl_xor_sync`) for row reductions instead
+   of shared-memory trees, enough blocks in flight (>= 2 x SM count).
+3. Compute-bound: tile for shared memory and registers (block tile 64-256, warp tile 32-64,
+   k-step 16-64), `ldmatrix` + `mma.sync` (or WMMA) on fp16/bf16 with fp32 accumulation,
+   double-buffered `cp.async` loads, avoid bank conflicts (pad or swizzle).
+4. Tune the declared `@vb-param` values (BLOCK_THREADS, tile sizes, vector width) before
+   restructuring; keep register use low enough for >= 2 blocks per SM; watch spills.
+)";
   }
 
   BuildResult build(const fs::path& source_arg) const override {

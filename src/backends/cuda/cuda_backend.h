@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "backends/backend.h"
+
 namespace vb {
 
 /// Sets the GPU architecture CUDA kernels are compiled for, e.g. "sm_90a" or "sm_80" (from
@@ -28,15 +30,7 @@ std::vector<std::string> cuda_gencode_flags(const std::string& arch);
 /// error names file:line the same way.
 std::string normalize_nvcc_diagnostics(const std::string& text);
 
-/// What compute-sanitizer reported about a run.
-struct SanitizerFindings {
-  int errors = 0;            ///< N of its "ERROR SUMMARY: N error(s)" lines, summed
-  bool saw_summary = false;  ///< an "ERROR SUMMARY" line was printed (the run ended normally)
-  std::string first;         ///< the first finding ("Invalid __global__ write of size 4 ..."),
-                             ///< with the next line naming the thread/address when present
-};
-
-/// Parses compute-sanitizer output ("========= Invalid __global__ write of size 4 bytes",
+/// Parses compute-sanitizer output (SanitizerFindings: backends/backend.h) ("========= Invalid __global__ write of size 4 bytes",
 /// "=========     at kernel(float*)+0x90 in k.cu:12", "========= ERROR SUMMARY: 1 error").
 /// Lines without the "=========" prefix are ignored (they are the runner's own output).
 SanitizerFindings parse_sanitizer_log(const std::string& log);

@@ -1,5 +1,8 @@
+// The cuda backend's toolchain lookup (find_nvcc) and its device's probe, in the backend's folder
+// (DESIGN §1: each backend's toolchain and probes under src/backends/<name>/).
+//
 // Measured ceilings of a local NVIDIA GPU (DESIGN §5): device-memory bandwidth and peak compute
-// per dtype, measured by a CUDA probe (src/targets/gpu_probes/cuda_ceilings.cu) that is compiled
+// per dtype, measured by a CUDA probe (src/backends/cuda/probes/cuda_ceilings.cu) that is compiled
 // at run time with nvcc for the detected compute capability, cached under
 // cache_dir()/probes/<hash>/, and whose results are cached like the CPU ones under
 // cache_dir()/ceilings/<gpu_machine_id>.json. Only nvcc is needed at run time; VladBud itself

@@ -1,7 +1,7 @@
 // VladBud GPU ceilings probe (DESIGN §5): measures the device-memory bandwidth and the peak
 // compute per dtype of one NVIDIA GPU and prints one JSON object on stdout.
 //
-// Compiled at run time by src/targets/gpu_ceilings.cpp with nvcc for the detected compute
+// Compiled at run time by src/backends/cuda/gpu_ceilings.cpp with nvcc for the detected compute
 // capability (-gencode arch=compute_XY,code=sm_XY; sm_90a on compute capability 9.0, so that
 // the wgmma path exists) and cached under cache_dir()/probes/. Standalone: no VladBud headers.
 //

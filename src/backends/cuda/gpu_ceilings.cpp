@@ -1,4 +1,4 @@
-#include "targets/gpu_ceilings.h"
+#include "backends/cuda/gpu_ceilings.h"
 #include "core/util.h"
 
 #include <unistd.h>
@@ -53,7 +53,7 @@ std::string nvcc_version(const std::string& nvcc) {
 }
 
 fs::path probe_source() {
-  return vladbud_home() / "src" / "targets" / "gpu_probes" / "cuda_ceilings.cu";
+  return vladbud_home() / "src" / "backends" / "cuda" / "probes" / "cuda_ceilings.cu";
 }
 
 // Builds the probe with the given target flags; cached by (source, nvcc version, flags).

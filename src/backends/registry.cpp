@@ -1,0 +1,76 @@
+// The backend registry (DESIGN §1, cf. ggml's ggml_backend_registry constructor): the only
+// place that names the backends. A new backend is one folder under src/backends/ that defines
+// its `const Backend& <name>_backend()`, plus one line in registry_list() below.
+#include <stdexcept>
+
+#include "backends/backend.h"
+
+namespace vb {
+
+const Backend& cpu_backend();   // backends/cpu/cpu_backend.cpp
+const Backend& cuda_backend();  // backends/cuda/cuda_backend.cpp
+
+namespace {
+
+// The registered backends. Order matters once: the first backend of a device is the default
+// for that device (backend_for_torch_device).
+std::vector<const Backend*> registry_list() {
+  return {
+      &cpu_backend(),
+      &cuda_backend(),
+  };
+}
+
+}  // namespace
+
+const std::vector<const Backend*>& all_backends() {
+  static const std::vector<const Backend*> list = registry_list();
+  return list;
+}
+
+const Backend* find_backend(std::string_view name) {
+  for (const Backend* b : all_backends())
+    if (b->name() == name) return b;
+  return nullptr;
+}
+
+const Backend& require_backend(std::string_view name) {
+  if (const Backend* b = find_backend(name)) return *b;
+  throw std::invalid_argument("unknown backend '" + std::string(name) +
+                              "'; available: " + backend_names());
+}
+
+const Backend* backend_for_extension(std::string_view ext) {
+  for (const Backend* b : all_backends())
+    if (b->source_extension() == ext) return b;
+  return nullptr;
+}
+
+std::string backend_names(const std::function<bool(const Backend&)>& which) {
+  std::string s;
+  for (const Backend* b : all_backends())
+    if (!which || which(*b)) s += (s.empty() ? "" : ", ") + b->name();
+  return s;
+}
+
+const Backend* backend_for_torch_device(std::string_view torch_device) {
+  for (const Backend* b : all_backends())
+    if (b->device().torch_device() == torch_device) return b;
+  return nullptr;
+}
+
+std::string torch_device_names() {
+  std::vector<std::string> seen;
+  for (const Backend* b : all_backends()) {
+    const std::string d = b->device().torch_device();
+    bool dup = false;
+    for (const auto& x : seen) dup = dup || x == d;
+    if (!dup) seen.push_back(d);
+  }
+  std::string s;
+  for (std::size_t i = 0; i < seen.size(); ++i)
+    s += (i == 0 ? "" : i + 1 == seen.size() ? " or " : ", ") + seen[i];
+  return s;
+}
+
+}  // namespace vb

@@ -42,7 +42,7 @@ TEST(StarterGqa, FlashAttentionPassesAndIsTimedAtAGqaSize) {
   const KernelType& kt = *find_kernel_type("flash_attention");
   auto o = test::test_options(/*timing=*/true);
   o.dtypes = {DType::F32};
-  o.timing_size = kt.find_size("b1h8hkv2s256d64", "cpu");
+  o.timing_size = kt.find_size("b1h8hkv2s256d64", DeviceKind::Host);
   ASSERT_TRUE(o.timing_size.has_value());
   const EvalReport r = evaluate(kt, *find_backend("cpu"), test::starter("flash_attention"), o);
   EXPECT_EQ(r.verdict, "PASS") << r.failed_stage << " " << r.failed_size << " " << r.failed_dtype

@@ -6,11 +6,13 @@
 //    AVX2/SSE4 (16 registers): 6 × 2 vectors (AVX2: 6×16, 12 ymm accumulators + 2 B + 1 A);
 //    AVX-512 (32 registers): 8 × 3 vectors (8×48, 24 zmm accumulators + 3 B + 1 A);
 //    AArch64 NEON (32 registers): 8 × 2 vectors (8×8; see the note at the constants);
-//  * A is packed once, cooperatively, into MR-row micro-panels per KC slice (all of M and K);
-//  * the threads form a grid of row groups × column groups, columns first (for M = 64, GPT-2
-//    decoding at 64 tokens, the two threads split N); each thread packs the B blocks of its own
-//    columns (KC × NC, 256 KiB at the defaults, in L2) into NR-wide k-major strips, so no B
-//    element is packed twice when there is one row group and no barrier follows A's packing;
+//  * A is packed once into MR-row micro-panels per KC slice (all of M and K), before the
+//    parallel region when small (no barrier), else cooperatively;
+//  * the work items are column chunks (≤ NC columns, ~4 per thread, taken dynamically so that
+//    a thread slowed by other load on a shared 2-core machine delays little), split by rows
+//    only when there are too few chunks (for M = 64, GPT-2 at 64 tokens, the threads split N);
+//    each item packs the B blocks of its own columns (KC × NC, 256 KiB at the defaults, in L2)
+//    into NR-wide k-major strips, so no B element is packed twice when there is one row group;
 //  * per B block, A blocks of MC rows (≤ 120 KiB, L2) × strips × micro-panels, strip outer, so
 //    one B strip (KC × NR × 4 B = 16 KiB on AVX2) stays in L1 while the A panels stream;
 //  * edges are zero padded in the packed operands and in the thread's fp32 C tile, so the
@@ -39,6 +41,14 @@
 #ifndef NUM_THREADS
 #define NUM_THREADS 0
 #endif
+// @vb-param MR_TILE 0 {0,4,6,8}  rows of the register tile (0 = from the target, see below)
+#ifndef MR_TILE
+#define MR_TILE 0
+#endif
+// @vb-param NV_TILE 0 {0,1,2,3}  vectors of columns of the register tile (0 = from the target)
+#ifndef NV_TILE
+#define NV_TILE 0
+#endif
 
 #include <omp.h>
 
@@ -64,16 +74,22 @@ using D = hn::ScalableTag<float>;  // a full vector of the static target (not sc
 
 constexpr int V = static_cast<int>(hn::MaxLanes(D()));  // fp32 lanes: 8 AVX2, 16 AVX-512, 4 NEON
 #if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
-constexpr int kRegs = 32, MR = 8, NV = 3;  // AVX-512: 24 accumulators + 3 B + 1 A broadcast
+constexpr int kRegs = 32, kMR = 8, kNV = 3;  // AVX-512: 24 accumulators + 3 B + 1 A broadcast
+constexpr int kARegs = 1;                     // registers holding broadcast A values
 #elif HWY_ARCH_ARM_A64
 // NEON: GCC keeps the MR broadcast A values in MR registers (fmla by element), so 8×3 would
 // need 24 + 3 + 8 > 32 registers and spills (seen in aarch64-linux-gnu-g++ 12 -S); 8×2 fits.
-constexpr int kRegs = 32, MR = 8, NV = 2;
+constexpr int kRegs = 32, kMR = 8, kNV = 2, kARegs = kMR;
 #else
-constexpr int kRegs = 16, MR = 6, NV = 2;  // AVX2/SSE4: 12 accumulators + 2 B + 1 A broadcast
+constexpr int kRegs = 16, kMR = 6, kNV = 2;  // AVX2/SSE4: 12 accumulators + 2 B + 1 A broadcast
+constexpr int kARegs = 1;
 #endif
-constexpr int NR = NV * V;  // columns of the register tile
-static_assert(MR * NV + NV + 1 <= kRegs, "register tile exceeds the register file");
+constexpr int MR = MR_TILE > 0 ? MR_TILE : kMR;  // rows of the register tile
+constexpr int NV = NV_TILE > 0 ? NV_TILE : kNV;  // vectors of columns of the register tile
+constexpr int NR = NV * V;                       // columns of the register tile
+static_assert(MR * NV + NV + (kARegs == 1 ? 1 : MR) <= kRegs,
+              "MR_TILE x NV_TILE: the accumulators, B vectors and A broadcasts exceed the "
+              "vector register file of this target (they would spill)");
 
 constexpr i64 MC_MAX = (MC_ROWS + MR - 1) / MR * MR;  // rows per block
 constexpr i64 NC_MAX = (NC_COLS + NR - 1) / NR * NR;  // columns per B block / C tile
@@ -153,8 +169,9 @@ HWY_ATTR void pack_b(const void* B, Dt dt, i64 N, i64 pc, i64 kc, i64 c0, i64 nc
   }
 }
 
-/// One thread's share: C[q0·MR : min(q1·MR, M), c0:c1] for all of K from the packed A (ap,
-/// see pack_a_panel). Scratch: bp (KC×NC_MAX), ct ((q1-q0)·MR × NC_MAX), tmp (NC_MAX) floats.
+/// One work item: C[q0·MR : min(q1·MR, M), c0:c1] for all of K from the packed A (ap, see
+/// pack_a_panel). Scratch: bp (KC × w), ct ((q1-q0)·MR × w) with w = min(c1-c0, NC_MAX)
+/// rounded up to NR, tmp (NC_MAX) floats.
 HWY_ATTR void run_share(const float* ap, const void* B, void* C, Dt dt, i64 M, i64 N, i64 K,
                         i64 mpad, i64 q0, i64 q1, i64 c0, i64 c1, float* bp, float* ct,
                         float* tmp) {
@@ -219,43 +236,63 @@ extern "C" int vb_kernel_run(const DLTensor* inputs, int n_inputs, DLTensor* out
   const int nth =
       flops >= 2.0e6 ? std::max(1, NUM_THREADS > 0 ? NUM_THREADS : omp_get_max_threads()) : 1;
 
-  // Thread grid n_rg × n_cg: split the columns while each thread keeps ≥ 4 strips (so each
-  // packs and owns its own part of B: no B is packed twice, no barrier after A's packing),
-  // the rest of the threads over row groups (which then pack their columns' B each).
+  // Work items: column chunks (≤ NC columns, about 4 per thread so that a thread delayed by
+  // other load on a shared machine holds up at most a small chunk; dynamic schedule) × row
+  // groups (only when there are too few column chunks). Each item packs the B blocks of its
+  // own columns, so with one row group no B element is packed twice.
   const i64 m_panels = (M + MR - 1) / MR, strips = (N + NR - 1) / NR, mpad = m_panels * MR;
-  const i64 n_cg = std::max<i64>(1, std::min<i64>(nth, strips / 4));
-  const i64 n_rg = std::max<i64>(1, std::min<i64>(nth / n_cg, m_panels));
-  const i64 n_sh = n_rg * n_cg;
-  const i64 rg_panels = (m_panels + n_rg - 1) / n_rg;  // micro-panels per row group (at most)
+  const i64 want = 4 * static_cast<i64>(nth);
+  const i64 cs = std::clamp<i64>(strips / want, 1, NC_MAX / NR);  // strips per column chunk
+  const i64 n_cc = (strips + cs - 1) / cs;
+  i64 n_rg = nth > 1 && n_cc < want ? std::min((want + n_cc - 1) / n_cc, m_panels) : 1;
+  const i64 rg_panels = (m_panels + n_rg - 1) / n_rg;  // micro-panels per row group
+  n_rg = (m_panels + rg_panels - 1) / rg_panels;
+  const i64 n_items = n_rg * n_cc;
 
   vbk::Scratch apack(mpad * K);  // A packed once for all threads
   if (!apack.ok()) return vbk::fail("out of memory (packed A)");
   float* const ap = apack.get();
+  // A small A (GPT-2 at 64 tokens: 66 × 768 or 66 × 3072 floats) is packed here, before the
+  // parallel region, so that no barrier waits for a thread that the OS has not scheduled yet;
+  // a large one cooperatively (dynamic: whichever thread runs packs).
+  const bool serial_a = nth == 1 || mpad * K <= (i64{1} << 18);
+  if (serial_a) {
+    vbk::Scratch rowtmp(K);
+    if (!rowtmp.ok()) return vbk::fail("out of memory (conversion row)");
+    for (i64 q = 0; q < m_panels; ++q) pack_a_panel(A, dt, M, K, q, mpad, ap, rowtmp.get());
+  }
   bool oom = false;
-#pragma omp parallel num_threads(static_cast<int>(n_sh))
+#pragma omp parallel num_threads(nth)
   {
     // Thread-local scratch: packed B block, fp32 C tile, conversion row.
-    vbk::Scratch bpack(KC * NC_MAX), ctile(rg_panels * MR * NC_MAX),
+    vbk::Scratch bpack(KC * cs * NR), ctile(rg_panels * MR * cs * NR),
         rowtmp(std::max<i64>(K, NC_MAX));
     const bool ok = bpack.ok() && ctile.ok() && rowtmp.ok();
-    if (!ok) {
+    if (!serial_a) {
+#pragma omp for schedule(dynamic, 1)
+      for (i64 q = 0; q < m_panels; ++q) {
+        if (ok) {
+          pack_a_panel(A, dt, M, K, q, mpad, ap, rowtmp.get());
+        } else {
 #pragma omp atomic write
-      oom = true;
-    }
-#pragma omp for schedule(static)
-    for (i64 q = 0; q < m_panels; ++q)
-      if (ok) pack_a_panel(A, dt, M, K, q, mpad, ap, rowtmp.get());
-    // (implicit barrier: A is packed; oom is final)
-    if (!oom) {
-#pragma omp for schedule(static)
-      for (i64 sh = 0; sh < n_sh; ++sh) {
-        const i64 rg = sh / n_cg, cg = sh % n_cg;
-        const i64 q0 = rg * rg_panels, q1 = std::min(m_panels, q0 + rg_panels);
-        const i64 c0 = strips * cg / n_cg * NR, c1 = std::min(N, strips * (cg + 1) / n_cg * NR);
-        if (q0 < q1 && c0 < c1)
-          run_share(ap, B, C, dt, M, N, K, mpad, q0, q1, c0, c1, bpack.get(), ctile.get(),
-                    rowtmp.get());
+          oom = true;
+        }
       }
+      // (implicit barrier: A is packed)
+    }
+    // A thread without scratch takes items only to flag them: the call then fails.
+#pragma omp for schedule(dynamic, 1) nowait
+    for (i64 item = 0; item < n_items; ++item) {
+      if (!ok) {
+#pragma omp atomic write
+        oom = true;
+        continue;
+      }
+      const i64 rg = item / n_cc, cc = item % n_cc;
+      const i64 q0 = rg * rg_panels, q1 = std::min(m_panels, q0 + rg_panels);
+      const i64 c0 = cc * cs * NR, c1 = std::min(N, c0 + cs * NR);
+      run_share(ap, B, C, dt, M, N, K, mpad, q0, q1, c0, c1, bpack.get(), ctile.get(),
+                rowtmp.get());
     }
   }
   if (oom) return vbk::fail("out of memory (per-thread scratch)");

@@ -8,10 +8,10 @@
 //   y = h·w_downᵀ                -> rounded once into y
 // The hidden activations never round to the storage dtype. B (tokens) is small next to the
 // weights, so each GEMM is computed as Cᵀ = W·Aᵀ: A is packed once per call, transposed and
-// converted to fp32, into 32-wide strips of rows (k-major, zero padded); the weight rows are
+// converted to fp32, into NR-wide strips of rows (k-major, zero padded); the weight rows are
 // split statically over the OpenMP threads in micro-panels of MR rows. Per KC slice a thread
 // copies/converts its MR weight rows into a contiguous fp32 buffer and runs the MR×NR
-// register-blocked micro-kernel (weights broadcast, 32 token lanes) over every strip, into a
+// register-blocked micro-kernel (weights broadcast, NR token lanes) over every strip, into a
 // thread-local fp32 tile that is written (transposed, rounded once) at the end. Every weight
 // element is read from memory once and never transposed. Accumulation order depends only on
 // the shape, so results are bitwise deterministic.
@@ -22,37 +22,58 @@
 #include <algorithm>
 #include <cstdint>
 
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
-// 12×32 fp32 accumulators need 512-bit registers (24 zmm); generic tuning may prefer 256.
-#pragma GCC target("prefer-vector-width=512")
+// Static dispatch only: the target is fixed by -march/-mcpu. Arrays of SVE (or RVV) vectors
+// are not allowed (sizeless types), so scalable targets are disabled and an Arm SVE build uses
+// NEON, 128 bits like the SVE of the Arm targets here (data/targets/neoverse-v2.json).
+#define HWY_COMPILE_ONLY_STATIC 1
+#ifndef HWY_DISABLED_TARGETS
+#define HWY_DISABLED_TARGETS (HWY_SVE | HWY_SVE2 | HWY_SVE_256 | HWY_SVE2_128 | HWY_RVV)
 #endif
+#include <hwy/highway.h>
 
 namespace {
 
+namespace hn = hwy::HWY_NAMESPACE;
 using vbk::Dt;
 using i64 = std::int64_t;
+using Df = hn::ScalableTag<float>;  // a full vector of the static target (not scalable here)
 
-constexpr int MR = 12;   // weight rows of the register tile
-constexpr int NR = 32;   // token lanes of the register tile (2 × 16 fp32 lanes)
-constexpr int KC = 256;  // depth of one slice (Aᵀ micro-panel 32 KiB stays in L1)
+constexpr int V = static_cast<int>(hn::MaxLanes(Df()));  // fp32 lanes: 8 AVX2, 16 AVX-512, 4 NEON
+// Register tile MR weight rows × NV vectors of token lanes, sized so that the MR·NV
+// accumulators stay in registers (same choice and reasons as kernels/cpu/matmul.cpp).
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
+constexpr int kRegs = 32, MR = 8, NV = 3;  // AVX-512: 24 accumulators + 3 B + 1 broadcast
+#elif HWY_ARCH_ARM_A64
+constexpr int kRegs = 32, MR = 8, NV = 2;  // NEON: 16 accumulators + 2 B + 8 weights (fmla by lane)
+#else
+constexpr int kRegs = 16, MR = 6, NV = 2;  // AVX2/SSE4: 12 accumulators + 2 B + 1 broadcast
+#endif
+static_assert(MR * NV + NV + 1 <= kRegs, "register tile exceeds the register file");
+constexpr int NR = NV * V;  // token lanes of the register tile (16 on AVX2)
+constexpr int KC = 256;     // depth of one slice (Aᵀ micro-panel KC×NR×4 = 16 KiB on AVX2, L1)
 
 /// c[i][j] += Σ_p a[i][p] · b[p][j] for an MR×NR tile. a: MR weight rows with row stride KC
-/// (broadcast), b: packed kc×NR strip of Aᵀ (row stride NR), c: row stride ldc.
-inline void micro_kernel(int kc, const float* __restrict a, const float* __restrict b,
-                         float* __restrict c, i64 ldc) {
-  float acc[MR][NR] = {};
+/// (broadcast), b: packed kc×NR strip of Aᵀ (row stride NR), c: row stride ldc. The MR × NV
+/// accumulators live in vector registers for the whole k loop.
+/// Not forced inline: gemm_nt has no HWY_ATTR (an Arm SVE build's NEON attribute differs).
+HWY_ATTR void micro_kernel(int kc, const float* HWY_RESTRICT a, const float* HWY_RESTRICT b,
+                           float* HWY_RESTRICT c, i64 ldc) {
+  const Df d;
+  hn::Vec<Df> acc[MR][NV];
+  for (int i = 0; i < MR; ++i)
+    for (int j = 0; j < NV; ++j) acc[i][j] = hn::Zero(d);
   for (int p = 0; p < kc; ++p) {
-    const float* __restrict bp = b + static_cast<i64>(p) * NR;
+    hn::Vec<Df> bv[NV];
+    for (int j = 0; j < NV; ++j) bv[j] = hn::LoadU(d, b + static_cast<i64>(p) * NR + j * V);
     for (int i = 0; i < MR; ++i) {
-      const float ai = a[i * KC + p];
-#pragma omp simd
-      for (int j = 0; j < NR; ++j) acc[i][j] += ai * bp[j];
+      const auto ai = hn::Set(d, a[i * KC + p]);
+      for (int j = 0; j < NV; ++j) acc[i][j] = hn::MulAdd(ai, bv[j], acc[i][j]);
     }
   }
   for (int i = 0; i < MR; ++i) {
-    float* __restrict ci = c + i * ldc;
-#pragma omp simd
-    for (int j = 0; j < NR; ++j) ci[j] += acc[i][j];
+    float* HWY_RESTRICT ci = c + i * ldc;
+    for (int j = 0; j < NV; ++j)
+      hn::StoreU(hn::Add(hn::LoadU(d, ci + j * V), acc[i][j]), d, ci + j * V);
   }
 }
 
@@ -62,7 +83,7 @@ bool gemm_nt(i64 M, i64 N, i64 K, const void* A, Dt dta, i64 lda, const void* W,
              Dt dtc, i64 ldc) {
   const double flops = 2.0 * static_cast<double>(M) * static_cast<double>(N) * static_cast<double>(K);
   const int nth = flops >= 2.0e6 ? std::max(1, omp_get_max_threads()) : 1;
-  const i64 strips = (M + NR - 1) / NR;  // 32-row strips of A
+  const i64 strips = (M + NR - 1) / NR;  // NR-row strips of A
   const i64 Mp = strips * NR;
   const i64 kchunks = (K + KC - 1) / KC;
   const i64 panels = (N + MR - 1) / MR;  // MR-row micro-panels of W

@@ -1,34 +1,53 @@
 // matmul (CPU starter): C[M,N] = A[M,K] · B[K,N], fp32 accumulation (DESIGN §2).
 //
-// Blocked GEMM in the BLIS style, all in fp32 whatever the storage dtype:
-//  * the columns are processed in panels of at most NC; each panel of B (all K rows) is packed
-//    once, converted to fp32, into NR-wide strips laid out k-major (cooperatively by all threads);
-//  * the rows are split into blocks of MC (or, for small M, the panel's columns are split) and
-//    each thread owns whole blocks ("items"): per KC slice of K it packs its rows of A into
-//    MR-row micro-panels and runs the MR×NR register-blocked micro-kernel over every strip,
-//    accumulating in a thread-local fp32 tile that is rounded once into C at the end;
-//  * edges are handled by zero padding in the packed operands, so the micro-kernel always runs
-//    full tiles; only the final store is clipped.
-// Each C element is accumulated in a fixed k order (KC slices in order, k ascending inside),
-// independent of the thread split, so results are bitwise deterministic.
+// Blocked GEMM in the BLIS/Goto style, all in fp32 whatever the storage dtype:
+//  * the register tile (MR rows × NR = NV vectors of columns) is sized from the static Highway
+//    target's vector width and register count, so its MR·NV accumulators never spill:
+//    AVX2/SSE4 (16 registers): 6 × 2 vectors (AVX2: 6×16, 12 ymm accumulators + 2 B + 1 A);
+//    AVX-512 (32 registers): 8 × 3 vectors (8×48, 24 zmm accumulators + 3 B + 1 A);
+//    AArch64 NEON (32 registers): 8 × 2 vectors (8×8; see the note at the constants);
+//  * A is packed once into MR-row micro-panels per KC slice (all of M and K), before the
+//    parallel region when small (no barrier), else cooperatively;
+//  * the work items are column chunks (≤ NC columns, ~4 per thread, taken dynamically so that
+//    a thread slowed by other load on a shared 2-core machine delays little), split by rows
+//    only when there are too few chunks (for M = 64, GPT-2 at 64 tokens, the threads split N);
+//    each item packs the B blocks of its own columns (KC × NC, 256 KiB at the defaults, in L2)
+//    into NR-wide k-major strips, so no B element is packed twice when there is one row group;
+//  * per B block, A blocks of MC rows (≤ 120 KiB, L2) × strips × micro-panels, strip outer, so
+//    one B strip (KC × NR × 4 B = 16 KiB on AVX2) stays in L1 while the A panels stream;
+//  * edges are zero padded in the packed operands and in the thread's fp32 C tile, so the
+//    micro-kernel always runs full tiles; only the final store (with dtype conversion) clips.
+// Each C element is accumulated in a fixed k order (KC slices in order, k ascending inside a
+// slice, each slice's partial sum added to the running sum), independent of the thread split,
+// so results are bitwise deterministic.
 #include "vb_kernel.h"
 
-// Tunable parameters (read by `vladbud optimize`; the defaults are the starter's behaviour):
-// @vb-param KC 256 {128,256,384,512}  depth of one packed K slice
+// Tunable parameters (read by `vladbud optimize`; the defaults are the starter's behaviour).
+// Defaults sized for AMD EPYC Zen 3 (lscpu: 32 KiB L1d and 512 KiB L2 per core, 32 MiB L3):
+// B strip KC×NR×4 = 16 KiB (L1), B block KC×NC×4 = 256 KiB + A slice MC×KC×4 ≤ 120 KiB (L2).
+// @vb-param KC 256 {128,192,256,384,512}  depth of one packed K slice
 #ifndef KC
 #define KC 256
 #endif
-// @vb-param MC_ROWS 144 {72,144,216,288}  rows per block (a multiple of MR = 12)
+// @vb-param MC_ROWS 120 {48,72,96,120,144,192}  rows per block (rounded up to a multiple of MR)
 #ifndef MC_ROWS
-#define MC_ROWS 144
+#define MC_ROWS 120
 #endif
-// @vb-param NC_COLS 1024 {512,1024,2048}  columns per panel (a multiple of NR = 32)
+// @vb-param NC_COLS 256 {128,256,512,1024}  columns per packed B block and C tile (rounded to NR)
 #ifndef NC_COLS
-#define NC_COLS 1024
+#define NC_COLS 256
 #endif
 // @vb-param NUM_THREADS 0 {0,1,2,4,8,16,32,64}  OpenMP threads (0 = the runtime's default)
 #ifndef NUM_THREADS
 #define NUM_THREADS 0
+#endif
+// @vb-param MR_TILE 0 {0,4,6,8}  rows of the register tile (0 = from the target, see below)
+#ifndef MR_TILE
+#define MR_TILE 0
+#endif
+// @vb-param NV_TILE 0 {0,1,2,3}  vectors of columns of the register tile (0 = from the target)
+#ifndef NV_TILE
+#define NV_TILE 0
 #endif
 
 #include <omp.h>
@@ -36,76 +55,143 @@
 #include <algorithm>
 #include <cstdint>
 
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
-// 12×32 fp32 accumulators need 512-bit registers (24 zmm); generic tuning may prefer 256.
-#pragma GCC target("prefer-vector-width=512")
+// Static dispatch only: the target is fixed by -march/-mcpu. Arrays of SVE (or RVV) vectors
+// are not allowed (sizeless types), so scalable targets are disabled and an Arm SVE build
+// uses NEON, whose 128 bits are also the SVE width of the Arm targets here (Neoverse V2,
+// data/targets/neoverse-v2.json: vector_width 128 bits).
+#define HWY_COMPILE_ONLY_STATIC 1
+#ifndef HWY_DISABLED_TARGETS
+#define HWY_DISABLED_TARGETS (HWY_SVE | HWY_SVE2 | HWY_SVE_256 | HWY_SVE2_128 | HWY_RVV)
 #endif
+#include <hwy/highway.h>
 
 namespace {
 
+namespace hn = hwy::HWY_NAMESPACE;
 using vbk::Dt;
 using i64 = std::int64_t;
+using D = hn::ScalableTag<float>;  // a full vector of the static target (not scalable here)
 
-constexpr int MR = 12;        // rows of the register tile
-constexpr int NR = 32;        // columns of the register tile (2 × 16 fp32 lanes)
-constexpr i64 MC_MAX = MC_ROWS;   // rows per block (A block 144×256×4 = 144 KiB in L2)
-constexpr i64 NC_MAX = NC_COLS;  // columns per panel
+constexpr int V = static_cast<int>(hn::MaxLanes(D()));  // fp32 lanes: 8 AVX2, 16 AVX-512, 4 NEON
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
+constexpr int kRegs = 32, kMR = 8, kNV = 3;  // AVX-512: 24 accumulators + 3 B + 1 A broadcast
+constexpr int kARegs = 1;                     // registers holding broadcast A values
+#elif HWY_ARCH_ARM_A64
+// NEON: GCC keeps the MR broadcast A values in MR registers (fmla by element), so 8×3 would
+// need 24 + 3 + 8 > 32 registers and spills (seen in aarch64-linux-gnu-g++ 12 -S); 8×2 fits.
+constexpr int kRegs = 32, kMR = 8, kNV = 2, kARegs = kMR;
+#else
+constexpr int kRegs = 16, kMR = 6, kNV = 2;  // AVX2/SSE4: 12 accumulators + 2 B + 1 A broadcast
+constexpr int kARegs = 1;
+#endif
+constexpr int MR = MR_TILE > 0 ? MR_TILE : kMR;  // rows of the register tile
+constexpr int NV = NV_TILE > 0 ? NV_TILE : kNV;  // vectors of columns of the register tile
+constexpr int NR = NV * V;                       // columns of the register tile
+static_assert(MR * NV + NV + (kARegs == 1 ? 1 : MR) <= kRegs,
+              "MR_TILE x NV_TILE: the accumulators, B vectors and A broadcasts exceed the "
+              "vector register file of this target (they would spill)");
 
-/// acc[MR][NR] = Σ_p a[p][:] ⊗ b[p][:]; c[i][j] += acc[i][j]. a: kc×MR, b: kc×NR (packed).
-inline void micro_kernel(int kc, const float* __restrict a, const float* __restrict b,
-                         float* __restrict c, i64 ldc) {
-  float acc[MR][NR] = {};
-  for (int p = 0; p < kc; ++p) {
-    const float* __restrict ap = a + static_cast<i64>(p) * MR;
-    const float* __restrict bp = b + static_cast<i64>(p) * NR;
+constexpr i64 MC_MAX = (MC_ROWS + MR - 1) / MR * MR;  // rows per block
+constexpr i64 NC_MAX = (NC_COLS + NR - 1) / NR * NR;  // columns per B block / C tile
+
+/// c[0:MR, 0:NR] (row stride ldc floats) = (first ? 0 : c) + Σ_{p<kc} a[p][:] ⊗ b[p][:], with
+/// a: kc × MR and b: kc × NR packed k-major (a micro-panel of A and a strip of B). The MR × NV
+/// accumulators live in vector registers for the whole k loop.
+HWY_ATTR HWY_INLINE void micro_kernel(i64 kc, const float* HWY_RESTRICT a,
+                                      const float* HWY_RESTRICT b, float* HWY_RESTRICT c, i64 ldc,
+                                      bool first) {
+  const D d;
+  hn::Vec<D> acc[MR][NV];
+  for (int i = 0; i < MR; ++i)
+    for (int j = 0; j < NV; ++j) acc[i][j] = hn::Zero(d);
+  for (i64 p = 0; p < kc; ++p) {
+    hn::Vec<D> bv[NV];
+    for (int j = 0; j < NV; ++j) bv[j] = hn::Load(d, b + j * V);
     for (int i = 0; i < MR; ++i) {
-      const float ai = ap[i];
-#pragma omp simd
-      for (int j = 0; j < NR; ++j) acc[i][j] += ai * bp[j];
+      const auto ai = hn::Set(d, a[i]);
+      for (int j = 0; j < NV; ++j) acc[i][j] = hn::MulAdd(ai, bv[j], acc[i][j]);
     }
+    a += MR;
+    b += NR;
   }
   for (int i = 0; i < MR; ++i) {
-    float* __restrict ci = c + i * ldc;
-#pragma omp simd
-    for (int j = 0; j < NR; ++j) ci[j] += acc[i][j];
+    float* HWY_RESTRICT ci = c + i * ldc;
+    for (int j = 0; j < NV; ++j) {
+      const auto v = first ? acc[i][j] : hn::Add(hn::Load(d, ci + j * V), acc[i][j]);
+      hn::Store(v, d, ci + j * V);
+    }
   }
 }
 
-/// Packs rows [row0, row0+mrows) × cols [pc, pc+kc) of A (row-major, K columns) into
-/// ceil(mrows/MR) micro-panels of kc×MR floats, zero-padding missing rows. tmp: kc floats.
-void pack_a(const void* A, Dt dt, i64 K, i64 row0, i64 mrows, i64 pc, int kc,
-            float* __restrict ap, float* __restrict tmp) {
-  const i64 panels = (mrows + MR - 1) / MR;
-  for (i64 q = 0; q < panels; ++q) {
-    float* __restrict dst = ap + q * kc * MR;
-    for (int i = 0; i < MR; ++i) {
-      const i64 r = q * MR + i;
-      if (r < mrows) {
-        vbk::load_f32(A, dt, (row0 + r) * K + pc, kc, tmp);
-        for (int p = 0; p < kc; ++p) dst[static_cast<i64>(p) * MR + i] = tmp[p];
+/// Packs the MR rows [q·MR, q·MR+MR) of A (row-major M×K, dtype dt) for all of K into ap,
+/// rows ≥ M zero: KC slice pc starts at ap + pc·mpad (mpad = ceil(M/MR)·MR floats per k) and
+/// holds mpad/MR micro-panels of kc×MR floats (k-major); this is panel q of every slice.
+/// tmp: K floats.
+void pack_a_panel(const void* A, Dt dt, i64 M, i64 K, i64 q, i64 mpad, float* HWY_RESTRICT ap,
+                  float* HWY_RESTRICT tmp) {
+  for (i64 i = 0; i < MR; ++i) {
+    const i64 r = q * MR + i;
+    if (r < M) vbk::load_f32(A, dt, r * K, K, tmp);
+    for (i64 pc = 0; pc < K; pc += KC) {
+      const i64 kc = std::min<i64>(KC, K - pc);
+      float* HWY_RESTRICT dst = ap + pc * mpad + q * kc * MR + i;
+      if (r < M) {
+        for (i64 p = 0; p < kc; ++p) dst[p * MR] = tmp[pc + p];
       } else {
-        for (int p = 0; p < kc; ++p) dst[static_cast<i64>(p) * MR + i] = 0.0f;
+        for (i64 p = 0; p < kc; ++p) dst[p * MR] = 0.0f;
       }
     }
   }
 }
 
-/// Packs row p of the panel B[:, jc:jc+nc] into the strips of bp (strip s holds columns
-/// [s*NR, s*NR+NR) of the panel, K×NR floats, k-major), zero-padding past nc. tmp: NC_MAX floats.
-inline void pack_b_row(const void* B, Dt dt, i64 K, i64 N, i64 p, i64 jc, i64 nc,
-                       float* __restrict bp, float* __restrict tmp) {
-  vbk::load_f32(B, dt, p * N + jc, nc, tmp);
-  const i64 strips = (nc + NR - 1) / NR;
-  for (i64 s = 0; s < strips; ++s) {
-    float* __restrict dst = bp + s * K * NR + p * NR;
-    const i64 w = std::min<i64>(NR, nc - s * NR);
-    const float* __restrict src = tmp + s * NR;
-    if (w == NR) {
-#pragma omp simd
-      for (int j = 0; j < NR; ++j) dst[j] = src[j];
+/// Packs B[pc:pc+kc, c0:c0+nc] (row-major K×N, dtype dt) into ceil(nc/NR) strips of kc×NR
+/// floats (k-major; strip s holds columns c0+s·NR …), zero past nc. tmp: NC_MAX floats.
+HWY_ATTR void pack_b(const void* B, Dt dt, i64 N, i64 pc, i64 kc, i64 c0, i64 nc,
+                     float* HWY_RESTRICT bp, float* HWY_RESTRICT tmp) {
+  const D d;
+  const i64 full = nc / NR, strips = (nc + NR - 1) / NR, rem = nc - full * NR;
+  for (i64 p = 0; p < kc; ++p) {
+    const float* src;
+    if (dt == Dt::F32) {
+      src = static_cast<const float*>(B) + (pc + p) * N + c0;
     } else {
-      for (int j = 0; j < NR; ++j) dst[j] = j < w ? src[j] : 0.0f;
+      vbk::load_f32(B, dt, (pc + p) * N + c0, nc, tmp);
+      src = tmp;
     }
+    for (i64 s = 0; s < full; ++s) {
+      float* HWY_RESTRICT dst = bp + s * kc * NR + p * NR;
+      for (int j = 0; j < NV; ++j) hn::Store(hn::LoadU(d, src + s * NR + j * V), d, dst + j * V);
+    }
+    if (strips > full) {
+      float* HWY_RESTRICT dst = bp + full * kc * NR + p * NR;
+      for (i64 j = 0; j < NR; ++j) dst[j] = j < rem ? src[full * NR + j] : 0.0f;
+    }
+  }
+}
+
+/// One work item: C[q0·MR : min(q1·MR, M), c0:c1] for all of K from the packed A (ap, see
+/// pack_a_panel). Scratch: bp (KC × w), ct ((q1-q0)·MR × w) with w = min(c1-c0, NC_MAX)
+/// rounded up to NR, tmp (NC_MAX) floats.
+HWY_ATTR void run_share(const float* ap, const void* B, void* C, Dt dt, i64 M, i64 N, i64 K,
+                        i64 mpad, i64 q0, i64 q1, i64 c0, i64 c1, float* bp, float* ct,
+                        float* tmp) {
+  constexpr i64 kMcPanels = MC_MAX / MR;  // micro-panels per A block (L2)
+  const i64 row0 = q0 * MR, mrows = std::min(q1 * MR, M) - row0;
+  for (i64 jc = c0; jc < c1; jc += NC_MAX) {
+    const i64 nc = std::min(NC_MAX, c1 - jc), strips = (nc + NR - 1) / NR, ldc = strips * NR;
+    for (i64 pc = 0; pc < K; pc += KC) {
+      const i64 kc = std::min<i64>(KC, K - pc);
+      pack_b(B, dt, N, pc, kc, jc, nc, bp, tmp);
+      const float* as = ap + pc * mpad;
+      for (i64 qb = q0; qb < q1; qb += kMcPanels) {
+        const i64 qe = std::min(q1, qb + kMcPanels);
+        for (i64 s = 0; s < strips; ++s)
+          for (i64 q = qb; q < qe; ++q)
+            micro_kernel(kc, as + q * kc * MR, bp + s * kc * NR, ct + (q - q0) * MR * ldc + s * NR,
+                         ldc, pc == 0);
+      }
+    }
+    for (i64 r = 0; r < mrows; ++r) vbk::store_f32(ct + r * ldc, dt, C, (row0 + r) * N + jc, nc);
   }
 }
 
@@ -145,78 +231,68 @@ extern "C" int vb_kernel_run(const DLTensor* inputs, int n_inputs, DLTensor* out
     return 0;
   }
 
+  // Below ~2 MFLOP (~20 µs on one core) a second thread costs more than it saves.
   const double flops = 2.0 * static_cast<double>(M) * static_cast<double>(N) * static_cast<double>(K);
   const int nth =
       flops >= 2.0e6 ? std::max(1, NUM_THREADS > 0 ? NUM_THREADS : omp_get_max_threads()) : 1;
 
-  // Panel width: at most NC_MAX columns, packed B panel (K × nc) at most ~16 MiB.
-  const i64 n_pad = (N + NR - 1) / NR * NR;
-  i64 nc_cap = std::max<i64>(NR, ((i64{4} << 20) / K) / NR * NR);
-  const i64 NC = std::min({NC_MAX / NR * NR, n_pad, nc_cap});
+  // Work items: column chunks (≤ NC columns, about 4 per thread so that a thread delayed by
+  // other load on a shared machine holds up at most a small chunk; dynamic schedule) × row
+  // groups (only when there are too few column chunks). Each item packs the B blocks of its
+  // own columns, so with one row group no B element is packed twice.
+  const i64 m_panels = (M + MR - 1) / MR, strips = (N + NR - 1) / NR, mpad = m_panels * MR;
+  const i64 want = 4 * static_cast<i64>(nth);
+  const i64 cs = std::clamp<i64>(strips / want, 1, NC_MAX / NR);  // strips per column chunk
+  const i64 n_cc = (strips + cs - 1) / cs;
+  i64 n_rg = nth > 1 && n_cc < want ? std::min((want + n_cc - 1) / n_cc, m_panels) : 1;
+  const i64 rg_panels = (m_panels + n_rg - 1) / n_rg;  // micro-panels per row group
+  n_rg = (m_panels + rg_panels - 1) / rg_panels;
+  const i64 n_items = n_rg * n_cc;
 
-  // Row blocks: a multiple of nth when there are enough micro-panels, else split columns.
-  const i64 m_panels = (M + MR - 1) / MR;
-  i64 n_ib = (M + MC_MAX - 1) / MC_MAX;
-  i64 n_js = 1;
-  if (m_panels >= nth) {
-    n_ib = (n_ib + nth - 1) / nth * nth;
-    n_ib = std::min(n_ib, m_panels);
-  } else {
-    n_ib = m_panels;
-    n_js = nth;
+  vbk::Scratch apack(mpad * K);  // A packed once for all threads
+  if (!apack.ok()) return vbk::fail("out of memory (packed A)");
+  float* const ap = apack.get();
+  // A small A (GPT-2 at 64 tokens: 66 × 768 or 66 × 3072 floats) is packed here, before the
+  // parallel region, so that no barrier waits for a thread that the OS has not scheduled yet;
+  // a large one cooperatively (dynamic: whichever thread runs packs).
+  const bool serial_a = nth == 1 || mpad * K <= (i64{1} << 18);
+  if (serial_a) {
+    vbk::Scratch rowtmp(K);
+    if (!rowtmp.ok()) return vbk::fail("out of memory (conversion row)");
+    for (i64 q = 0; q < m_panels; ++q) pack_a_panel(A, dt, M, K, q, mpad, ap, rowtmp.get());
   }
-  const i64 mc = ((M + n_ib - 1) / n_ib + MR - 1) / MR * MR;
-  n_ib = (M + mc - 1) / mc;
-  const i64 n_items = n_ib * n_js;
-
-  vbk::Scratch bpack(K * NC);
-  if (!bpack.ok()) return vbk::fail("out of memory (packed B panel)");
-  float* const bp = bpack.get();
   bool oom = false;
-
 #pragma omp parallel num_threads(nth)
   {
-    // Thread-local scratch: packed A block, fp32 C tile, conversion row.
-    vbk::Scratch apack(mc * KC), ctile(mc * NC), rowtmp(std::max<i64>(NC_MAX, KC));
-    const bool ok = apack.ok() && ctile.ok() && rowtmp.ok();
-    if (!ok) {
+    // Thread-local scratch: packed B block, fp32 C tile, conversion row.
+    vbk::Scratch bpack(KC * cs * NR), ctile(rg_panels * MR * cs * NR),
+        rowtmp(std::max<i64>(K, NC_MAX));
+    const bool ok = bpack.ok() && ctile.ok() && rowtmp.ok();
+    if (!serial_a) {
+#pragma omp for schedule(dynamic, 1)
+      for (i64 q = 0; q < m_panels; ++q) {
+        if (ok) {
+          pack_a_panel(A, dt, M, K, q, mpad, ap, rowtmp.get());
+        } else {
 #pragma omp atomic write
-      oom = true;
-    }
-#pragma omp barrier
-    if (!oom) {
-      float* const ap = apack.get();
-      float* const cw = ctile.get();
-      float* const tmp = rowtmp.get();
-      for (i64 jc = 0; jc < N; jc += NC) {
-        const i64 nc = std::min(NC, N - jc);
-        const i64 strips = (nc + NR - 1) / NR;
-#pragma omp for schedule(static)
-        for (i64 p = 0; p < K; ++p) pack_b_row(B, dt, K, N, p, jc, nc, bp, tmp);
-        // (implicit barrier: the panel is packed)
-#pragma omp for schedule(static)
-        for (i64 item = 0; item < n_items; ++item) {
-          const i64 ib = item / n_js, js = item % n_js;
-          const i64 row0 = ib * mc, mrows = std::min(mc, M - row0);
-          const i64 s0 = strips * js / n_js, s1 = strips * (js + 1) / n_js;
-          if (s0 >= s1) continue;
-          const i64 mpan = (mrows + MR - 1) / MR;
-          const i64 ldc = (s1 - s0) * NR;
-          std::fill(cw, cw + mpan * MR * ldc, 0.0f);
-          for (i64 pc = 0; pc < K; pc += KC) {
-            const int kc = static_cast<int>(std::min<i64>(KC, K - pc));
-            pack_a(A, dt, K, row0, mrows, pc, kc, ap, tmp);
-            for (i64 s = s0; s < s1; ++s) {
-              const float* bs = bp + s * K * NR + pc * NR;
-              for (i64 q = 0; q < mpan; ++q)
-                micro_kernel(kc, ap + q * kc * MR, bs, cw + q * MR * ldc + (s - s0) * NR, ldc);
-            }
-          }
-          const i64 c0 = s0 * NR, cols = std::min(s1 * NR, nc) - c0;
-          for (i64 r = 0; r < mrows; ++r) vbk::store_f32(cw + r * ldc, dt, C, (row0 + r) * N + jc + c0, cols);
+          oom = true;
         }
-        // (implicit barrier before the next panel overwrites bp)
       }
+      // (implicit barrier: A is packed)
+    }
+    // A thread without scratch takes items only to flag them: the call then fails.
+#pragma omp for schedule(dynamic, 1) nowait
+    for (i64 item = 0; item < n_items; ++item) {
+      if (!ok) {
+#pragma omp atomic write
+        oom = true;
+        continue;
+      }
+      const i64 rg = item / n_cc, cc = item % n_cc;
+      const i64 q0 = rg * rg_panels, q1 = std::min(m_panels, q0 + rg_panels);
+      const i64 c0 = cc * cs * NR, c1 = std::min(N, c0 + cs * NR);
+      run_share(ap, B, C, dt, M, N, K, mpad, q0, q1, c0, c1, bpack.get(), ctile.get(),
+                rowtmp.get());
     }
   }
   if (oom) return vbk::fail("out of memory (per-thread scratch)");

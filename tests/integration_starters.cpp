@@ -61,6 +61,7 @@ struct UnusualCase {
   const char* file;
   const char* kernel;
   std::vector<DType> dtypes = {};  ///< empty = fp16, bf16, fp32
+  bool timing = false;             ///< also run the (quick) timing protocol
 };
 void PrintTo(const UnusualCase& c, std::ostream* os) { *os << c.file; }
 
@@ -70,7 +71,8 @@ TEST_P(UnusualKernel, PassesEveryStage) {
   const UnusualCase c = GetParam();
   const KernelType* kt = find_kernel_type(c.kernel);
   ASSERT_NE(kt, nullptr);
-  auto o = test::test_options(/*timing=*/false);
+  auto o = test::test_options(c.timing);
+  o.quick = c.timing;
   if (!c.dtypes.empty()) o.dtypes = c.dtypes;
   const EvalReport r = evaluate(*kt, *find_backend("cpu"), test::unusual_kernel(c.file), o);
   EXPECT_EQ(r.verdict, "PASS") << r.failed_stage << " " << r.failed_size << " " << r.failed_dtype
@@ -88,7 +90,13 @@ INSTANTIATE_TEST_SUITE_P(
                       // (the thread team is the point, not the dtype)
                       UnusualCase{"softmax_300_threads", "softmax", {DType::F32}},
                       // a scratch file in $TMPDIR reused across calls (issue 18 class 5)
-                      UnusualCase{"softmax_tmpdir_workspace", "softmax"}),
+                      UnusualCase{"softmax_tmpdir_workspace", "softmax"},
+                      // Allowed across the stepped timing protocol (issue 18 classes 7, 8): a
+                      // worker pool asleep between calls, the output used as scratch, a
+                      // workspace kept across calls.
+                      UnusualCase{"softmax_idle_thread_pool", "softmax", {DType::F32}, true},
+                      UnusualCase{"softmax_output_as_scratch", "softmax", {}, true},
+                      UnusualCase{"rmsnorm_mmap_workspace", "rmsnorm", {}, true}),
     [](const auto& info) { return std::string(info.param.file); });
 
 }  // namespace

@@ -100,8 +100,39 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"reduce_replays_tmp_file", "reduce", "FAIL", "determinism", "determinism",
                 {DType::F32}},
         BadCase{"caches_on_sampled_hash", "softmax", "FAIL", "fresh_inputs", "smoke",
-                {DType::F32}}),
+                {DType::F32}},
+        // Inputs are read-only during the call: a write that is undone before returning
+        // faults (issue 18 class 8).
+        BadCase{"restores_input", "softmax", "FAIL", "input_mutation", "smoke", {DType::F32}},
+        // No process of its own: it could work between timed calls (issue 18 class 8).
+        BadCase{"spawns_process", "softmax", "FAIL", "kernel_error", "smoke", {DType::F32}},
+        // A read past the end of the buffer meets the guard band's large value (class 3).
+        BadCase{"softmax_max_reads_past_row", "softmax", "FAIL", "nan_inf_pattern", ""},
+        // All-zero and constant outputs (class 10; KernelBench issue 165).
+        BadCase{"writes_zeros", "softmax", "FAIL", "accuracy", "smoke", {DType::BF16}},
+        BadCase{"writes_row_constant", "softmax", "FAIL", "accuracy", "smoke", {DType::BF16}}),
     [](const auto& info) { return std::string(info.param.file); });
+
+// Precomputation during the untimed warm-up (issue 18 class 7): each timed set's inputs reach
+// the arena only right before its own call, with its outputs poisoned, so outputs a kernel
+// computed earlier from what it found in the arena are overwritten, and its timed calls that
+// trust them return poison.
+TEST(Evaluator, TimedSetsAreNotVisibleBeforeTheirOwnCall) {
+  auto o = test::test_options(/*timing=*/true);
+  o.quick = true;
+  o.dtypes = {DType::F32};
+  const EvalReport r = eval_bad({"precomputes_other_sets", "softmax", "", "", ""}, o);
+  EXPECT_EQ(r.verdict, "FAIL") << r.reason;
+  EXPECT_EQ(r.guard, "fresh_inputs") << r.reason;
+  EXPECT_NE(r.reason.find("timed call"), std::string::npos) << r.reason;
+}
+
+TEST(Evaluator, AKernelThatCannotCreateAProcessIsToldWhy) {
+  auto o = test::test_options(/*timing=*/false);
+  o.dtypes = {DType::F32};
+  const EvalReport r = eval_bad({"spawns_process", "softmax", "", "", ""}, o);
+  EXPECT_NE(r.reason.find("could not create a process"), std::string::npos) << r.reason;
+}
 
 TEST(Evaluator, TheSandboxProcessLimitLeavesRoomForLargeThreadTeams) {
   // RLIMIT_NPROC counts threads host-wide for the sandbox uid; 256 aborted a correct kernel

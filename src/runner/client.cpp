@@ -34,6 +34,11 @@ constexpr std::size_t kAlign = 64;
 std::size_t round_up(std::size_t x, std::size_t a) {
   return (x + a - 1) / a * a;
 }
+// Writes one guard band (kGuardBandBytes of kGuardBandWord) at arena offset `off` (even).
+void fill_band(char* base, std::size_t off) {
+  for (std::size_t i = 0; i < runner::kGuardBandBytes; ++i)
+    base[off + i] = static_cast<char>(runner::guard_band_byte(off + i));
+}
 }  // namespace
 
 std::size_t RunnerClient::sandbox_process_limit() {
@@ -527,8 +532,8 @@ std::size_t RunnerClient::alloc(std::size_t bytes) {
   const std::size_t off = round_up(used_ + kGuardBytes, kAlign);
   const std::size_t end = off + bytes;
   if (end + kGuardBytes > capacity_) throw std::runtime_error("arena overflow (internal error)");
-  std::memset(base_ + off - kGuardBytes, kGuardByte, kGuardBytes);
-  std::memset(base_ + end, kGuardByte, kGuardBytes);
+  fill_band(base_, off - kGuardBytes);
+  fill_band(base_, end);
   used_ = end + kGuardBytes;
   return off;
 }
@@ -538,11 +543,11 @@ std::string RunnerClient::check_guards(std::size_t off, std::size_t bytes) const
   const unsigned char* after = reinterpret_cast<unsigned char*>(base_ + off + bytes);
   std::size_t first_after = kGuardBytes, n_after = 0, last_before = kGuardBytes, n_before = 0;
   for (std::size_t i = 0; i < kGuardBytes; ++i) {
-    if (after[i] != kGuardByte) {
+    if (after[i] != runner::guard_band_byte(off + bytes + i)) {
       if (first_after == kGuardBytes) first_after = i;
       ++n_after;
     }
-    if (before[i] != kGuardByte) {
+    if (before[i] != runner::guard_band_byte(off - kGuardBytes + i)) {
       last_before = kGuardBytes - i;
       ++n_before;
     }
@@ -625,6 +630,80 @@ RunnerReply RunnerClient::command(const nlohmann::json& cmd, std::chrono::millis
     off += static_cast<std::size_t>(w);
   }
   return read_reply(timeout, t0);
+}
+
+RunnerReply RunnerClient::next_message(std::chrono::milliseconds timeout) {
+  if (pid_ <= 0) {
+    RunnerReply r;
+    r.kind = RunnerReply::Kind::Crash;
+    r.message = "runner is not running";
+    return r;
+  }
+  return read_reply(timeout, Clock::now());
+}
+
+namespace {
+// The state letter of /proc/<pid>/task/<tid>/stat (after the parenthesised name), or 0.
+char task_state(const std::string& stat_path) {
+  const int fd = ::open(stat_path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  char buf[512];
+  const ssize_t n = ::read(fd, buf, sizeof buf - 1);
+  ::close(fd);
+  if (n <= 0) return 0;
+  buf[n] = 0;
+  const char* close_paren = std::strrchr(buf, ')');
+  return close_paren && close_paren[1] == ' ' ? close_paren[2] : 0;
+}
+}  // namespace
+
+RunnerReply RunnerClient::wait_stopped(std::chrono::milliseconds timeout) {
+  const auto t0 = Clock::now();
+  const std::string tasks = "/proc/" + std::to_string(pid_) + "/task";
+  RunnerReply r;
+  for (int spin = 0;; ++spin) {
+    bool all = true, any = false;
+    std::error_code ec;
+    for (const auto& e : std::filesystem::directory_iterator(tasks, ec)) {
+      const char st = task_state(e.path().string() + "/stat");
+      if (st == 0) continue;  // the thread just ended
+      any = true;
+      if (st == 'Z' || st == 'X') return crashed("while stopping between timed calls");
+      if (st != 'T' && st != 't') {
+        all = false;
+        break;
+      }
+    }
+    if (ec || !any) return crashed("while stopping between timed calls");
+    if (all) {
+      r.kind = RunnerReply::Kind::Ok;
+      r.parent_wall_s = std::chrono::duration<double>(Clock::now() - t0).count();
+      return r;
+    }
+    if (Clock::now() - t0 > timeout) {
+      r.kind = RunnerReply::Kind::Timeout;
+      r.guard = "work_between_calls";
+      r.message = "the runner did not stop between two timed calls (a thread kept running, "
+                  "e.g. the candidate continued the process itself); runner killed";
+      ::kill(-pid_, SIGKILL);
+      stop();
+      return r;
+    }
+    // The stop lands within microseconds; back off to 1 ms under load.
+    if (spin > 20) ::usleep(spin > 200 ? 1000 : 20);
+  }
+}
+
+bool RunnerClient::resume_with(const nlohmann::json& line) {
+  if (pid_ <= 0) return false;
+  const std::string s = line.dump() + "\n";
+  std::size_t off = 0;
+  while (off < s.size()) {
+    const ssize_t w = ::write(cmd_fd_, s.data() + off, s.size() - off);
+    if (w <= 0) return false;
+    off += static_cast<std::size_t>(w);
+  }
+  return ::kill(pid_, SIGCONT) == 0;
 }
 
 RunnerReply RunnerClient::read_reply(std::chrono::milliseconds timeout, Clock::time_point t0) {

@@ -28,16 +28,15 @@ struct RunnerReply {
 /// A child runner process plus the shared memory arena it maps.
 ///
 /// Layout of each buffer in the arena: [guard band][data, 64-byte aligned][guard band]; the
-/// bands hold a fixed byte pattern that check_guards() verifies after every call, so a write
-/// of even one element past either end of any buffer is caught.
+/// bands hold a large finite value in every dtype (runner::kGuardBandWord) that check_guards() verifies after every
+/// call, so a write of even one element past either end of any buffer is caught, and a read
+/// there poisons the result it feeds.
 class RunnerClient {
  public:
   /// Guard band size on each side of every buffer (bytes).
   static constexpr std::size_t kGuardBytes = runner::kGuardBandBytes;
   /// uid and gid the runner drops to when VladBud runs as root ("nobody").
   static constexpr unsigned kSandboxId = 65534;
-  /// Byte pattern in the guard bands.
-  static constexpr unsigned char kGuardByte = runner::kGuardBandByte;
   /// RLIMIT_NPROC (processes plus threads of the sandbox uid, host-wide) set for the runner
   /// when VladBud runs as root: max(4096, 16 x hardware threads). Room for a correct kernel's
   /// thread team on any host (e.g. OMP_NUM_THREADS=300, or one thread per hardware thread on
@@ -85,6 +84,19 @@ class RunnerClient {
   /// (Kind::Timeout); a dead runner gives Kind::Crash with the signal and its last stderr.
   RunnerReply command(const nlohmann::json& cmd, std::chrono::milliseconds timeout);
 
+  /// Stepped calls (issue 18 classes 7 and 8; see "stepped" in protocol.h). Whether this
+  /// runner can be stepped: not under a sanitizer, whose process is not the runner's.
+  bool can_step() const { return sanitizer_exe_.empty(); }
+  /// Waits up to `timeout` for the next line of the runner without sending a command (a step
+  /// report or the final reply of a stepped call).
+  RunnerReply next_message(std::chrono::milliseconds timeout);
+  /// Waits up to `timeout` until every thread of the runner is stopped (it stops itself after
+  /// each step report). Kind::Ok when stopped; Crash when it died; Timeout (runner killed) when
+  /// some thread still runs, e.g. because the candidate sent the process SIGCONT itself.
+  RunnerReply wait_stopped(std::chrono::milliseconds timeout);
+  /// Sends one line (a "go") without waiting for a reply, then continues the stopped runner
+  /// (SIGCONT). False when the runner is gone.
+  bool resume_with(const nlohmann::json& line);
   /// Kills the runner (if alive) and reaps it. Under a sanitizer the runner is first asked
   /// to exit and given time to print the sanitizer's summary (collected in sanitizer_log()).
   void stop();

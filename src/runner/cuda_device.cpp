@@ -42,6 +42,10 @@ struct Api {
   CUresult (*cuEventRecord)(void*, void*) = nullptr;
   CUresult (*cuEventSynchronize)(void*) = nullptr;
   CUresult (*cuEventElapsedTime)(float*, void*, void*) = nullptr;
+  // Optional (reset_persisting_l2): absent before CUDA 11.
+  CUresult (*cuCtxSetLimit)(int, std::size_t) = nullptr;
+  CUresult (*cuCtxResetPersistingL2Cache)() = nullptr;
+  CUresult (*cuStreamSetAttribute)(void*, int, const void*) = nullptr;
   CUresult (*cuGetErrorString)(CUresult, const char**) = nullptr;
   CUresult (*cuGetErrorName)(CUresult, const char**) = nullptr;
 };
@@ -109,6 +113,9 @@ std::string CudaDevice::open() {
             sym(lib_, g_api.cuEventRecord, "cuEventRecord") &&
             sym(lib_, g_api.cuEventSynchronize, "cuEventSynchronize") &&
             sym(lib_, g_api.cuEventElapsedTime, "cuEventElapsedTime_v2", "cuEventElapsedTime");
+  sym(lib_, g_api.cuCtxSetLimit, "cuCtxSetLimit");
+  sym(lib_, g_api.cuCtxResetPersistingL2Cache, "cuCtxResetPersistingL2Cache");
+  sym(lib_, g_api.cuStreamSetAttribute, "cuStreamSetAttribute");
   sym(lib_, g_api.cuGetErrorString, "cuGetErrorString");
   sym(lib_, g_api.cuGetErrorName, "cuGetErrorName");
   if (!ok)
@@ -195,6 +202,18 @@ std::string CudaDevice::finish_timed(float* ms) {
   if (auto e = check(g_api.cuEventSynchronize(ev1_), "cuEventSynchronize"); !e.empty()) return e;
   if (auto e = check(g_api.cuCtxSynchronize(), "cuCtxSynchronize"); !e.empty()) return e;
   return check(g_api.cuEventElapsedTime(ms, ev0_, ev1_), "cuEventElapsedTime");
+}
+
+void CudaDevice::reset_persisting_l2() {
+  // cuda.h: CU_LIMIT_PERSISTING_L2_CACHE_SIZE = 0x06, CU_STREAM_ATTRIBUTE_ACCESS_POLICY_WINDOW
+  // = 1; a zeroed CUstreamAttrValue (64 bytes, CUaccessPolicyWindow first) is "no window".
+  constexpr int kLimitPersistingL2 = 0x06, kAttrAccessPolicyWindow = 1;
+  if (g_api.cuCtxSetLimit) (void)g_api.cuCtxSetLimit(kLimitPersistingL2, 0);
+  if (g_api.cuCtxResetPersistingL2Cache) (void)g_api.cuCtxResetPersistingL2Cache();
+  if (g_api.cuStreamSetAttribute && stream_) {
+    alignas(8) unsigned char none[64] = {};
+    (void)g_api.cuStreamSetAttribute(stream_, kAttrAccessPolicyWindow, none);
+  }
 }
 
 std::string CudaDevice::synchronize() {

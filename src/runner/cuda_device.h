@@ -58,6 +58,13 @@ class CudaDevice {
   /// streams too), and returns the event pair's elapsed time in ms. A failure here is the
   /// candidate's asynchronous fault (sticky: the context is unusable afterwards).
   std::string finish_timed(float* ms);
+  /// Undoes what a kernel may have done to keep data in L2 across calls (issue 18 class 10;
+  /// llm.c PR 851): the persisting-L2 set-aside back to 0 (cuCtxSetLimit
+  /// CU_LIMIT_PERSISTING_L2_CACHE_SIZE), persisting lines reset to normal
+  /// (cuCtxResetPersistingL2Cache) and the runner stream's access-policy window cleared
+  /// (cuStreamSetAttribute). Best effort: a driver without these entry points (before CUDA 11)
+  /// or a device without persisting L2 has nothing to undo.
+  void reset_persisting_l2();
   /// cuCtxSynchronize: "" or the asynchronous error of earlier work.
   std::string synchronize();
 

@@ -41,6 +41,15 @@ class CudaRunnerDevice final : public RunnerDevice {
               {"guard", memory_guard()},
               {"error", "cannot allocate " + std::to_string(size >> 20) +
                             " MiB of device memory for the buffers: " + e}};
+    // The L2 flush buffer (flush_caches), once: the runner's own memory, not the kernel's.
+    if (!scratch_ && dev_.l2_bytes() > 0) {
+      if (auto e = dev_.alloc(2 * dev_.l2_bytes(), &scratch_); !e.empty()) {
+        scratch_ = 0;
+        return {{"ok", false},
+                {"guard", memory_guard()},
+                {"error", "cannot allocate the L2 flush buffer: " + e}};
+      }
+    }
     std::size_t total = 0;
     dev_.mem_info(&free_after_map_, &total);
     return {{"ok", true}};
@@ -62,6 +71,12 @@ class CudaRunnerDevice final : public RunnerDevice {
   }
   std::string synchronize() override { return dev_.synchronize(); }
 
+  std::string flush_caches() override {
+    dev_.reset_persisting_l2();
+    if (!scratch_) return "";
+    // Twice the L2 of fresh writes evicts every normal line of the data the call will read.
+    return dev_.fill(scratch_, ++flush_value_, 4, 2 * dev_.l2_bytes() / 4);
+  }
   std::string start_timing() override { return dev_.record_start(); }
   // Waits for the end event, then for the whole context: a failure here is the candidate's
   // asynchronous fault.
@@ -92,6 +107,8 @@ class CudaRunnerDevice final : public RunnerDevice {
  private:
   CudaDevice dev_;
   DevPtr mirror_ = 0;                ///< device twin of the arena (same offsets)
+  DevPtr scratch_ = 0;               ///< 2 x L2 bytes overwritten by flush_caches()
+  unsigned flush_value_ = 0;
   std::size_t gpu_budget_;           ///< device memory the candidate may use on its own
   std::size_t free_after_map_ = 0;   ///< cuMemGetInfo free bytes right after the mirror
 };

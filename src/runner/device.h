@@ -60,6 +60,13 @@ class RunnerDevice {
   /// Waits for all work issued so far; "" or its asynchronous error.
   virtual std::string synchronize() = 0;
 
+  /// Empties the device's caches of the data a timed call will read, before that call (DESIGN
+  /// §4: no timed call runs from a cache the previous work warmed). cuda: resets persisting-L2
+  /// lines, the persisting set-aside and the stream's access-policy window, then overwrites a
+  /// scratch buffer of twice the L2. The host: nothing (the parent writes a revealed set with
+  /// non-temporal stores, which leave no line of it in any cache).
+  virtual std::string flush_caches() = 0;
+
   /// Starts timing one call (before the launch).
   virtual std::string start_timing() = 0;
   /// Ends timing the call started at host time `t0` (after vb_kernel_run returned): `*ns` is the

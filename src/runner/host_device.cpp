@@ -44,6 +44,7 @@ class HostDevice final : public RunnerDevice {
   std::string to_host(void*, std::size_t, std::size_t) override { return ""; }
   std::string synchronize() override { return ""; }
 
+  std::string flush_caches() override { return ""; }
   std::string start_timing() override { return ""; }
   std::string finish_timing(Clock::time_point t0, long long* ns, double* host_ns) override {
     *ns = std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - t0).count();

@@ -16,6 +16,17 @@
 //      is called once more, untimed. Either way the FNV-1a hash of that set's outputs, taken
 //      right after the call returned, is reported so the parent can prove no write happened
 //      after return.
+//      With "stepped":true (the timing protocol; issue 18 classes 7 and 8) the runner, before
+//      each timed call and after the last, writes {"ok":true, "step":J, "staging_ns":N} (N: its
+//      staging time since the previous step), stops its whole process with SIGSTOP, and once
+//      continued reads {"op":"go"} from the command pipe. While it is stopped the parent
+//      snapshots the outputs of call J-1 and writes set order[J]'s inputs and poisoned outputs
+//      into the arena, bypassing the caches; a device with separate memory copies that set in
+//      (flushing its caches) right before call J and its inputs and outputs out right after.
+//      Inputs are mapped read-only in the runner during a call command when the kernel works on
+//      the arena itself; a write into one is reported with guard input_mutation (or guard_band
+//      for its band). The runner cannot create processes (seccomp), so nothing of the
+//      candidate runs while it is stopped.
 //   reply: {"ok":true, "times_ns":[one per order entry], "busy_ns":N, "timed_ns":N,
 //           "loop_ns":N, "staging_ns":N, "verify_set":I, "verify_hash":"hex"}
 //          or {"ok":false, "error":MSG, "guard":NAME}
@@ -61,9 +72,20 @@ inline constexpr int kReplyFd = 5;
 /// The candidate library, copied into a memfd by the parent (loaded as /proc/self/fd/6).
 inline constexpr int kLibraryFd = 6;
 
-/// Guard band size and byte pattern around every arena buffer (host arena and device twin).
+/// Guard band size around every arena buffer (host arena and device twin).
 inline constexpr std::size_t kGuardBandBytes = 4096;
-inline constexpr unsigned char kGuardBandByte = 0xA5;
+/// The bands' 16-bit pattern, repeated from an even offset (every band starts at an even
+/// offset: buffers hold whole 16-bit or wider elements). It poisons any result an
+/// out-of-bounds read feeds (issue 18 class 3): a large finite value in every dtype -- fp16
+/// 61280, bf16 and fp32 (0x7b7b7b7b) 1.3e36, fp64 1.6e287, int64 8.9e18 (a class id far out
+/// of range) -- so it dominates a sum and also a max, which a NaN would not (fmax ignores
+/// NaN). It differs from every output poison pattern below, so a kernel that copies poison
+/// past the end is still caught as a write.
+inline constexpr std::uint16_t kGuardBandWord = 0x7b7b;
+/// The band byte expected at arena offset `offset` (kGuardBandWord little-endian, from even).
+constexpr unsigned char guard_band_byte(std::size_t offset) {
+  return static_cast<unsigned char>((offset & 1) ? (kGuardBandWord >> 8) : (kGuardBandWord & 0xff));
+}
 
 /// Poison bit patterns written into outputs before each call (NaNs, recognisable).
 inline constexpr std::uint32_t kPoisonF32 = 0x7fbadbadu;

@@ -16,11 +16,19 @@
 // poison, hash and oracle checks work unchanged. On the host the kernel works on the arena.
 #include <dlfcn.h>
 #include <dlpack/dlpack.h>
+#include <linux/audit.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <sched.h>
+#include <signal.h>
+#include <stddef.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -28,6 +36,7 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "runner/device.h"
@@ -48,6 +57,138 @@ struct State {
   std::size_t arena_size = 0;
   std::unique_ptr<vb::runner::RunnerDevice> dev;  ///< chosen once from --backend
   std::string dead;  ///< a sticky device fault: every later call reports it
+  FILE* commands = nullptr;  ///< the command pipe (a stepped call reads "go" lines from it)
+};
+
+// ---- inputs read-only during calls (issue 18 class 8) ------------------------------------------
+//
+// On a device without separate memory the kernel gets the arena itself, so the pages of every
+// input are mapped read-only in this process for the duration of a "call" command: a kernel
+// that writes into an input -- even one that restores it before returning -- faults. The
+// SIGSEGV handler names the input (guard input_mutation) or its band (guard_band) in a reply
+// and exits; a fault anywhere else keeps the default action (a crash).
+
+struct ReadOnlyRange {
+  std::uintptr_t lo, hi;            ///< the protected pages
+  std::uintptr_t data_lo, data_hi;  ///< the input's own bytes within them
+  std::string data_reply, band_reply;
+};
+std::vector<ReadOnlyRange> g_read_only;  // written only while no call runs
+std::atomic<int> g_faulted{0};
+
+void write_all(int fd, const char* p, std::size_t n) {
+  while (n > 0) {
+    const ssize_t w = ::write(fd, p, n);
+    if (w <= 0) return;
+    p += w, n -= static_cast<std::size_t>(w);
+  }
+}
+
+void on_segv(int sig, siginfo_t* info, void*) {
+  const auto a = reinterpret_cast<std::uintptr_t>(info->si_addr);
+  for (const auto& r : g_read_only) {
+    if (a < r.lo || a >= r.hi) continue;
+    if (g_faulted.exchange(1) == 0) {
+      const std::string& m = a >= r.data_lo && a < r.data_hi ? r.data_reply : r.band_reply;
+      write_all(vb::runner::kReplyFd, m.data(), m.size());
+      ::_exit(0);
+    }
+    for (;;) ::pause();  // another thread is reporting; _exit ends us all
+  }
+  ::signal(sig, SIG_DFL);  // not ours: fault again with the default action (a crash)
+}
+
+// ---- no processes of its own (issue 18 class 8) ------------------------------------------------
+//
+// Between timed calls the runner stops itself, which stops every thread of the candidate; a
+// process the candidate forked would keep running, see the next set's inputs as the parent
+// writes them (it inherits the shared arena) and do the work outside the call. A seccomp filter
+// therefore refuses every way to create a process: fork and vfork, clone without CLONE_THREAD
+// (EPERM), clone3 (ENOSYS, so that the C library falls back to clone for its threads), and any
+// system call of another ABI (x32, i386). Threads stay allowed. Returns "" or why the filter
+// could not be installed (e.g. under qemu-user, which refuses seccomp for its guests).
+std::string forbid_new_processes() {
+#if defined(__x86_64__)
+  constexpr unsigned kArch = AUDIT_ARCH_X86_64;
+#elif defined(__aarch64__)
+  constexpr unsigned kArch = AUDIT_ARCH_AARCH64;
+#else
+  return "no seccomp filter for this architecture";
+#endif
+#if defined(__x86_64__) || defined(__aarch64__)
+  constexpr unsigned kDeny = SECCOMP_RET_ERRNO | (EPERM & SECCOMP_RET_DATA);
+  constexpr unsigned kNoSys = SECCOMP_RET_ERRNO | (ENOSYS & SECCOMP_RET_DATA);
+  sock_filter f[] = {
+      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, arch)),
+      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, kArch, 1, 0),
+      BPF_STMT(BPF_RET | BPF_K, kDeny),
+      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, nr)),
+#if defined(__x86_64__)
+      BPF_JUMP(BPF_JMP | BPF_JGE | BPF_K, 0x40000000u /* __X32_SYSCALL_BIT */, 0, 1),
+      BPF_STMT(BPF_RET | BPF_K, kDeny),
+      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_fork, 0, 1),
+      BPF_STMT(BPF_RET | BPF_K, kDeny),
+      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_vfork, 0, 1),
+      BPF_STMT(BPF_RET | BPF_K, kDeny),
+#endif
+      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_clone3, 0, 1),
+      BPF_STMT(BPF_RET | BPF_K, kNoSys),
+      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_clone, 1, 0),
+      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+      // clone(flags, ...): the low word of the first argument (little-endian).
+      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, args[0])),
+      BPF_JUMP(BPF_JMP | BPF_JSET | BPF_K, CLONE_THREAD, 0, 1),
+      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+      BPF_STMT(BPF_RET | BPF_K, kDeny),
+  };
+  sock_fprog prog{static_cast<unsigned short>(sizeof f / sizeof f[0]), f};
+  if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0)
+    return std::string("PR_SET_NO_NEW_PRIVS: ") + std::strerror(errno);
+  if (::prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) != 0)
+    return std::string("PR_SET_SECCOMP: ") + std::strerror(errno);
+  return "";
+#endif
+}
+
+// Maps the pages of the given inputs read-only until destroyed (then read-write again).
+class ReadOnlyInputs {
+ public:
+  /// `inputs`: {first byte, bytes, label such as "input 0 of set 3"} of each input.
+  explicit ReadOnlyInputs(const std::vector<std::tuple<char*, std::size_t, std::string>>& inputs) {
+    const long page = ::sysconf(_SC_PAGESIZE);
+    // Only when a page never holds another buffer's bytes (a band is at least a page).
+    if (page <= 0 || static_cast<std::size_t>(page) > vb::runner::kGuardBandBytes) return;
+    const auto pg = static_cast<std::uintptr_t>(page);
+    for (const auto& [p, n, label] : inputs) {
+      if (n == 0) continue;
+      ReadOnlyRange r;
+      r.data_lo = reinterpret_cast<std::uintptr_t>(p);
+      r.data_hi = r.data_lo + n;
+      r.lo = r.data_lo / pg * pg;
+      r.hi = (r.data_hi + pg - 1) / pg * pg;
+      if (::mprotect(reinterpret_cast<void*>(r.lo), r.hi - r.lo, PROT_READ) != 0) continue;
+      r.data_reply = json{{"ok", false},
+                          {"guard", "input_mutation"},
+                          {"error", "the kernel wrote into " + label +
+                                        " (inputs are read-only: their pages are mapped "
+                                        "read-only during the call, so even a write that is "
+                                        "undone before returning faults)"}}
+                         .dump() + "\n";
+      r.band_reply = json{{"ok", false},
+                          {"guard", "guard_band"},
+                          {"error", "the kernel wrote past the bounds of " + label +
+                                        " into its read-only guard band"}}
+                         .dump() + "\n";
+      g_read_only.push_back(std::move(r));
+    }
+  }
+  ~ReadOnlyInputs() {
+    for (const auto& r : g_read_only)
+      ::mprotect(reinterpret_cast<void*>(r.lo), r.hi - r.lo, PROT_READ | PROT_WRITE);
+    g_read_only.clear();
+  }
+  ReadOnlyInputs(const ReadOnlyInputs&) = delete;
+  ReadOnlyInputs& operator=(const ReadOnlyInputs&) = delete;
 };
 
 /// Poison pattern and element size for a dtype (protocol.h): NaN payloads, 0xff otherwise.
@@ -156,10 +297,8 @@ std::string check_side(const char* side, const std::vector<DLTensor>& now,
   return {};
 }
 
-// Device guard bands: the same size and byte pattern as the parent's host bands
-// (RunnerClient::kGuardBytes / kGuardByte, checked equal in client.cpp).
+// Device guard bands: the same size and pattern as the parent's host bands (protocol.h).
 constexpr std::size_t kBandBytes = vb::runner::kGuardBandBytes;
-constexpr unsigned kBandByte = vb::runner::kGuardBandByte;
 
 // A timed launch whose host wall time exceeds twice its event time plus this much escaped the
 // events (work on another stream). Launch + synchronization cost 5-50 us on current GPUs.
@@ -198,6 +337,14 @@ json do_call(State& st, const json& cmd) {
   const auto warmup_set = cmd.value("warmup_set", std::size_t{0});
   const auto order = cmd.value("order", std::vector<std::size_t>{0});
   const bool verify = cmd.value("verify", false);
+  // Stepped (issue 18 classes 7 and 8): the parent reveals each timed set's inputs just
+  // before its call, while this process is stopped. Before each timed call and after the last
+  // one the runner reports {"step": j} and stops itself (SIGSTOP: every thread of the process,
+  // the candidate's included, stands still); the parent snapshots the outputs of the call
+  // that just returned, writes the next set's inputs and poisoned outputs with the caches
+  // flushed, sends {"op":"go"} and continues the process. No thread of the kernel can see a
+  // timed set's inputs before its call, or do work between calls.
+  const bool stepped = cmd.value("stepped", false);
   for (std::size_t s : order)
     if (s >= sets.size()) return {{"ok", false}, {"error", "set index out of range"}};
   if (warmup_set >= sets.size()) return {{"ok", false}, {"error", "warm-up set out of range"}};
@@ -228,11 +375,16 @@ json do_call(State& st, const json& cmd) {
   if (staged) {
     // Stage in: bands (the whole span) filled, inputs copied, outputs poisoned, on the device.
     const auto s0 = Clock::now();
-    std::string e = dev.fill(lo, kBandByte, 1, hi - lo);
+    // The span starts and ends at even offsets (bands are whole 16-bit words).
+    std::string e = dev.fill(lo, vb::runner::kGuardBandWord, 2, (hi - lo) / 2);
     if (e.empty()) e = dev.synchronize();
-    for (const auto& ts : sets)
+    // Stepped: only the warm-up set's inputs exist yet; each timed set is staged at its step.
+    for (std::size_t s = 0; s < sets.size(); ++s) {
+      if (stepped && s != warmup_set) continue;
+      const auto& ts = sets[s];
       for (std::size_t i = 0; i < ts.in.size() && e.empty(); ++i)
         e = dev.to_device(ts.in_off[i], st.arena + ts.in_off[i], ts.in_bytes[i]);
+    }
     for (const auto& ts : sets)
       if (e.empty()) e = poison_outputs(ts);
     if (!e.empty()) return device_fault(st, "staging the inputs: " + e);
@@ -280,6 +432,58 @@ json do_call(State& st, const json& cmd) {
     return {};
   };
 
+  // Inputs read-only for the whole command where the kernel works on the arena itself.
+  std::vector<std::tuple<char*, std::size_t, std::string>> inputs;
+  if (!dev.separate_memory())
+    for (std::size_t s = 0; s < sets.size(); ++s)
+      for (std::size_t i = 0; i < sets[s].in.size(); ++i)
+        inputs.emplace_back(st.arena + sets[s].in_off[i], sets[s].in_bytes[i],
+                            "input " + std::to_string(i) + " of tensor set " + std::to_string(s));
+  const ReadOnlyInputs read_only(inputs);
+
+  // One stop point of a stepped call: report step `j` (with the staging time of the call
+  // before it), stop, and on continuing require the parent's "go".
+  long long step_staging_ns = 0;
+  auto step = [&](std::size_t j) -> json {
+    const std::string line =
+        json{{"ok", true}, {"step", j}, {"staging_ns", step_staging_ns}}.dump() + "\n";
+    write_all(vb::runner::kReplyFd, line.data(), line.size());
+    step_staging_ns = 0;
+    ::kill(::getpid(), SIGSTOP);
+    char* buf = nullptr;
+    std::size_t cap = 0;
+    const ssize_t n = ::getline(&buf, &cap, st.commands);
+    std::string got = n > 0 ? std::string(buf, static_cast<std::size_t>(n)) : std::string();
+    std::free(buf);
+    try {
+      if (json::parse(got).value("op", "") == "go") return {};
+    } catch (const std::exception&) {
+    }
+    return {{"ok", false}, {"error", "stepped call: expected {\"op\":\"go\"}, got " + got}};
+  };
+  // Stepped, device with separate memory: stage set `s` in (inputs, poisoned outputs, caches
+  // flushed) before its call, and its inputs and outputs out after it, for the parent.
+  auto stage_set = [&](const TensorSet& ts, bool in) -> std::string {
+    const auto s0 = Clock::now();
+    std::string e;
+    if (in) {
+      for (std::size_t i = 0; i < ts.in.size() && e.empty(); ++i)
+        e = dev.to_device(ts.in_off[i], st.arena + ts.in_off[i], ts.in_bytes[i]);
+      if (e.empty()) e = poison_outputs(ts);
+      if (e.empty()) e = dev.flush_caches();
+    } else {
+      e = dev.synchronize();
+      for (std::size_t i = 0; i < ts.in.size() && e.empty(); ++i)
+        e = dev.to_host(st.arena + ts.in_off[i], ts.in_off[i], ts.in_bytes[i]);
+      for (std::size_t i = 0; i < ts.out.size() && e.empty(); ++i)
+        e = dev.to_host(st.arena + ts.out_off[i], ts.out_off[i], ts.out_bytes[i]);
+    }
+    const auto d = std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - s0);
+    step_staging_ns += d.count();
+    staging_ns += d.count();
+    return e;
+  };
+
   const auto loop0 = Clock::now();
   for (int w = 0; w < warmup; ++w) {
     long long ns = 0;
@@ -287,7 +491,14 @@ json do_call(State& st, const json& cmd) {
     if (!err.is_null()) return err;
   }
   const auto timed0 = Clock::now();
-  for (std::size_t s : order) {
+  for (std::size_t j = 0; j < order.size(); ++j) {
+    const std::size_t s = order[j];
+    if (stepped) {
+      if (auto err = step(j); !err.is_null()) return err;
+      if (staged)
+        if (auto e = stage_set(sets[s], true); !e.empty())
+          return device_fault(st, "staging set " + std::to_string(s) + " in: " + e);
+    }
     long long ns = 0;
     // The runner's own cross-check applies to the timing protocol's calls (warmup > 0): the
     // single call of a correctness case may pay one-time costs such as lazy module loading.
@@ -295,7 +506,12 @@ json do_call(State& st, const json& cmd) {
     if (!err.is_null()) return err;
     busy += ns;
     times.push_back(ns);
+    if (stepped && staged)
+      if (auto e = stage_set(sets[s], false); !e.empty())
+        return device_fault(st, "staging set " + std::to_string(s) + " out: " + e);
   }
+  if (stepped)
+    if (auto err = step(order.size()); !err.is_null()) return err;
   const long long timed_ns =
       std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - timed0).count();
   if (!order.empty() && 2 * escaped > static_cast<int>(order.size()))
@@ -410,12 +626,22 @@ int main(int argc, char** argv) {
     }
   }
   st.dev = vb::runner::make_runner_device(flavour, gpu_budget);
+  // Under compute-sanitizer (--keep-fds) its injected agent owns the process: no filter.
+  if (!keep_fds)
+    if (const std::string e = forbid_new_processes(); !e.empty())
+      std::fprintf(stderr, "vladbud-runner: candidates may create processes (%s)\n", e.c_str());
   if (!keep_fds) ::syscall(SYS_close_range, vb::runner::kLibraryFd + 1, ~0U, 0);  // no others
   FILE* in = ::fdopen(vb::runner::kCommandFd, "r");
   if (!in) {
     std::fprintf(stderr, "vladbud-runner: must be started by the evaluator (no command pipe)\n");
     return 2;
   }
+  st.commands = in;
+  struct sigaction sa {};
+  sa.sa_sigaction = on_segv;
+  sa.sa_flags = SA_SIGINFO;
+  ::sigemptyset(&sa.sa_mask);
+  ::sigaction(SIGSEGV, &sa, nullptr);
   char* buf = nullptr;
   std::size_t cap = 0;
   while (::getline(&buf, &cap, in) > 0) {

@@ -1,8 +1,8 @@
 """`python -m vladbud.kernelbench REQUEST.json RESULT.json`: the PyTorch half of
 `vladbud kernelbench` (the C++ CLI finds the problems, writes the workspace and scores).
 
-REQUEST {"action": "map", "problem": FILE, "label": "level1/23_Softmax"} -> map_problem's result
-  plus "model_new" (the ModelNew source: a VladBud kernel call through the layout step when
+REQUEST {"action": "map", "problems": [{"problem": FILE, "label": "level1/23_Softmax"}]} ->
+  {"results": [...]}, one per problem: map_problem's result plus "model_new" (the ModelNew source: a VladBud kernel call through the layout step when
   mapped, else the problem's Model renamed, as a starting point) and "program_kb" (the agent's
   instructions, Markdown).
 REQUEST {"action": "bench", ...} -> kb_eval.evaluate (its docstring lists the fields).
@@ -58,16 +58,19 @@ def program_kb(m, problem, label):
                            level=level.replace("level", ""), pid=stem.split("_")[0])
 
 
+def _map_one(problem, label):
+    m = map_problem(problem)
+    m["model_new"] = (model_new_source(m, label) if m["mapped"]
+                      else agent_model_new_source(problem, label, m["reason"]))
+    m["program_kb"] = program_kb(m, problem, label)
+    return m
+
+
 def run(req):
     """Dispatches on req["action"] ("map" or "bench"); BridgeError for any other."""
     action = req.get("action")
     if action == "map":
-        m = map_problem(req["problem"])
-        label = req.get("label", req["problem"])
-        m["model_new"] = (model_new_source(m, label) if m["mapped"]
-                          else agent_model_new_source(req["problem"], label, m["reason"]))
-        m["program_kb"] = program_kb(m, req["problem"], label)
-        return m
+        return {"results": [_map_one(p["problem"], p.get("label", p["problem"])) for p in req["problems"]]}
     if action == "bench":
         return evaluate(req)
     raise BridgeError(f"unknown action '{action}' (map, bench)")

@@ -105,11 +105,28 @@ fs::path kb_folder(const fs::path& workspace, const KbProblem& p) {
   return workspace / "kernelbench" / ("level" + std::to_string(p.level)) / p.name;
 }
 
-json kb_setup(const KbProblem& p, const KbSetupOptions& o) {
+namespace {
+json write_setup(const KbProblem& p, const json& m, const Backend& bk, const KbSetupOptions& o);
+}  // namespace
+
+json kb_setup(const KbProblem& p, const KbSetupOptions& o) { return kb_setup(std::vector<KbProblem>{p}, o).at(0); }
+
+std::vector<json> kb_setup(const std::vector<KbProblem>& ps, const KbSetupOptions& o) {
   const Backend* be = find_backend(o.backend);
   if (!be) throw BridgeUsageError("unknown backend '" + o.backend + "'; available: " + backend_names());
-  const json req = {{"action", "map"}, {"problem", fs::absolute(p.file).string()}, {"label", p.label()}};
-  json m = run_bridge("kernelbench", req, scratch_dir(), std::chrono::seconds(600));
+  json list = json::array();
+  for (const auto& p : ps) list.push_back({{"problem", fs::absolute(p.file).string()}, {"label", p.label()}});
+  const json res = run_bridge("kernelbench", {{"action", "map"}, {"problems", list}}, scratch_dir(),
+                              std::chrono::seconds(600 + 60 * ps.size()));
+  std::vector<json> out;
+  for (std::size_t i = 0; i < ps.size(); ++i) out.push_back(write_setup(ps[i], res.at("results").at(i), *be, o));
+  return out;
+}
+
+namespace {
+// Writes the folder of problem `p` from its mapping `m` (python's "map" result).
+json write_setup(const KbProblem& p, const json& m, const Backend& bk, const KbSetupOptions& o) {
+  const Backend* be = &bk;
   const fs::path dir = kb_folder(o.workspace, p);
   fs::create_directories(dir);
   // A re-run replaces what setup wrote and keeps the optimizer's kept versions (best/, history/).
@@ -144,11 +161,13 @@ json kb_setup(const KbProblem& p, const KbSetupOptions& o) {
   }
   write_file_atomic(dir / "problem.json", prob.dump(2) + "\n");
   json out = {{"mapped", m.value("mapped", false)}, {"folder", dir.string()},
+              {"size_label", prob.value("size_label", "")},
               {"ops", m.value("ops", json::array())}, {"label", p.label()}};
   for (const char* k : {"type", "dims", "attrs", "dtype", "layout_steps", "reason"})
     if (m.contains(k)) out[k] = m[k];
   return out;
 }
+}  // namespace
 
 json kb_bench(const KbProblem& p, const KbBenchOptions& o) {
   const Backend* be = find_backend(o.backend);

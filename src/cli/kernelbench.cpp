@@ -67,16 +67,16 @@ void run_list(const KbArgs& a) {
 
 void run_setup(const KbArgs& a) {
   const auto ps = guarded("setup", [&] { return kb_select(a.kb_root, a.level, a.problems); });
+  const auto ms = guarded("setup", [&] { return kb_setup(ps, {a.workspace, a.backend}); });
   nlohmann::json all = nlohmann::json::array();
-  for (const auto& p : ps) {
-    const auto m = guarded("setup", [&] { return kb_setup(p, {a.workspace, a.backend}); });
+  for (std::size_t i = 0; i < ps.size(); ++i) {
+    const auto& p = ps[i];
+    const auto& m = ms[i];
     all.push_back(m);
     if (a.json) continue;
     if (m.value("mapped", false)) {
-      std::string dims;
-      for (auto it = m["dims"].begin(); it != m["dims"].end(); ++it)
-        dims += (dims.empty() ? "" : " ") + it.key() + "=" + std::to_string(it.value().get<long long>());
-      std::cout << fmt::format("{}: {} ({}, {})\n", p.label(), m["type"].get<std::string>(), dims,
+      std::cout << fmt::format("{}: {} ({}, {})\n", p.label(), m["type"].get<std::string>(),
+                               m.value("size_label", ""),
                                m["dtype"].get<std::string>());
       for (const auto& s : m["layout_steps"]) std::cout << "  layout: " << s.get<std::string>() << "\n";
     } else {
@@ -148,10 +148,12 @@ void run_bench(const KbArgs& a) {
 void run_score(const KbArgs& a) {
   const auto ps = guarded("score", [&] { return kb_select(a.kb_root, a.level, a.problems); });
   const auto o = bench_options(a);
-  if (a.setup_missing)
+  if (a.setup_missing) {
+    std::vector<KbProblem> todo;
     for (const auto& p : ps)
-      if (!std::filesystem::exists(kb_folder(a.workspace, p) / "model_new.py"))
-        guarded("score", [&] { return kb_setup(p, {a.workspace, a.backend}); });
+      if (!std::filesystem::exists(kb_folder(a.workspace, p) / "model_new.py")) todo.push_back(p);
+    if (!todo.empty()) guarded("score", [&] { return kb_setup(todo, {a.workspace, a.backend}); });
+  }
   auto progress = progress_printer(a.progress);
   const auto s = kb_score(ps, o, progress);
   const std::string md = kb_score_markdown(s);

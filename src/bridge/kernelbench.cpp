@@ -154,7 +154,9 @@ json write_setup(const KbProblem& p, const json& m, const Backend& bk, const KbS
     prob = {{"kernel", type}, {"dims", m.at("dims")}, {"attrs", m.value("attrs", json::object())},
             {"dtype", m.at("dtype")}, {"size_label", s.label}, {"backend", o.backend},
             {"source", src.filename().string()}, {"starter", starter.string()},
-            {"device", be->device().torch_device()}, {"mapped", true}, {"kernelbench", kb}};
+            {"device", be->device().torch_device()}, {"mapped", true},
+            {"time_share", 1.0},  // the problem's forward is this one kernel
+            {"kernelbench", kb}};
   } else {
     prob = {{"mapped", false}, {"reason", m.value("reason", "")}, {"backend", o.backend},
             {"device", be->device().torch_device()}, {"kernelbench", kb}};

@@ -194,7 +194,8 @@ json kb_bench(const KbProblem& p, const KbBenchOptions& o) {
   req["reps"] = o.reps < 0 ? 0 : o.reps > 0 ? o.reps : (gpu ? 100 : 10);
   json kernel_info;
   // The folder's own ModelNew of a mapped problem calls the folder's kernel: build and bind it.
-  if (fs::exists(dir / "problem.json") && fs::equivalent(cand, dir / "model_new.py")) {
+  if (fs::exists(dir / "problem.json") && fs::exists(dir / "model_new.py") &&
+      fs::equivalent(cand, dir / "model_new.py")) {
     json prob = json::parse(read_file(dir / "problem.json"));
     if (prob.value("mapped", false)) {
       const std::string type = prob.at("kernel").get<std::string>();

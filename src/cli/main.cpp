@@ -47,6 +47,7 @@ int main(int argc, char** argv) {
   vb::cli::add_rank(app);
   vb::cli::add_variants(app);
   vb::cli::add_autotune(app);
+  vb::cli::add_kernelbench(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

@@ -132,6 +132,19 @@ TEST(Evaluator, AKernelThatCannotCreateAProcessIsToldWhy) {
   o.dtypes = {DType::F32};
   const EvalReport r = eval_bad({"spawns_process", "softmax", "", "", ""}, o);
   EXPECT_NE(r.reason.find("could not create a process"), std::string::npos) << r.reason;
+  // bench says what the ladder's rung-0 screen says about the same source (class 9).
+  bool screened = false;
+  for (const auto& w : r.warnings)
+    screened = screened || (w.find("source screen") != std::string::npos &&
+                            w.find("fork") != std::string::npos);
+  EXPECT_TRUE(screened) << "no source-screen warning naming fork";
+}
+
+TEST(Evaluator, ACleanSourceGetsNoSourceScreenWarning) {
+  auto o = test::test_options(/*timing=*/false);
+  o.dtypes = {DType::F32};
+  const EvalReport r = eval_bad({"wrong_last_row", "softmax", "", "", ""}, o);
+  for (const auto& w : r.warnings) EXPECT_EQ(w.find("source screen"), std::string::npos) << w;
 }
 
 TEST(Evaluator, TheSandboxProcessLimitLeavesRoomForLargeThreadTeams) {

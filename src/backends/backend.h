@@ -94,6 +94,16 @@ class Backend {
   /// True when build() fills BuildResult::vectorized_loops from a compiler report (the host
   /// compiler's -fopt-info-vec); default false.
   virtual bool has_vectorization_report() const { return false; }
+  /// The ladder's rung-0 source screen for this backend's language (e.g. the CPU's: process,
+  /// dynamic-loading, file and socket calls, inline asm of another ISA), for a target of this
+  /// machine: one "line N: <what> (<why>)" per finding; default none. `bench` reports the
+  /// findings as warnings (issue 18 class 9: the ladder and the evaluator say the same about a
+  /// source), without changing the verdict, since the evaluator's sandbox already contains
+  /// such calls.
+  virtual std::vector<std::string> screen_source(const std::string& source) const {
+    (void)source;
+    return {};
+  }
   /// The playbook an agent gets in program.md for this backend (Markdown, starting with a
   /// "### Playbook: ..." heading); default "".
   virtual std::string playbook() const { return ""; }

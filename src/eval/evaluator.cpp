@@ -6,6 +6,8 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <fstream>
+#include <sstream>
 #include <memory>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -835,6 +837,16 @@ EvalReport evaluate(const KernelType& type, const Backend& backend,
 
   if (opts.progress) opts.progress(fmt::format("[build] {} ({})", source.string(), backend.name()));
   rep.build = backend.build(source);
+  {
+    // The ladder's source screen says what rung 0 would reject (a warning here: the runner's
+    // sandbox contains process, file and socket calls).
+    std::ifstream f(source);
+    std::stringstream text;
+    text << f.rdbuf();
+    for (const auto& finding : backend.screen_source(text.str()))
+      rep.warnings.push_back("source screen (ladder rung 0 rejects this source for every target): " +
+                             finding);
+  }
   if (!rep.build.ok) {
     rep.verdict = "FAIL";
     rep.failed_stage = "build";

@@ -10,6 +10,7 @@
 #include "backends/cpu/toolchain.h"
 #include "core/paths.h"
 #include "core/process.h"
+#include "ladder/cpu.h"
 #include "runner/protocol.h"
 
 namespace vb {
@@ -24,6 +25,13 @@ class CpuBackend final : public Backend {
   std::string source_extension() const override { return ".cpp"; }
   const Device& device() const override { return cpu_device(); }
   bool has_vectorization_report() const override { return true; }
+  std::vector<std::string> screen_source(const std::string& source) const override {
+#if defined(__aarch64__)
+    return ladder::screen_cpu_source(source, /*aarch64_target=*/true);
+#else
+    return ladder::screen_cpu_source(source, /*aarch64_target=*/false);
+#endif
+  }
 
   std::string playbook() const override {
     return R"(### Playbook: CPU (C++ with OpenMP)

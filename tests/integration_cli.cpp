@@ -41,6 +41,25 @@ TEST(Cli, BenchPrintsGreppableLinesAndAppendsAResultsRow) {
     EXPECT_NE(r.out.find(key), std::string::npos) << key << "\n" << r.out;
   EXPECT_TRUE(fs::exists(d / "results.tsv"));
   EXPECT_NE(read_file(d / "results.tsv").find("\trmsnorm\t"), std::string::npos);
+  // The in-use check ran and agreed (issue 18 class 6).
+  EXPECT_EQ(r.out.find("in-use check skipped"), std::string::npos) << r.out;
+}
+
+// A kernel that detects the harness passes the sandboxed stages and fails in use (class 6).
+TEST(Cli, BenchFailsAKernelThatBehavesDifferentlyInUse) {
+  const auto d = temp_dir("in-use");
+  auto r = vladbud({"bench", "--kernel", "softmax", "--source",
+                    test::bad_kernel("detects_harness").string(), "--quick", "--no-timing",
+                    "--no-pytorch"},
+                   d);
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  EXPECT_NE(r.out.find("guard: in_use"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("stage1_smoke: PASS"), std::string::npos) << r.out;
+  auto skip = vladbud({"bench", "--kernel", "softmax", "--source",
+                       test::bad_kernel("detects_harness").string(), "--quick", "--no-timing",
+                       "--no-pytorch", "--no-in-use"},
+                      d);
+  EXPECT_EQ(skip.exit_code, 0) << skip.out;  // the sandbox alone cannot tell
 }
 
 TEST(Cli, BenchOnABadKernelExitsNonzeroNamingTheGuard) {

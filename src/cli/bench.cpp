@@ -1,4 +1,6 @@
 // `vladbud bench`: evaluate one kernel source (default: the starter) and time it.
+#include <unistd.h>
+
 #include <fmt/format.h>
 #include <algorithm>
 #include <cmath>
@@ -8,6 +10,7 @@
 #include <optional>
 
 #include "bridge/bridge.h"
+#include "bridge/in_use.h"
 #include "cli/commands.h"
 #include "eval/report.h"
 #include "kernels/kernel_type.h"
@@ -19,7 +22,7 @@ struct BenchArgs {
   std::string kernel, source, backend = "cpu", size, dtype, results = "results.tsv",
                               tag = "bench", arch, sanitize;
   bool quick = false, json = false, no_timing = false, timing_only = false, list_sizes = false,
-       progress = false, abi = false, no_pytorch = false;
+       progress = false, abi = false, no_pytorch = false, no_in_use = false;
   std::uint64_t seed = 42, fresh_seed = 0;
   double timeout = 30;
 };
@@ -195,7 +198,28 @@ void run_bench(const BenchArgs& args) {
                 "). Run on a machine that has one (for cuda: an NVIDIA GPU and its driver), use "
                 "--backend cpu, or rank the kernel for absent hardware with `vladbud rank " +
                 kt->name() + " --targets <id>` (e.g. h100-sxm)");
-  const EvalReport r = evaluate(*kt, *be, src, o);
+  EvalReport r = evaluate(*kt, *be, src, o);
+  // The in-use check (issue 18 class 6): a PASS must hold outside the evaluator's sandbox, in
+  // an ordinary process calling the library through torch.ops.vladbud, as a model does.
+  if (r.verdict == "PASS" && !a.no_in_use) {
+    const auto scratch = std::filesystem::temp_directory_path() /
+                         ("vladbud-in-use-" + std::to_string(::getpid()));
+    try {
+      const std::string why = in_use_mismatch(*kt, *be, r.build.library, o.timing_dtype,
+                                              r.fresh_seed ^ 0x1d05e, scratch);
+      if (!why.empty()) {
+        r.verdict = "FAIL";
+        r.guard = "in_use";
+        r.failed_stage = "in_use";
+        r.reason = why + " (the sandboxed stages passed: the kernel behaves differently in use)";
+      }
+    } catch (const std::exception& e) {
+      r.warnings.push_back(std::string("in-use check skipped (") + e.what() +
+                           "); run `bash scripts/setup.sh` for the .venv, or pass --no-in-use");
+    }
+    std::error_code ec;
+    std::filesystem::remove_all(scratch, ec);
+  }
   // The target: the backend's local device (the one the runner used).
   const std::string target = dev.local_target_id(), target_name = dev.local_name();
   // speedup_vs_pytorch: PyTorch on the same device, dtype and shapes, same protocol.
@@ -288,6 +312,10 @@ void add_bench(CLI::App& app) {
               "print progress to stderr even when it is not a terminal");
   c->add_flag("--no-pytorch", args->no_pytorch,
               "skip the PyTorch baseline (speedup_vs_pytorch n/a); it needs the .venv made by setup.sh");
+  c->add_flag("--no-in-use", args->no_in_use,
+              "skip the in-use check: after a PASS, the library is called once more through "
+              "torch.ops.vladbud in an ordinary Python process (your environment, no sandbox) and "
+              "compared with the fp64 oracle; a mismatch FAILs with guard in_use (needs the .venv)");
   c->add_option("--results", args->results, "results.tsv to append to")->capture_default_str();
   c->add_option("--tag", args->tag, "tag column of the results.tsv row")->capture_default_str();
   c->add_option("--seed", args->seed, "default seed of the inputs")->capture_default_str();

@@ -16,7 +16,7 @@ import triton.language as tl
 
 # (BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages) for 16-bit inputs and for fp32.
 CONFIG_16 = (128, 128, 64, 8, 3)
-CONFIG_32 = (128, 64, 32, 8, 3)
+CONFIG_32 = (128, 64, 64, 8, 2)
 GROUP_M = 8
 
 

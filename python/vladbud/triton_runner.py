@@ -271,11 +271,15 @@ class Runner:
         if op == "call":
             try:
                 return self.call(cmd)
-            except InterpreterGap as e:
-                return {"ok": False, "guard": "inconclusive", "error": str(e)}
-            except MemoryError:
-                return {"ok": False, "guard": "memory", "error": "out of memory in the kernel"}
             except Exception as e:  # noqa: BLE001 -- the candidate's error is a verdict
+                # The interpreter wraps errors raised inside a kernel (InterpreterError).
+                gap = e
+                while gap is not None and not isinstance(gap, InterpreterGap):
+                    gap = gap.__cause__ or gap.__context__
+                if gap is not None:
+                    return {"ok": False, "guard": "inconclusive", "error": str(gap)}
+                if isinstance(e, MemoryError):
+                    return {"ok": False, "guard": "memory", "error": "out of memory in the kernel"}
                 where = traceback.extract_tb(e.__traceback__)
                 at = f" (kernel.py:{where[-1].lineno})" if where and where[-1].filename.endswith("kernel.py") else ""
                 return {"ok": False, "guard": "kernel_error",

@@ -114,6 +114,11 @@ def patch_interpreter():
 
     builder.binary_op, builder.unary_op, builder.ternary_op = binary_op, unary_op, ternary_op
     builder.create_fma, builder.create_dot = create_fma, create_dot
+    if not hasattr(builder, "get_bf16"):
+        # A Python scalar in a bf16 expression (x * 2): the interpreter has no bf16 constants.
+        def get_bf16(self, value):
+            refuse("a scalar constant")
+        builder.get_bf16 = get_bf16
     reduce_apply = it.ReduceOps.apply_impl
 
     def apply_impl(self, input):

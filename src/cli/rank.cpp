@@ -50,13 +50,7 @@ void run_rank(const RankArgs& a) {
   }
   try {
     if (be && a.variants.empty()) {
-      // The backend's starter is the one variant.
-      ladder::Variant v;
-      v.name = "starter";
-      v.source = be->starter_source(kt->name());
-      v.backend = be->name();
-      v.description = "the " + be->name() + " starter " + v.source.filename().string();
-      variants.push_back(v);
+      variants.push_back(ladder::starter_variant(*be, *kt));
     } else {
       variants = ladder::load_variants(a.variants.empty() ? ladder::default_variant_dir(kt->name())
                                                           : std::filesystem::path(a.variants));

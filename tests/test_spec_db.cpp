@@ -50,6 +50,7 @@ TEST(SpecDb, RealDatabaseLoadsWithEnoughTargetsAndVendors) {
                          "gb10",
                          "mi250x",
                          "mi300x",
+                         "mi325x",
                          "mi355x",
                          "intel-max-1550",
                          "zen3-epyc",

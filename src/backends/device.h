@@ -11,6 +11,7 @@
 #include <cstddef>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "core/device_kind.h"
 #include "core/dtype.h"
@@ -93,6 +94,31 @@ class Device {
   virtual runner::Flavour runner_flavour() const = 0;
   /// The guard name of an out-of-memory failure on this device ("memory", "gpu_memory").
   virtual std::string oom_guard() const = 0;
+
+  // ---- optional hooks (defaults: a real device run by the C++ runner) ----
+
+  /// The program the runner client starts instead of vladbud-runner, as RunnerClient's launcher
+  /// (RunnerClient::set_launcher): `launcher` (launcher[0] an absolute path, e.g. a Python
+  /// interpreter) runs `program` (e.g. a runner script) with "--backend <flavour>". Both empty
+  /// (default): the C++ runner is executed directly.
+  /// `reachable`: directories the launcher needs to read as the sandbox uid (its installation;
+  /// RunnerClient::set_reachable).
+  struct RunnerProgram {
+    std::vector<std::string> launcher;
+    std::string program;
+    std::vector<std::string> reachable;
+  };
+  virtual RunnerProgram runner_program() const { return {}; }
+  /// True when kernels run under an emulator of the device (e.g. Triton's interpreter on the
+  /// CPU): results are correctness only (ladder rung 2), never a measurement of the device, so
+  /// the evaluator does not time them and `vladbud run` does not list the device as a local
+  /// target. Default false.
+  virtual bool emulated() const { return false; }
+  /// True when the emulator may report a correctness case of problem dtype `dtype` as
+  /// inconclusive (runner guard "inconclusive": it cannot compute that case faithfully, e.g.
+  /// bf16 arithmetic in Triton's interpreter). A case is inconclusive only when this says so;
+  /// for any other dtype such a reply is a FAIL. Default false.
+  virtual bool may_be_inconclusive(DType /*dtype*/) const { return false; }
 };
 
 }  // namespace vb

@@ -9,6 +9,7 @@ namespace vb {
 
 const Backend& cpu_backend();   // backends/cpu/cpu_backend.cpp
 const Backend& cuda_backend();  // backends/cuda/cuda_backend.cpp
+const Backend& triton_backend();  // backends/triton/triton_backend.cpp
 
 namespace {
 
@@ -18,6 +19,7 @@ std::vector<const Backend*> registry_list() {
   return {
       &cpu_backend(),
       &cuda_backend(),
+      &triton_backend(),
   };
 }
 

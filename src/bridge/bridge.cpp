@@ -20,10 +20,7 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 
 std::string bridge_python() {
-  if (const char* p = std::getenv("VB_PYTHON"); p && *p) return p;
-  const fs::path venv = vladbud_home() / ".venv" / "bin" / "python";
-  if (fs::exists(venv)) return venv.string();
-  return "python3";
+  return project_python();
 }
 
 namespace {

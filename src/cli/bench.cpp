@@ -20,7 +20,7 @@ namespace vb::cli {
 namespace {
 struct BenchArgs {
   std::string kernel, source, backend = "cpu", size, dtype, results = "results.tsv",
-                              tag = "bench", arch, sanitize;
+                              tag = "bench", arch, sanitize, check_dtypes;
   bool quick = false, json = false, no_timing = false, timing_only = false, list_sizes = false,
        progress = false, abi = false, no_pytorch = false, no_in_use = false;
   std::uint64_t seed = 42, fresh_seed = 0;
@@ -159,6 +159,21 @@ void run_bench(const BenchArgs& args) {
   if (!dt || !is_floating(*dt) || *dt == DType::F64)
     usage_error("--dtype must be fp16, bf16 or fp32 (got '" + a.dtype + "')");
   o.timing_dtype = *dt;
+  if (!a.check_dtypes.empty()) {
+    // A subset of the correctness dtypes (e.g. fp32 for a quick emulated run); never empty.
+    o.dtypes.clear();
+    std::size_t pos = 0;
+    while (pos <= a.check_dtypes.size()) {
+      const std::size_t end = std::min(a.check_dtypes.find(',', pos), a.check_dtypes.size());
+      const std::string name = a.check_dtypes.substr(pos, end - pos);
+      const auto d = parse_dtype(name);
+      if (!d || !is_floating(*d) || *d == DType::F64)
+        usage_error("--check-dtypes takes fp16, bf16 and fp32 separated by commas (got '" + name +
+                    "' in '" + a.check_dtypes + "')");
+      if (std::find(o.dtypes.begin(), o.dtypes.end(), *d) == o.dtypes.end()) o.dtypes.push_back(*d);
+      pos = end + 1;
+    }
+  }
   if (!a.size.empty()) {
     auto s = kt->find_size(a.size, dev.kind());
     if (!s) {
@@ -297,6 +312,9 @@ void add_bench(CLI::App& app) {
                 "size label to time (default: the type's benchmark size; --list-sizes shows all)");
   c->add_option("--dtype", args->dtype,
                 "dtype of the timed problem: fp16, bf16, fp32 (default fp32, or problem.json's; correctness always runs all three)");
+  c->add_option("--check-dtypes", args->check_dtypes,
+                "dtypes of the correctness stages, comma-separated (default fp16,bf16,fp32), e.g. "
+                "fp32 for a quick run under the Triton interpreter");
   c->add_flag("--quick", args->quick, "fewer sizes per stage and a short timing window");
   c->add_flag("--json", args->json, "print the report as JSON");
   c->add_flag("--no-timing", args->no_timing, "correctness stages only");

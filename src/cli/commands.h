@@ -31,6 +31,7 @@ enum ExitCode : int {
   kTimeout = 3,
   kCrash = 4,
   kInvalid = 5,  ///< correct but the timing is not credible (above the ceiling, cross-check)
+  kInconclusive = 6,  ///< no case failed, but an emulating device could not decide some
 };
 
 /// Maps an evaluation verdict to an exit code.

@@ -14,6 +14,7 @@ int exit_code_for(const std::string& verdict) {
   if (verdict == "TIMEOUT") return kTimeout;
   if (verdict == "CRASH") return kCrash;
   if (verdict == "INVALID") return kInvalid;
+  if (verdict == "INCONCLUSIVE") return kInconclusive;
   return kFail;
 }
 
@@ -30,7 +31,7 @@ int main(int argc, char** argv) {
       "flash_attention, fused_mlp, cross_entropy, rotary_embedding, reduce) on the hardware here,\n"
       "against a float64 oracle and behind an adversarial evaluator.\n\n"
       "Exit codes: 0 PASS (or UNVERIFIED under --timing-only), 1 FAIL, 2 bad usage, 3 TIMEOUT,\n"
-      "4 CRASH, 5 INVALID.",
+      "4 CRASH, 5 INVALID, 6 INCONCLUSIVE (an emulator could not decide some cases; none failed).",
       "vladbud"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "vladbud 0.1.0");

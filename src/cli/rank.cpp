@@ -7,13 +7,14 @@
 #include <sstream>
 
 #include "cli/commands.h"
+#include "backends/backend.h"
 #include "ladder/rank.h"
 
 namespace vb::cli {
 
 namespace {
 struct RankArgs {
-  std::string type, targets, variants, dtype = "fp32", size;
+  std::string type, targets, variants, dtype = "fp32", size, backend;
   int max_rung = 5;
   bool json = false, quick = false;
 };
@@ -39,9 +40,27 @@ void run_rank(const RankArgs& a) {
   }
   if (targets.empty()) usage("--targets needs at least one target id (e.g. neoverse-v2,local)");
   std::vector<ladder::Variant> variants;
+  const Backend* be = nullptr;
+  if (!a.backend.empty()) {
+    be = find_backend(a.backend);
+    if (!be) usage("unknown backend '" + a.backend + "'; available: " + backend_names());
+    // The backend must work here: rung 0 compiles with its toolchain (e.g. triton's Python).
+    if (const std::string why = be->device_unavailable(); !why.empty())
+      usage("--backend " + be->name() + ": " + why);
+  }
   try {
-    variants = ladder::load_variants(a.variants.empty() ? ladder::default_variant_dir(kt->name())
-                                                        : std::filesystem::path(a.variants));
+    if (be && a.variants.empty()) {
+      variants.push_back(ladder::starter_variant(*be, *kt));
+    } else {
+      variants = ladder::load_variants(a.variants.empty() ? ladder::default_variant_dir(kt->name())
+                                                          : std::filesystem::path(a.variants));
+      if (be) {
+        std::erase_if(variants, [&](const ladder::Variant& v) { return v.backend != be->name(); });
+        if (variants.empty())
+          usage("no " + be->source_extension() + " variant in " + a.variants + " for --backend " +
+                be->name());
+      }
+    }
   } catch (const std::invalid_argument& e) {
     usage(e.what());
   }
@@ -78,7 +97,11 @@ void add_rank(CLI::App& app) {
   c->add_option("--targets", args->targets, "comma-separated target ids (spec DB ids, 'local')")
       ->required();
   c->add_option("--variants", args->variants,
-                "directory of variant sources (default kernels/variants/cpu/TYPE)");
+                "directory of variant sources (default kernels/variants/cpu/TYPE, or with --backend "
+                "that backend's starter)");
+  c->add_option("--backend", args->backend,
+                "rank only sources of this backend (" + backend_names() +
+                "); without --variants its starter kernels/<backend>/TYPE");
   c->add_option("--dtype", args->dtype, "dtype of the ranked problem")->capture_default_str();
   c->add_option("--size", args->size, "ranking size label (default: the type's benchmark size)");
   c->add_option("--max-rung", args->max_rung, "stop after this rung (0..5)")->capture_default_str();

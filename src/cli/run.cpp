@@ -98,6 +98,12 @@ void run_run(const RunArgs& a) {
     const Device& dev = be->device();
     const bool host = dev.kind() == DeviceKind::Host;
     if (host ? a.no_cpu : a.no_gpu) continue;
+    if (dev.emulated()) {  // rung 2 (correctness only) is not a measured local target
+      std::cerr << "vladbud run: " << be->name() << " backend skipped (its " << dev.name()
+                << " is an emulator: correctness only, `vladbud bench TYPE --backend "
+                << be->name() << "`)\n";
+      continue;
+    }
     if (host)
       std::cerr << "vladbud run: local target: " << be->name()
                 << "; measuring or loading this machine's ceilings...\n";

@@ -83,4 +83,11 @@ std::string read_file(const fs::path& path) {
   return ss.str();
 }
 
+std::string project_python() {
+  if (const char* p = std::getenv("VB_PYTHON"); p && *p) return p;
+  const std::filesystem::path venv = vladbud_home() / ".venv" / "bin" / "python";
+  if (std::filesystem::exists(venv)) return venv.string();
+  return "python3";
+}
+
 }  // namespace vb

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <filesystem>
+#include <string>
 
 namespace vb {
 
@@ -19,6 +20,10 @@ std::filesystem::path self_exe_dir();
 /// Path of the isolated runner binary: $VB_RUNNER when set, else vladbud-runner next to the
 /// running executable, else next to the build tree's vladbud (VB_BINARY_DIR for tests).
 std::filesystem::path runner_path();
+
+/// The project's Python interpreter (the one with torch and triton): $VB_PYTHON when set, else
+/// <home>/.venv/bin/python (made by scripts/setup.sh) when it exists, else "python3" (PATH).
+std::string project_python();
 
 /// Writes `content` to `path` atomically (temp file in the same directory, fsync, rename).
 /// Throws std::runtime_error naming the path on failure.

@@ -128,7 +128,13 @@ class Session {
       if (exe.empty()) throw std::runtime_error(san->not_found_message());
       runner_.set_sanitizer(exe, o.sanitizer);
     }
-    if (!o.runner_launcher.empty()) runner_.set_launcher(o.runner_launcher, o.runner_binary);
+    if (!o.runner_launcher.empty()) {
+      runner_.set_launcher(o.runner_launcher, o.runner_binary);
+    } else if (auto rp = b.device().runner_program(); !rp.launcher.empty()) {
+      // The device's own runner program (e.g. the Triton interpreter runner, a Python script).
+      runner_.set_launcher(rp.launcher, rp.program);
+      runner_.set_reachable(rp.reachable);
+    }
   }
 
   bool start(const std::string& lib) {
@@ -669,6 +675,9 @@ class Session {
         // A CUDA fault reported by the runner is a crash; escaped event timing is INVALID.
         if (r.guard == "crash") return Failure{"CRASH", "crash", r.message};
         if (r.guard == "timer_cross_check") return Failure{"INVALID", r.guard, r.message};
+        // An emulator that cannot compute the case faithfully (the stage loop accepts it only
+        // for the dtypes the device declares, Device::may_be_inconclusive).
+        if (r.guard == "inconclusive") return Failure{"INCONCLUSIVE", r.guard, r.message};
         return Failure{"FAIL", r.guard.empty() ? "kernel_error" : r.guard, r.message};
     }
     return std::nullopt;
@@ -911,6 +920,8 @@ EvalReport evaluate(const KernelType& type, const Backend& backend,
       if (!opts.quick) stages[4].push_back({sz, d, "normal", rep.fresh_seed, "fresh seed"});
     }
 
+  const Device& device = backend.device();
+  std::string inconclusive;  // the first inconclusive case, "" when none
   for (std::size_t si = 0; si < 5; ++si) {
     StageResult& st = rep.stages[si];
     if (!opts.correctness) {
@@ -927,6 +938,8 @@ EvalReport evaluate(const KernelType& type, const Backend& backend,
     std::optional<Failure> fail;
     const CaseSpec* failed = nullptr;
     std::uint64_t first_hash = 0;
+    int n_inconclusive = 0;
+    std::string first_inconclusive;
     for (const auto& c : stages[si]) {
       Problem p = type.make_problem(c.size, c.dtype);
       s.progress(fmt::format("[{}/5 {}] {} {}{}", si + 1, kStageNames[si], c.size.label,
@@ -963,6 +976,22 @@ EvalReport evaluate(const KernelType& type, const Backend& backend,
       }
       ++st.cases;
       st.max_rel_error = std::max(st.max_rel_error, rel);
+      if (fail && fail->verdict == "INCONCLUSIVE") {
+        if (!device.may_be_inconclusive(c.dtype)) {
+          // Only the device's declared gaps may be inconclusive: anything else is a failure.
+          fail = Failure{"FAIL", "kernel_error",
+                         fmt::format("the runner called a {} case inconclusive, which the {} "
+                                     "device never is for this dtype: {}",
+                                     dtype_name(c.dtype), device.name(), fail->reason)};
+        } else {
+          // Neither pass nor fail: counted, and the stage goes on with its other cases.
+          if (n_inconclusive++ == 0)
+            first_inconclusive = fmt::format("{} {}: {}", c.size.label, dtype_name(c.dtype),
+                                             fail->reason);
+          fail.reset();
+          continue;
+        }
+      }
       if (fail) {
         failed = &c;
         break;
@@ -981,11 +1010,33 @@ EvalReport evaluate(const KernelType& type, const Backend& backend,
       if (failed->seed != opts.seed) rep.reason += fmt::format(" [seed {}]", failed->seed);
       return finish();
     }
+    if (n_inconclusive > 0) {
+      st.status = "INCONCLUSIVE";
+      st.detail = fmt::format("{} of {} cases inconclusive (first: {}){}", n_inconclusive,
+                              st.cases, first_inconclusive,
+                              skipped[si].empty() ? "" : "; " + skipped[si]);
+      if (inconclusive.empty())
+        inconclusive = fmt::format("{}: {}", kStageNames[si], first_inconclusive);
+      continue;
+    }
     st.status = "PASS";
     st.detail = skipped[si];
   }
+  if (!inconclusive.empty()) {
+    // Every conclusive case passed, but some could not be decided here: never a PASS.
+    rep.verdict = "INCONCLUSIVE";
+    rep.guard = "inconclusive";
+    rep.reason = "cases the " + device.name() + " cannot decide (" + inconclusive +
+                 "); the other cases passed";
+    return finish();
+  }
 
   if (!opts.timing) return finish();
+  if (device.emulated()) {
+    s.progress("[timing] skipped: the " + device.name() +
+               " emulates the device; its times say nothing about the kernel's speed");
+    return finish();
+  }
   if (!opts.sanitizer.empty()) {
     s.progress("[timing] skipped: kernels under compute-sanitizer are not timed");
     return finish();

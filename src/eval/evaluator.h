@@ -55,7 +55,7 @@ struct EvalOptions {
 /// One of the five stages (or "build"/"load"/"timing").
 struct StageResult {
   std::string name;          ///< "smoke", "shape_sweep", "stability", "determinism", "edge"
-  std::string status;        ///< "PASS", "FAIL", "SKIP" (with reason), "NOT RUN"
+  std::string status;        ///< "PASS", "FAIL", "SKIP" (with reason), "NOT RUN", "INCONCLUSIVE"
   int cases = 0;             ///< cases run
   double max_rel_error = 0;  ///< worst global relative error seen
   std::string detail;        ///< failure reason or skip reason
@@ -88,7 +88,10 @@ struct EvalReport {
   std::string backend;
   std::filesystem::path source;
   /// "PASS", "FAIL", "TIMEOUT", "CRASH" or "INVALID" (throughput above the ceiling or a
-  /// failed timing cross-check); "UNVERIFIED" when timed with correctness = false.
+  /// failed timing cross-check); "UNVERIFIED" when timed with correctness = false;
+  /// "INCONCLUSIVE" when every conclusive case passed but an emulating device could not decide
+  /// some (Device::may_be_inconclusive, e.g. bf16 arithmetic in Triton's interpreter; guard
+  /// "inconclusive"; the stage's status is "INCONCLUSIVE" too). Never counted as correct.
   std::string verdict = "PASS";
   std::string failed_stage, failed_size, failed_dtype, reason;
   /// The guard or check that fired: poisoned_output, guard_band, input_mutation, fresh_inputs,

@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "ladder/amd.h"
 #include "ladder/nvidia.h"
 
 namespace vb::ladder {
@@ -59,7 +60,8 @@ nlohmann::json ClimbResult::to_json() const {
 }
 
 const std::vector<const TargetClimber*>& all_climbers() {
-  static const std::vector<const TargetClimber*> v{&cpu_climber(), &nvidia_climber()};
+  static const std::vector<const TargetClimber*> v{&cpu_climber(), &nvidia_climber(),
+                                                   &amd_climber()};
   return v;
 }
 

@@ -100,6 +100,18 @@ std::string instantiate_variant(const std::string& source, const TargetSpec& tar
   return header + "\n" + out;
 }
 
+Variant starter_variant(const Backend& backend, const KernelType& type) {
+  Variant v;
+  v.name = "starter";
+  v.source = backend.starter_source(type.name());
+  v.backend = backend.name();
+  v.description = "the " + backend.name() + " starter " + v.source.filename().string();
+  if (!fs::is_regular_file(v.source))
+    throw std::invalid_argument("no " + backend.name() + " starter for " + type.name() + ": " +
+                                v.source.string() + " does not exist");
+  return v;
+}
+
 fs::path default_variant_dir(const std::string& type) {
   return vladbud_home() / "kernels" / "variants" / "cpu" / type;
 }

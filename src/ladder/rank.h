@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "backends/backend.h"
 #include "ladder/ladder.h"
 
 namespace vb::ladder {
@@ -41,6 +42,10 @@ std::string instantiate_variant(const std::string& source, const TargetSpec& tar
 /// description = the first line of the leading // comment). Throws std::invalid_argument when
 /// `dir` does not exist or holds no .cpp file (naming the directory and the fix).
 std::vector<Variant> load_variants(const std::filesystem::path& dir);
+
+/// The starter of `type` for `backend` (kernels/<backend>/<type><ext>) as the one variant of a
+/// ranking, named "starter". Throws std::invalid_argument when the starter file is missing.
+Variant starter_variant(const Backend& backend, const KernelType& type);
 
 /// The default variant directory of a type: <home>/kernels/variants/cpu/<type>.
 std::filesystem::path default_variant_dir(const std::string& type);

@@ -213,6 +213,62 @@ bool under(const std::string& path, const char* dir) {
   return path.compare(0, n, dir) == 0 && (path.size() == n || path[n] == '/');
 }
 
+// Runs in the forked child inside its private mount namespace, before the privilege drop: makes
+// each directory of `reach` readable by the sandbox uid when an ancestor is not (e.g. a Python
+// installed under /root, mode 0700). The topmost such ancestor gets a fresh read-only tmpfs
+// (mode 0755) holding only read-only bind mounts of those directories, so the runner reaches
+// them and nothing else of that ancestor (the rest of the home directory stays invisible).
+// Returns "" or what failed.
+std::string reach_paths(const std::vector<std::string>& reach) {
+  // (blocking ancestor, directory under it, O_PATH descriptor of that directory)
+  struct Item {
+    std::string blocked, path;
+    int fd;
+  };
+  std::vector<Item> items;
+  for (const std::string& p : reach) {
+    if (p.size() < 2 || p.front() != '/') continue;
+    std::string blocked;
+    for (std::size_t s = p.find('/', 1);; s = p.find('/', s + 1)) {
+      const std::string prefix = s == std::string::npos ? p : p.substr(0, s);
+      struct stat st {};
+      if (::stat(prefix.c_str(), &st) != 0) break;
+      if (!(st.st_mode & S_IXOTH) && prefix != p) {
+        blocked = prefix;
+        break;
+      }
+      if (s == std::string::npos) break;
+    }
+    if (blocked.empty()) continue;
+    const int fd = ::open(p.c_str(), O_PATH | O_CLOEXEC);
+    if (fd < 0) return "opening " + p + ": " + std::strerror(errno);
+    items.push_back({blocked, p, fd});
+  }
+  std::vector<std::string> mounted;
+  for (const Item& it : items) {
+    if (std::find(mounted.begin(), mounted.end(), it.blocked) == mounted.end()) {
+      if (::mount("vladbud-reach", it.blocked.c_str(), "tmpfs", MS_NOSUID | MS_NODEV,
+                  "mode=0755,size=1m") != 0)
+        return "mounting a tmpfs on " + it.blocked + ": " + std::strerror(errno);
+      mounted.push_back(it.blocked);
+    }
+    for (std::size_t s = it.path.find('/', it.blocked.size() + 1); s != std::string::npos;
+         s = it.path.find('/', s + 1))
+      ::mkdir(it.path.substr(0, s).c_str(), 0755);
+    ::mkdir(it.path.c_str(), 0755);
+    const std::string src = "/proc/self/fd/" + std::to_string(it.fd);
+    if (::mount(src.c_str(), it.path.c_str(), nullptr, MS_BIND | MS_REC, nullptr) != 0 ||
+        ::mount(nullptr, it.path.c_str(), nullptr, MS_REMOUNT | MS_BIND | MS_RDONLY, nullptr) != 0)
+      return "making " + it.path + " reachable: " + std::strerror(errno);
+    ::close(it.fd);
+  }
+  for (const std::string& m : mounted)
+    if (::mount(nullptr, m.c_str(), nullptr, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV,
+                nullptr) != 0)
+      return "making " + m + " read-only: " + std::strerror(errno);
+  return {};
+}
+
 // Runs in the forked child, before the privilege drop. Gives the runner its own mount and IPC
 // namespaces (with CAP_SYS_ADMIN directly; otherwise inside a new user namespace, which maps
 // every id for root and only our own uid for anyone else), makes every inherited mount read-only (except the kernel's /proc, /sys and /dev), and
@@ -223,7 +279,7 @@ bool under(const std::string& path, const char* dir) {
 // runner, the CUDA MPS pipe directory): they are bind-mounted into the fresh tmpfs. Returns ""
 // on success, else what failed; `*private_tmp` says whether /tmp is the fresh tmpfs.
 std::string private_filesystem(std::size_t tmp_bytes, const std::vector<std::string>& keep,
-                               bool* private_tmp) {
+                               const std::vector<std::string>& reach, bool* private_tmp) {
   *private_tmp = false;
   const uid_t uid = ::geteuid();
   const gid_t gid = ::getegid();
@@ -297,7 +353,7 @@ std::string private_filesystem(std::size_t tmp_bytes, const std::vector<std::str
     ::close(keep_fd[i]);
   }
   if (!unwritable.empty()) return "cannot make the mount " + unwritable + " read-only";
-  return {};
+  return reach_paths(reach);
 }
 
 }  // namespace
@@ -402,7 +458,7 @@ RunnerReply RunnerClient::start(const std::string& library, std::chrono::millise
     // No writable shared file system (issue 18 class 5): results kept in files cannot reach a
     // later runner process. Reported to the parent on `note` (closed by exec).
     bool private_tmp = false;
-    const std::string fs_error = private_filesystem(tmp_bytes, keep_paths, &private_tmp);
+    const std::string fs_error = private_filesystem(tmp_bytes, keep_paths, reach_, &private_tmp);
     const std::string fs_note = fs_error.empty() ? std::string("ok") : fs_error;
     (void)!::write(note_fd, fs_note.data(), fs_note.size());
     ::close(note_fd);

@@ -64,6 +64,13 @@ class RunnerClient {
   /// Takes effect at the next start().
   void set_launcher(std::vector<std::string> prefix, std::string runner);
 
+  /// Directories (absolute paths) the runner must be able to read after dropping to the sandbox
+  /// uid, e.g. the Python installation of a runner script under /root (mode 0700): in the
+  /// runner's private mount namespace their blocking ancestor is replaced by a tmpfs that holds
+  /// only read-only bind mounts of them. Takes effect at the next start(); ignored when the
+  /// runner gets no private file system (then it also keeps the caller's uid).
+  void set_reachable(std::vector<std::string> dirs) { reach_ = std::move(dirs); }
+
   /// True while the child process is running.
   bool alive() const { return pid_ > 0; }
 
@@ -125,6 +132,7 @@ class RunnerClient {
   std::size_t memory_limit_;
   std::vector<std::string> launcher_;  ///< empty: fexecve the runner directly
   std::string launcher_runner_;
+  std::vector<std::string> reach_;  ///< see set_reachable()
   pid_t pid_ = -1;
   int arena_fd_ = -1;
   int cmd_fd_ = -1;

@@ -1,0 +1,108 @@
+// Triton backend (issue 17 step 2): kernels written in Triton (Python, kernels/triton/<type>.py,
+// exporting vb_kernel_run(inputs, outputs, attrs), the Python form of the ABI of DESIGN §3).
+// build() checks a source statically (python/vladbud/triton_build.py check: it parses, defines
+// vb_kernel_run and an @triton.jit kernel; none of the candidate's code runs outside the
+// sandboxed runner) and stores it in the content-hash cache; the "library" the runner loads is
+// that source. Without a GPU the device is Triton's interpreter (backends/triton/
+// triton_device.h), hosted by the Python runner.
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "backends/backend.h"
+#include "backends/triton/toolchain.h"
+#include "backends/triton/triton_device.h"
+#include "core/paths.h"
+#include "core/process.h"
+#include "runner/protocol.h"
+
+namespace vb {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+class TritonBackend final : public Backend {
+ public:
+  std::string name() const override { return "triton"; }
+  std::string source_extension() const override { return ".py"; }
+  const Device& device() const override { return triton_interpreter_device(); }
+
+  std::string toolchain_description() const override {
+    const auto& tc = triton_toolchain();
+    if (!tc.error.empty()) return "triton (unavailable: " + tc.error + ")";
+    return "triton " + tc.version + " (" + tc.python + ")";
+  }
+
+  std::string playbook() const override {
+    return R"(### Playbook: Triton
+1. The source is Python: `vb_kernel_run(inputs, outputs, attrs)` gets contiguous torch tensors
+   in the type's order and launches `@triton.jit` kernels; raise ValueError for a bad call.
+2. Memory-bound kernels (softmax, norms, reductions, RoPE): one program per row (or a few
+   rows), the row in registers when it fits (BLOCK = next power of two of the row), chunked
+   passes for long rows, fp32 statistics; tune BLOCK and num_warps.
+3. Compute-bound kernels (matmul, attention, MLP): tl.dot on BLOCK_M x BLOCK_N x BLOCK_K tiles
+   with an fp32 accumulator, grouped rasterization, num_stages for software pipelining; fp32
+   problems need input_precision="ieee" (TF32 fails the fp32 threshold).
+4. No atomics or split reductions whose order varies: results must be bitwise deterministic.
+)";
+  }
+
+  BuildResult build(const fs::path& source) const override {
+    BuildResult r;
+    std::string src;
+    try {
+      src = read_file(source);
+    } catch (const std::exception& e) {
+      r.diagnostics = std::string(e.what()) + " (check the --source path)";
+      return r;
+    }
+    const auto& tc = triton_toolchain();
+    if (!tc.error.empty()) {
+      r.diagnostics = tc.error;
+      return r;
+    }
+    r.compiler_version = "triton " + tc.version;
+    const std::string material = src + "\n--triton " + tc.version;
+    r.cache_key = runner::hex64(runner::fnv1a64(material.data(), material.size()));
+    const fs::path dir = cache_dir() / "build" / "triton" / r.cache_key;
+    r.library = dir / "kernel.py";
+    r.command = tc.python + " " + triton_build_script().string() + " check " + source.string();
+    if (fs::exists(r.library)) {
+      r.ok = r.cached = true;
+      return r;
+    }
+    const auto pr = run_process({tc.python, triton_build_script().string(), "check", source.string()},
+                                std::chrono::minutes(2));
+    r.seconds = pr.seconds;
+    nlohmann::json j;
+    try {
+      j = nlohmann::json::parse(pr.out);
+    } catch (const std::exception&) {
+      r.diagnostics = "triton_build.py check failed (exit " + std::to_string(pr.exit_code) +
+                      "): " + pr.err + pr.out;
+      return r;
+    }
+    if (!j.value("ok", false)) {
+      r.diagnostics = j.value("diagnostics", std::string("the source check failed"));
+      return r;
+    }
+    fs::create_directories(dir);
+    const fs::path tmp = dir / ("kernel.py.tmp." + std::to_string(::getpid()));
+    write_file_atomic(tmp, src);
+    fs::rename(tmp, r.library);
+    r.ok = true;
+    return r;
+  }
+};
+
+}  // namespace
+
+const Backend& triton_backend() {
+  static const TritonBackend b;
+  return b;
+}
+
+}  // namespace vb

@@ -94,6 +94,10 @@ class Backend {
   /// True when build() fills BuildResult::vectorized_loops from a compiler report (the host
   /// compiler's -fopt-info-vec); default false.
   virtual bool has_vectorization_report() const { return false; }
+  /// Whether a built library of this backend can be bound as torch.ops.vladbud.<type>
+  /// (python/vladbud/kernels.py: a shared library exporting vb_kernel_run), the path a model
+  /// uses; `bench`'s in-use check needs it (issue 18 class 6). Default true.
+  virtual bool serves_torch_ops() const { return true; }
   /// The ladder's rung-0 source screen for this backend's language (e.g. the CPU's: process,
   /// dynamic-loading, file and socket calls, inline asm of another ISA), for a target of this
   /// machine: one "line N: <what> (<why>)" per finding; default none. `bench` reports the

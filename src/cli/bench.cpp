@@ -216,7 +216,10 @@ void run_bench(const BenchArgs& args) {
   EvalReport r = evaluate(*kt, *be, src, o);
   // The in-use check (issue 18 class 6): a PASS must hold outside the evaluator's sandbox, in
   // an ordinary process calling the library through torch.ops.vladbud, as a model does.
-  if (r.verdict == "PASS" && !a.no_in_use) {
+  if (r.verdict == "PASS" && !a.no_in_use && !be->serves_torch_ops())
+    r.warnings.push_back("in-use check not run: backend " + be->name() +
+                         " has no torch.ops.vladbud path yet");
+  if (r.verdict == "PASS" && !a.no_in_use && be->serves_torch_ops()) {
     const auto scratch = std::filesystem::temp_directory_path() /
                          ("vladbud-in-use-" + std::to_string(::getpid()));
     try {

@@ -28,6 +28,8 @@ class TritonBackend final : public Backend {
  public:
   std::string name() const override { return "triton"; }
   std::string source_extension() const override { return ".py"; }
+  // A Triton source reaches a model only once its ahead-of-time path exists (issue 17 step 2).
+  bool serves_torch_ops() const override { return false; }
   const Device& device() const override { return triton_interpreter_device(); }
 
   std::string toolchain_description() const override {

@@ -21,6 +21,10 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 vb="${VB:-}"
 [ -z "$vb" ] && { [ -x "$here/.h200/vladbud" ] && vb="$here/.h200/vladbud" || vb="$here/build/vladbud"; }
 read -r -a types <<<"${RANK_TYPES:-softmax rmsnorm matmul}"  # RANK_TYPES: a subset, e.g. "matmul"
+# VARIANTS: the folder of variant sets (<VARIANTS>/<type>/*.cu); the second blind study (issue 20)
+# uses bench/variants/cuda-blind2 (written by bench/ranking_variants.py).
+vdir="${VARIANTS:-$here/bench/variants/cuda}"
+case "$vdir" in /*) ;; *) vdir="$here/$vdir" ;; esac
 # PRED_OUT: another prediction file (a re-prediction after a model change must not overwrite the
 # blind one); SCORE_OUT: another report for --score.
 pred="${PRED_OUT:-$here/bench/results/ranking-h200-prediction.json}"
@@ -32,19 +36,21 @@ case "$mode" in
   tmp="$(mktemp -d)"
   for t in "${types[@]}"; do
     echo "ranking_cuda: predicting $t for h200 (rungs 0-3, bf16)" >&2
-    "$vb" rank "$t" --targets h200 --variants "$here/bench/variants/cuda/$t" --max-rung 3 \
+    "$vb" rank "$t" --targets h200 --variants "$vdir/$t" --max-rung 3 \
       --dtype bf16 --json >"$tmp/$t.json"
   done
-  python3 - "$tmp" "$pred" "${types[@]}" <<'PY'
-import json, sys, subprocess, datetime, platform
-tmp, out, types = sys.argv[1], sys.argv[2], sys.argv[3:]
+  python3 - "$tmp" "$pred" "$vdir" "${types[@]}" <<'PY'
+import json, os, sys, subprocess, datetime, platform
+tmp, out, vdir, types = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
 def ver(cmd):
     try: return [l for l in subprocess.run(cmd, capture_output=True, text=True).stdout.splitlines() if "release" in l][0]
     except Exception: return ""
 doc = {"date": datetime.datetime.utcnow().strftime("%Y-%m-%dT%H:%M:%SZ"),
        "machine": f"{platform.node()} (no GPU)",
-       "command": "bench/ranking_cuda.sh --predict (vladbud rank TYPE --targets h200 --variants bench/variants/cuda/TYPE --max-rung 3 --dtype bf16 --json)",
-       "tools": {"nvcc": ver(["nvcc", "--version"])}, "types": {}}
+       "command": f"bench/ranking_cuda.sh --predict (vladbud rank TYPE --targets h200 --variants {os.path.relpath(vdir)}/TYPE --max-rung 3 --dtype bf16 --json)",
+       "tools": {"nvcc": ver(["nvcc", "--version"])}, "types": {},
+       "commit": subprocess.run(["git", "describe", "--always", "--dirty"], capture_output=True,
+                                text=True).stdout.strip()}
 for t in types:
     r = json.load(open(f"{tmp}/{t}.json"))
     doc["types"][t] = {}
@@ -67,7 +73,7 @@ PY
   # leaves what it measured.
   tmp="$outdir/ranking-cuda-work"; mkdir -p "$tmp"; t0=$(date +%s)
   list="$tmp/list"
-  for t in "${types[@]}"; do for f in "$here/bench/variants/cuda/$t"/*.cu; do echo "$t $f"; done; done >"$list"
+  for t in "${types[@]}"; do for f in "$vdir/$t"/*.cu; do echo "$t $f"; done; done >"$list"
   # The work folder rides on every line: xargs hands it to sh -c as $3 (the quick checks' JSON
   # went nowhere when it was appended only after them: run of 2026-12-01).
   sed -i "s|\$| $tmp|" "$list"

@@ -14,6 +14,8 @@ Kendall tau (Kendall 1938) over the pairs whose measured medians differ by more 
 half-spread (p90 - p10) / 2 of the two (closer pairs are noise); a pair the prediction ties
 (equal estimates) counts as neither concordant nor discordant; tau = (C - D) / pairs scored.
 Top-1 regret = (measured time of the predicted best - measured best) / measured best.
+In band: the variants whose measured median lies inside the prediction's [low_us, high_us].
+Writes FILE.md and, beside it, FILE.json (the same scores for machines).
 Variants whose measured verdict is not PASS / UNVERIFIED / INVALID are left out (listed).
 """
 import argparse
@@ -50,7 +52,9 @@ def score_type(pred_rows, meas):
     regret = ((M[best_p]["median_us"] - M[best_m]["median_us"]) / M[best_m]["median_us"]
               if vs else float("nan"))
     left_out = sorted(set(meas) - set(M))
-    return {"variants": len(vs), "pairs": n, "concordant": c, "discordant": d, "tau": tau,
+    in_band = sum(1 for v in vs if P[v].get("low_us") is not None and P[v].get("high_us") is not None
+                  and P[v]["low_us"] <= M[v]["median_us"] <= P[v]["high_us"])
+    return {"variants": len(vs), "in_band": in_band, "pairs": n, "concordant": c, "discordant": d, "tau": tau,
             "best_predicted": best_p, "best_measured": best_m, "regret": regret,
             "left_out": left_out}
 
@@ -65,6 +69,9 @@ def main():
                     "appended after the scores, so that re-scoring keeps it")
     a = ap.parse_args()
     pred = json.load(open(a.prediction))
+    doc = {"prediction": a.prediction, "prediction_date": pred["date"],
+           "prediction_command": pred["command"], "prediction_commit": pred.get("commit"),
+           "scored": datetime.datetime.utcnow().strftime("%Y-%m-%dT%H:%M:%SZ")}
     L = [f"# {a.title}", "",
          f"- scored {datetime.datetime.utcnow().strftime('%Y-%m-%d %H:%M UTC')} by "
          f"`bench/ranking_score.py`",
@@ -80,9 +87,11 @@ def main():
             tg = "local-cpu"  # measured JSONs written before prediction_target existed
         L += [f"## {m['target']}: {m['machine']}", "",
               f"- measured {m['date']} in {m.get('seconds', '?')} s: `{m['command']}`", "",
-              "| kernel | variants | pairs scored | tau | top-1 predicted | top-1 measured | regret |",
-              "|---|---|---|---|---|---|---|"]
+              "| kernel | variants | pairs scored | tau | top-1 predicted | top-1 measured | regret | in band |",
+              "|---|---|---|---|---|---|---|---|"]
         C = D = N = 0
+        V = B = 0
+        scores = doc.setdefault("targets", {}).setdefault(m["target"], {"measured": mf, "types": {}})
         regrets = []
         for t, per in m["types"].items():
             if t not in pred["types"] or tg not in pred["types"][t]:
@@ -90,14 +99,19 @@ def main():
                 continue
             s = score_type(pred["types"][t][tg]["ranking"], per)
             C += s["concordant"]; D += s["discordant"]; N += s["pairs"]
+            V += s["variants"]; B += s["in_band"]
+            scores["types"][t] = s
             if not math.isnan(s["regret"]):
                 regrets.append(s["regret"])
             L.append(f"| {t} | {s['variants']} | {s['pairs']} | {s['tau']:.2f} | "
-                     f"{s['best_predicted']} | {s['best_measured']} | {s['regret']:.2f} |"
+                     f"{s['best_predicted']} | {s['best_measured']} | {s['regret']:.2f} | "
+                     f"{s['in_band']}/{s['variants']} |"
                      + (f" left out: {', '.join(s['left_out'])}" if s["left_out"] else ""))
         tau = (C - D) / N if N else float("nan")
         mean_r = sum(regrets) / len(regrets) if regrets else float("nan")
-        L.append(f"| **all** | | {N} | **{tau:.2f}** | | | mean {mean_r:.2f} |")
+        L.append(f"| **all** | {V} | {N} | **{tau:.2f}** | | | mean {mean_r:.2f} | "
+                 f"{B}/{V} ({100 * B / V if V else 0:.0f} %) |")
+        scores.update({"tau": tau, "pairs": N, "mean_regret": mean_r, "in_band": B, "variants": V})
         L += ["", "Measured median (p10-p90) vs predicted estimate, microseconds:", ""]
         for t, per in m["types"].items():
             P = {r["variant"]: r for r in pred["types"].get(t, {}).get(tg, {}).get("ranking", [])}
@@ -115,6 +129,7 @@ def main():
     if a.notes and os.path.exists(a.notes):
         L += [open(a.notes).read().rstrip("\n")]
     open(a.out, "w").write("\n".join(L) + "\n")
+    json.dump(doc, open(os.path.splitext(a.out)[0] + ".json", "w"), indent=1, default=str)
     print("\n".join(L))
 
 

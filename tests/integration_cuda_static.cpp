@@ -5,6 +5,7 @@
 // Builds are cached under the VladBud cache dir keyed by content hash; a cold run compiles each
 // (source, arch) once (about 2-5 s each on 2 cores).
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <future>
@@ -308,6 +309,78 @@ TEST(CudaStatic, MatmulEstimateRestsOnTheWgmmaKernelOnHopper) {
     if (f["name"] == "path" && f["source"].get<std::string>().find("wgmma") != std::string::npos)
       wgmma_path = true;
   EXPECT_TRUE(wgmma_path) << rung(hr, 3).data.dump();
+}
+
+// ---- launch record (issue 20: rung 1's launch geometry, rung 3's model 2) --------------------
+
+TEST(LaunchRecord, RecordsTheGridTheLauncherComputesForEachTarget) {
+  REQUIRE_NVCC();
+  const KernelType& type = *find_kernel_type("softmax");
+  ClimbOptions o;
+  o.max_rung = 3;
+  o.dtype = DType::BF16;
+  for (const std::string id : {"h200", "a100-sxm"}) {
+    SCOPED_TRACE(id);
+    const ClimbResult r =
+        ladder::nvidia_climb_source(fixture("launch_geometry.cu"), type, spec(id), o);
+    ASSERT_FALSE(r.rejected) << r.stop_reason;
+    const auto& rec = rung(r, 1).data["launch_record"];
+    if (!rec["available"].get<bool>()) GTEST_SKIP() << rec["why"].get<std::string>();
+    ASSERT_TRUE(rec["ok"].get<bool>()) << rec.dump();
+    ASSERT_EQ(rec["launches"].size(), 1u) << rec.dump();
+    const auto& l = rec["launches"][0];
+    // The launcher asked the stand-in runtime for the SM count and the occupancy at 256
+    // threads + 4 KiB of dynamic shared memory: both are the target's.
+    const long per_sm = rung(r, 1).data["occupancy"]["blocks_per_sm"].get<long>();
+    EXPECT_EQ(rung(r, 1).data["dynamic_shared_memory"], 4096);
+    EXPECT_EQ(l["block"][0], 256);
+    EXPECT_EQ(l["dynamic_smem"], 4096);
+    EXPECT_EQ(l["grid"][0].get<long>(), std::min<long>(8192, spec(id).compute_units * per_sm));
+    EXPECT_EQ(rec["memset_bytes"].get<long>(), 8192L * 8192 * 2);
+    EXPECT_EQ(rung(r, 3).tool_version, "vb-nvidia-model-2");
+  }
+}
+
+TEST(LaunchRecord, ALauncherThatReadsDeviceMemoryIsReportedAndTheModelFallsBack) {
+  REQUIRE_NVCC();
+  const KernelType& type = *find_kernel_type("softmax");
+  ClimbOptions o;
+  o.max_rung = 3;
+  const ClimbResult r =
+      ladder::nvidia_climb_source(fixture("launch_reads_device.cu"), type, spec("h200"), o);
+  ASSERT_FALSE(r.rejected) << r.stop_reason;
+  const auto& rec = rung(r, 1).data["launch_record"];
+  if (!rec["available"].get<bool>()) GTEST_SKIP() << rec["why"].get<std::string>();
+  EXPECT_FALSE(rec["ok"].get<bool>());
+  EXPECT_NE(rec["error"].get<std::string>().find("crashed"), std::string::npos) << rec.dump();
+  EXPECT_EQ(rung(r, 3).tool_version, "vb-nvidia-model-1");
+}
+
+TEST(LaunchRecord, ACappedGridIsEstimatedSlowerThanAFullOne) {
+  // Model 2 sees what model 1 could not: the same row kernel with its grid capped at 2 blocks
+  // per SM supplies fewer bytes in flight than with 16 (bench/results/ranking-h200.md: such
+  // variants ran at 13 % of the copy bandwidth).
+  REQUIRE_NVCC();
+  if (ladder::find_cuobjdump().empty()) GTEST_SKIP() << "cuobjdump not installed (no SASS mix)";
+  const KernelType& type = *find_kernel_type("rmsnorm");
+  const std::string starter = read_file(vladbud_home() / "kernels" / "cuda" / "rmsnorm.cu");
+  const fs::path dir = fs::temp_directory_path() / ("vb_launch_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  write_file_atomic(dir / "capped.cu", "#define MAX_BLOCKS_PER_SM 2\n#define BLOCK_THREADS 64\n" + starter);
+  ClimbOptions o;
+  o.max_rung = 3;
+  o.dtype = DType::BF16;
+  auto f = std::async(std::launch::async, [&] {
+    return ladder::nvidia_climb_source(vladbud_home() / "kernels" / "cuda" / "rmsnorm.cu", type,
+                                       spec("h200"), o);
+  });
+  const ClimbResult capped = ladder::nvidia_climb_source(dir / "capped.cu", type, spec("h200"), o);
+  const ClimbResult full = f.get();
+  fs::remove_all(dir);
+  ASSERT_TRUE(capped.estimate && full.estimate);
+  if (rung(full, 3).tool_version != "vb-nvidia-model-2") GTEST_SKIP() << "no launch record";
+  EXPECT_GT(capped.estimate->time_us, 1.5 * full.estimate->time_us)
+      << rung(capped, 3).summary << "\n" << rung(full, 3).summary;
 }
 
 INSTANTIATE_TEST_SUITE_P(AllTypes, CudaStarterStatic,

@@ -167,6 +167,9 @@ TEST(SassMix, TensorCoreTileWithCpAsyncAndLdmatrix) {
   EXPECT_EQ(m.ffma, 0);
   EXPECT_EQ(m.ldl + m.stl, 0);
   EXPECT_EQ(m.tensor_core(), 10);
+  // 10 LDSM.16.M88.4 x 512 B; the 15 LDS are `@!PT LDS RZ, [RZ]` padding (never executed).
+  EXPECT_EQ(m.smem_read_bytes, 10 * 512);
+  EXPECT_DOUBLE_EQ(m.hmma_flops, 10 * 2.0 * 16 * 8 * 16);  // HMMA.16816
   // By base opcode: IMAD.SHL.U32 22 + IMAD.MOV.U32 6 + IMAD 6 + IMAD.WIDE.U32 1 + IMAD.IADD 1.
   EXPECT_EQ(m.opcodes.at("IMAD"), 36);
 }
@@ -419,7 +422,7 @@ TEST(GpuEstimate, LowOccupancyScalarLoadsAndSpillsCostBandwidthAndWidenTheBand) 
   }());
   ASSERT_EQ(in.occupancy.active_warps, 4);
   const GpuEstimate low = estimate_gpu_time(in, spec("h100-sxm"));
-  // 4 warps x 32 x 4 B x 4 loads = 2048 B vs 3350/132 x 600 = 15227 B needed -> 0.1345.
+  // 4 warps x 32 x 4 B x 4 loads = 2048 B vs 3350/132 x 1000 = 25379 B needed -> 0.081.
   EXPECT_GT(low.time_us, full.time_us * 5);
   bool has_local = false;
   for (const auto& f : low.factors)
@@ -465,6 +468,58 @@ TEST(GpuEstimate, TensorCorePeakOnlyForSixteenBitWithMmaInTheSass) {
     }
   EXPECT_TRUE(path);
   EXPECT_NEAR(h.ideal_compute_us, in.flops / (989.4 * 1e6), 1e-6);
+}
+
+TEST(GpuEstimate, LaunchGeometryModelsGridCapsWavesAndSharedMemory) {
+  // Model 2: the same streaming kernel with a grid of 2 blocks per SM has fewer bytes in flight
+  // than the theoretical occupancy promises; a grid of a quarter wave leaves SMs idle.
+  const auto spill = parse_sass_mix(fixture("sass_spill_sm90a.txt"))[0];
+  GpuEstimateInput in;
+  in.bytes = 1e9;
+  in.flops = 1e6;
+  in.mix = spill;
+  in.mix->ldl = in.mix->stl = 0;  // no spills: isolate the geometry
+  in.occupancy = full_occupancy("h100-sxm", 256, 32);
+  in.arch = "sm_90a";
+  const GpuEstimate theoretical = estimate_gpu_time(in, spec("h100-sxm"));
+  LaunchGeometry g;
+  g.threads = 256;
+  g.blocks_per_sm = in.occupancy.blocks_per_sm;
+  g.blocks = 132L * 8;  // a full grid (h100-sxm has 132 SMs)
+  in.launch = g;
+  const GpuEstimate full = estimate_gpu_time(in, spec("h100-sxm"));
+  in.launch->blocks = 33;  // a quarter of the SMs busy
+  const GpuEstimate few = estimate_gpu_time(in, spec("h100-sxm"));
+  EXPECT_NEAR(full.time_us, theoretical.time_us, 0.05 * theoretical.time_us);
+  EXPECT_GT(few.time_us, 3 * full.time_us);
+  // Compute-bound: 1.5 waves of tiles waste a quarter of the second wave's SMs.
+  GpuEstimateInput c;
+  c.flops = 2.0 * 4096 * 4096 * 4096;
+  c.bytes = 3.0 * 4096 * 4096 * 2;
+  c.dtype = DType::F16;
+  c.mix = parse_sass_mix(fixture("sass_wmma_hgemm_sm80.txt"))[0];
+  c.occupancy = full_occupancy("a100-sxm", 128, 25);
+  c.arch = "sm_80";
+  LaunchGeometry t;
+  t.threads = 128;
+  t.blocks_per_sm = c.occupancy.blocks_per_sm;
+  t.blocks = 108 * 3 / 2;  // a100-sxm: 108 SMs
+  c.launch = t;
+  const GpuEstimate tiles = estimate_gpu_time(c, spec("a100-sxm"));
+  bool waves = false, smem = false;
+  for (const auto& f : tiles.factors) {
+    if (f.name == "waves") {
+      waves = true;
+      EXPECT_NEAR(f.value, 1.5 / 2, 1e-9);
+    }
+    if (f.name == "smem") {
+      smem = true;  // 5120 B per 40960 FLOPs = 0.125 B/FLOP at 128 B/clk x 108 SMs
+      EXPECT_GT(f.value, 0);
+      EXPECT_LE(f.value, 1);
+    }
+  }
+  EXPECT_TRUE(waves);
+  EXPECT_TRUE(smem);
 }
 
 TEST(GpuEstimate, RejectsBadInput) {

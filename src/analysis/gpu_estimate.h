@@ -13,8 +13,11 @@
 //               NVIDIA target (heuristic transfer).
 //   in_flight   Little's law (bytes in flight = bandwidth x latency; Little 1961, applied to
 //               GPUs by Volkov, "Better Performance at Lower Occupancy", GTC 2010): needed per SM
-//               = (bandwidth / SMs) x 600 ns DRAM latency (heuristic, the order of published
-//               pointer-chase measurements on A100/H100); supplied = active warps x 32 threads x
+//               = (bandwidth / SMs) x 1000 ns loaded DRAM latency (fitted on the first blind
+//               study's measurements, bench/results/ranking-cuda-measured-h200.json: 600, 1000,
+//               1500 and 2000 ns tried, 1000-1500 ordered softmax/rmsnorm best; unloaded
+//               pointer-chase latencies on H100 are ~500-700 ns, Luo et al. 2024, and grow
+//               under load); supplied = active warps x 32 threads x
 //               mean bytes per LDG (16 for LDG.E.128: this is where 128-bit loads pay) x loads
 //               in flight per thread (the LDG count of the kernel, clamped to 1..4, heuristic).
 //               Kernels staging through cp.async (LDGSTS) or TMA count as 1 (the copies are
@@ -43,7 +46,32 @@
 //               cover the ~4-cycle FFMA latency with ILP, heuristic).
 //   t_launch    2 us per call (heuristic: launch-to-completion floor of a kernel).
 //
-// Band (heuristic): x0.7 .. x1.6 of t when the estimate rests on ptxas + SASS; each of these
+// Model 2 (vb-nvidia-model-2), when the launch geometry is known (rung 1's launch record):
+//   resident    blocks resident per SM = min(occupancy blocks per SM, grid / SMs), and only
+//               min(grid, SMs) SMs busy: a small or capped grid supplies fewer warps than the
+//               theoretical occupancy (the in_flight and latency terms use these warps).
+//   in_flight   loads in flight per thread = the launched kernel's LDG count clamped to 1..8
+//               (heuristic: the loads of an unrolled body issue back to back), and per block at
+//               most one row of the first input (a block works on one row at a time: model 2's
+//               row cap, which ordered study 1's softmax/rmsnorm at tau 0.59/0.70 against
+//               0.50/0.40 without it); an SM can pull at
+//               most 64 B/clk from L2 (heuristic, the order of the L2-to-SM bandwidth of
+//               A100/H100 microbenchmarks, Jia et al. 2018 / Luo et al. 2024), so a grid of
+//               few SMs cannot reach the DRAM bandwidth.
+//   phases      memory-bound kernels with block barriers: every BAR of the kernel's SASS is a
+//               phase in which the block issues no loads; duty = 1 / (1 + BAR x 0.25 x warps per
+//               block / 32) (heuristic: a barrier round costs ~the time of a DRAM round trip
+//               when the block has 32 warps, proportionally less for smaller blocks).
+//   waves       compute-bound: w = grid / SMs; efficiency w / ceil(w) (the last wave's idle SMs;
+//               wave quantization, NVIDIA "GPU Performance Background" user guide).
+//   smem        mma.sync: shared-memory bytes read per FLOP from the SASS (LDSM/LDS bytes over
+//               HMMA FLOPs) against 128 B/clk per SM (the shared-memory bandwidth of Volta to
+//               Hopper: 32 banks x 4 B per clock, CUDA C++ Programming Guide).
+//   launch      2 us for the first launch, 1 us for each further launch in the call (heuristic).
+//
+// Band (heuristic): x0.7 .. x1.6 of t when the estimate rests on ptxas + SASS (model 2: x0.9 ..
+// x2.25, the 10th-90th percentile of measured/estimated over the first blind study's 32
+// variants, bench/results/ranking-cuda-measured-h200.json); each of these
 // widens it (low x0.9, high x1.25): block size assumed, no SASS mix, a heuristic tensor-core
 // path factor, in_flight < 0.5, local-memory traffic, a spec peak or bandwidth marked
 // unverified.
@@ -62,6 +90,19 @@
 
 namespace vb::analysis {
 
+/// The launch geometry of the kernel the estimate rests on, as rung 1's launch record found it
+/// (src/ladder/launch_record.h): exact for the target, without a GPU.
+struct LaunchGeometry {
+  long blocks = 0;        ///< grid size of the main kernel's launch(es), summed
+  int threads = 0;        ///< threads per block
+  int blocks_per_sm = 0;  ///< resident blocks per SM (occupancy at this block size and dynamic smem)
+  int launches = 1;       ///< kernel launches in one call (each adds launch overhead)
+  double memset_bytes = 0;  ///< bytes written by cudaMemset(Async) in one call
+  /// Bytes of one row of the first input (its last dimension): a block working on one row at a
+  /// time cannot have more than this in flight. 0 = unknown (no cap).
+  double row_bytes = 0;
+};
+
 /// What the estimate knows about one kernel call.
 struct GpuEstimateInput {
   double flops = 0;      ///< of one call (KernelType::flops)
@@ -71,6 +112,7 @@ struct GpuEstimateInput {
   Occupancy occupancy;         ///< of that kernel at its block size
   bool block_size_assumed = false;  ///< no launch bound / declared parameter: 256 assumed
   std::string arch;            ///< "sm_90a" (the target's isa)
+  std::optional<LaunchGeometry> launch;  ///< absent: the grid is unknown (model 1 terms only)
 };
 
 /// One multiplicative factor of the model.

@@ -45,12 +45,28 @@ std::string opcode_of(std::string_view line) {
   return std::string(rest.substr(0, end));
 }
 
-void count(SassMix& m, const std::string& op) {
+// `never`: the instruction is guarded by @!PT (never executed: ptxas's padding idiom).
+void count(SassMix& m, const std::string& op, bool never) {
   const std::string base = op.substr(0, op.find('.'));
   if (base == "NOP") return;
   ++m.total;
   ++m.opcodes[base];
-  if (base == "HMMA") ++m.hmma;
+  if (base == "HMMA") {
+    ++m.hmma;
+    // HMMA.16816.F32.BF16: the first all-digit modifier is m n k (16 8 16 or 16 8 8).
+    std::size_t p = op.find('.');
+    while (p != std::string::npos) {
+      const std::size_t q = op.find('.', p + 1);
+      const std::string mod = op.substr(p + 1, q == std::string::npos ? std::string::npos : q - p - 1);
+      if (!mod.empty() && mod.find_first_not_of("0123456789") == std::string::npos) {
+        if (mod == "16816") m.hmma_flops += 2.0 * 16 * 8 * 16;
+        else if (mod == "1688") m.hmma_flops += 2.0 * 16 * 8 * 8;
+        else if (mod == "884") m.hmma_flops += 2.0 * 8 * 8 * 4;
+        break;
+      }
+      p = q;
+    }
+  }
   else if (base == "HGMMA") ++m.hgmma;
   else if (base == "IMMA" || base == "IGMMA") ++m.imma;
   else if (base == "QGMMA") ++m.qgmma;
@@ -69,9 +85,14 @@ void count(SassMix& m, const std::string& op) {
     if (has_modifier(op, "256")) (load ? m.ldg_256 : m.stg_256)++;
     else if (has_modifier(op, "128")) (load ? m.ldg_128 : m.stg_128)++;
     else if (has_modifier(op, "64")) (load ? m.ldg_64 : m.stg_64)++;
-  } else if (base == "LDS") ++m.lds;
-  else if (base == "STS") ++m.sts;
-  else if (base == "LDSM") ++m.ldsm;
+  } else if (base == "LDS") {
+    ++m.lds;
+    if (!never) m.smem_read_bytes += has_modifier(op, "128") ? 512 : has_modifier(op, "64") ? 256 : 128;
+  } else if (base == "STS") ++m.sts;
+  else if (base == "LDSM") {
+    ++m.ldsm;
+    m.smem_read_bytes += has_modifier(op, "4") ? 512 : has_modifier(op, "2") ? 256 : 128;
+  }
   else if (base == "LDGSTS") ++m.ldgsts;
   else if (base == "UTMALDG" || base == "UTMASTG" || base == "UBLKCP") ++m.tma;
   else if (base == "LDL") ++m.ldl;
@@ -135,7 +156,7 @@ std::vector<SassMix> parse_sass_mix(std::string_view text) {
       out.push_back(std::move(m));
     } else if (!out.empty()) {
       const std::string op = opcode_of(line);
-      if (!op.empty()) count(out.back(), op);
+      if (!op.empty()) count(out.back(), op, line.find("@!PT ") != std::string_view::npos);
     }
   }
   return out;
@@ -222,6 +243,7 @@ nlohmann::json to_json(const SassMix& m) {
           {"ldsm", m.ldsm},         {"ldgsts", m.ldgsts},   {"tma", m.tma},
           {"ldl", m.ldl},           {"stl", m.stl},         {"mufu", m.mufu},
           {"atomics", m.atomics},   {"barriers", m.barriers},
+          {"smem_read_bytes", m.smem_read_bytes}, {"hmma_flops", m.hmma_flops},
           {"mean_load_bytes", m.mean_load_bytes()}};
 }
 

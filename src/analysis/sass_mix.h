@@ -56,6 +56,13 @@ struct SassMix {
   long mufu = 0;          ///< MUFU (exp2, rcp, rsqrt, ...)
   long atomics = 0;       ///< ATOM / ATOMG / RED / ATOMS
   long barriers = 0;      ///< BAR
+  /// Shared-memory bytes one warp reads with these instructions (static sum): LDSM.x4 512,
+  /// .x2 256, .x1 128 (8x8 16-bit matrices of 128 B each, PTX ISA "ldmatrix"); LDS.128 512,
+  /// LDS.64 256, other LDS 128 (32 lanes x width).
+  long smem_read_bytes = 0;
+  /// Dense FLOPs one warp issues through HMMA (static sum): 2 x m x n x k of the shape suffix
+  /// (HMMA.16816 = m16n8k16 = 4096; HMMA.1688 = 2048; PTX ISA "mma.sync" shapes).
+  double hmma_flops = 0;
   std::map<std::string, long> opcodes;  ///< base opcode (text before the first '.') -> count
 
   /// Any tensor-core MMA instruction (hmma + hgmma + imma + qgmma + other_mma).

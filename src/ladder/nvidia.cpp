@@ -23,6 +23,7 @@
 #include "core/process.h"
 #include "core/util.h"
 #include "eval/evaluator.h"
+#include "ladder/launch_record.h"
 #include "ladder/rank.h"
 #include "backends/cuda/gpu_ceilings.h"
 #include "targets/nvidia_detect.h"
@@ -188,6 +189,8 @@ std::string nvcc_gencode_for_isa(const std::string& isa) {
   const std::string xx = m[1].str() + m[2].str();
   return "-gencode=arch=compute_" + xx + ",code=sm_" + xx;
 }
+
+std::string cuda_sdk_headers_text() { return sdk_headers_text(); }
 
 CudaStaticBuild compile_cuda_static(const fs::path& source, const std::string& isa) {
   const std::string text = read_file(source);  // throws naming the path
@@ -423,17 +426,64 @@ ClimbResult NvidiaClimber::climb(const KernelType& type, const Variant& variant,
   const bool by_dtype = !cands.empty();
   if (!by_dtype)
     for (const auto& k : kernels) cands.push_back(&k);
+  auto main_key = [](const KernelView* k) {
+    const SassMix* m = k->mix;
+    return std::make_tuple(m ? m->tensor_path_generation() : 0, m ? m->tensor_core() : 0L,
+                           m ? m->ldgsts + m->tma + m->wide_global() : 0L, m ? m->total : 0L,
+                           k->ptxas->registers);
+  };
   const KernelView* main = *std::max_element(
-      cands.begin(), cands.end(), [](const KernelView* a, const KernelView* c) {
-        auto key = [](const KernelView* k) {
-          const SassMix* m = k->mix;
-          return std::make_tuple(m ? m->tensor_path_generation() : 0,
-                                 m ? m->tensor_core() : 0L,
-                                 m ? m->ldgsts + m->tma + m->wide_global() : 0L,
-                                 m ? m->total : 0L, k->ptxas->registers);
-        };
-        return key(a) < key(c);
-      });
+      cands.begin(), cands.end(),
+      [&](const KernelView* a, const KernelView* c) { return main_key(a) < main_key(c); });
+  // The launch record (model 2): the host code run under a stand-in runtime answering for this
+  // target says which kernels launch at the problem's size, with which grid. The main kernel is
+  // then chosen among the launched ones (same key), and its geometry feeds rung 3.
+  const Size rec_size = opts.size ? *opts.size : type.benchmark_size(DeviceKind::Gpu);
+  std::map<std::string, KernelResources> resources;
+  for (const auto& k : kernels)
+    resources[k.ptxas->mangled] = {std::max(0, k.ptxas->registers), k.ptxas->smem_bytes,
+                                   std::max(0L, k.ptxas->stack_frame_bytes),
+                                   k.attrs && k.attrs->max_threads ? *k.attrs->max_threads : 1024};
+  progress(fmt::format("[{} {}] launch record at {}", target.id, variant.name, rec_size.label));
+  const LaunchRecord record =
+      record_launches(variant.source, type.make_problem(rec_size, opts.dtype), target, resources);
+  std::optional<analysis::LaunchGeometry> geometry;
+  if (record.available && record.ok && !record.launches.empty()) {
+    std::vector<const KernelView*> launched;
+    for (const auto& k : kernels)
+      for (const auto& l : record.launches)
+        if (l.kernel == k.ptxas->mangled) {
+          launched.push_back(&k);
+          break;
+        }
+    if (!launched.empty()) {
+      main = *std::max_element(
+          launched.begin(), launched.end(),
+          [&](const KernelView* a, const KernelView* c) { return main_key(a) < main_key(c); });
+      analysis::LaunchGeometry gm;
+      long dyn = 0;
+      for (const auto& l : record.launches)
+        if (l.kernel == main->ptxas->mangled) {
+          gm.blocks += l.blocks();
+          gm.threads = static_cast<int>(l.threads());
+          dyn = std::max(dyn, l.dynamic_smem);
+        }
+      gm.launches = static_cast<int>(record.launches.size());
+      {
+        const Problem rp = type.make_problem(rec_size, opts.dtype);
+        if (!rp.inputs.empty() && !rp.inputs[0].shape.empty())
+          gm.row_bytes = static_cast<double>(rp.inputs[0].shape.back()) *
+                         static_cast<double>(dtype_size(rp.inputs[0].dtype));
+      }
+      gm.memset_bytes = static_cast<double>(record.memset_bytes);
+      gm.blocks_per_sm = analysis::compute_occupancy(
+                             {gm.threads, std::max(0, main->ptxas->registers),
+                              main->ptxas->smem_bytes, dyn},
+                             limits)
+                             .blocks_per_sm;
+      geometry = gm;
+    }
+  }
   // Block size.
   const std::string src_text = read_file(variant.source);
   const auto params = analysis::parse_source_params(src_text);
@@ -442,7 +492,11 @@ ClimbResult NvidiaClimber::climb(const KernelType& type, const Variant& variant,
   int block = kDefaultBlockThreads;
   std::string block_source = "assumed 256 (no __launch_bounds__, no @vb-param BLOCK_THREADS)";
   bool assumed = true;
-  if (main->attrs && main->attrs->required_threads) {
+  if (geometry) {
+    block = geometry->threads;
+    block_source = "launch record";
+    assumed = false;
+  } else if (main->attrs && main->attrs->required_threads) {
     block = *main->attrs->required_threads;
     block_source = "required block size (.reqntid)";
     assumed = false;
@@ -455,8 +509,11 @@ ClimbResult NvidiaClimber::climb(const KernelType& type, const Variant& variant,
     block_source = "@vb-param " + param_name + " default";
     assumed = false;
   }
+  long dyn_smem = 0;
+  for (const auto& l : record.launches)
+    if (geometry && l.kernel == main->ptxas->mangled) dyn_smem = std::max(dyn_smem, l.dynamic_smem);
   const Occupancy occ = analysis::compute_occupancy(
-      {block, std::max(0, main->ptxas->registers), main->ptxas->smem_bytes, 0}, limits);
+      {block, std::max(0, main->ptxas->registers), main->ptxas->smem_bytes, dyn_smem}, limits);
   nlohmann::json ks = nlohmann::json::array();
   bool any_spill = false;
   for (const auto& k : kernels) {
@@ -477,7 +534,9 @@ ClimbResult NvidiaClimber::climb(const KernelType& type, const Variant& variant,
              {"block_threads", block},
              {"block_threads_source", block_source},
              {"occupancy", analysis::to_json(occ)},
-             {"dynamic_shared_memory", "unknown statically; counted as 0 bytes"},
+             {"dynamic_shared_memory", geometry ? nlohmann::json(dyn_smem)
+                                                : nlohmann::json("unknown statically; counted as 0 bytes")},
+             {"launch_record", to_json(record)},
              {"gmem_bytes", rep.gmem_bytes},
              {"spills", any_spill},
              {"sass_available", b.have_sass}};
@@ -562,12 +621,13 @@ ClimbResult NvidiaClimber::climb(const KernelType& type, const Variant& variant,
   in.occupancy = occ;
   in.block_size_assumed = assumed;
   in.arch = target.isa;
+  in.launch = geometry;
   const analysis::GpuEstimate est = analysis::estimate_gpu_time(in, target);
   RungEvidence r3;
   r3.rung = kAnalytical;
   r3.status = "pass";
   r3.tool = "roofline from the spec DB + rung-1 efficiency model";
-  r3.tool_version = "vb-nvidia-model-1";
+  r3.tool_version = geometry ? "vb-nvidia-model-2" : "vb-nvidia-model-1";
   r3.data = analysis::to_json(est);
   r3.data["size"] = size.label;
   r3.data["dtype"] = std::string(dtype_name(opts.dtype));

@@ -44,6 +44,10 @@ ClimbResult nvidia_climb_source(const std::filesystem::path& source, const Kerne
 /// The cuobjdump executable (see the file comment), or "" when none is found.
 std::string find_cuobjdump();
 
+/// The text of the SDK headers a CUDA source includes (kernels/include/*, names and contents):
+/// part of every CUDA build's cache key, so an edited header is a new build.
+std::string cuda_sdk_headers_text();
+
 /// "sm_90a" -> {"-gencode=arch=compute_90a,code=sm_90a"}. Throws std::invalid_argument for an
 /// isa that is not "sm_<digits>[a|f]".
 std::string nvcc_gencode_for_isa(const std::string& isa);

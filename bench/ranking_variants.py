@@ -1,0 +1,126 @@
+#!/usr/bin/env python3
+"""Writes the variant sets of the second blind GPU ranking study (issue 20) from the CUDA
+starters' own search spaces (their `@vb-param` declarations), before anything is measured.
+
+Each variant is the starter's text with some `@vb-param` values overridden by `#define` lines
+at the top (the starter's `#ifndef` defaults then yield), so every variant is one point of the
+space the optimizer searches. The configurations are listed below, chosen near the defaults
+(one to three parameters changed) so that most pairs lie within 1.5x of each other, and never
+changed after the prediction is committed: the study's variant files are frozen copies.
+
+    python3 bench/ranking_variants.py [--out bench/variants/cuda-blind2] [--check]
+
+--check verifies that the files on disk are what this script writes (the frozen set is intact).
+"""
+import argparse
+import pathlib
+import re
+import sys
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+
+# Five types, none of them fitted on before (softmax and rmsnorm were the first study's; its
+# matmul set had hand-written tiles, this one walks the wgmma path's own parameters).
+# type -> [(name, {param: value})]; parameters that matter at the GPU benchmark size
+# (src/kernels/<type>.cpp benchmark_size: layernorm 8192x8192, CE 512x128256, FA b2h16s4096d128,
+# fused_mlp b512d4096h11008, matmul 4096^3).
+SETS = {
+    "layernorm": [
+        ("v01_default", {}),
+        ("v02_block128", {"BLOCK_THREADS": 128}),
+        ("v03_block512", {"BLOCK_THREADS": 512}),
+        ("v04_block512_packs4", {"BLOCK_THREADS": 512, "MAX_PACKS": 4}),
+        ("v05_vec8", {"VEC_BYTES": 8, "MAX_PACKS": 16}),
+        ("v06_grid4", {"MAX_BLOCKS_PER_SM": 4}),
+        ("v07_block1024_packs2", {"BLOCK_THREADS": 1024, "MAX_PACKS": 2}),
+        ("v08_stream512_u8", {"MAX_PACKS": 2, "LONG_BLOCK_THREADS": 512, "UNROLL": 8}),
+        ("v09_block128_grid8", {"BLOCK_THREADS": 128, "MAX_BLOCKS_PER_SM": 8}),
+    ],
+    "cross_entropy": [
+        ("v01_default", {}),
+        ("v02_split2048", {"SPLIT_COLS": 2048}),
+        ("v03_split16384", {"SPLIT_COLS": 16384}),
+        ("v04_chunk512", {"CHUNK_THREADS": 512}),
+        ("v05_loads2", {"CHUNK_LOADS": 2}),
+        ("v06_chunkgrid8", {"CHUNK_BLOCKS_PER_SM": 8}),
+        ("v07_stages2", {"CHUNK_STAGES": 2}),
+        ("v08_stages6_group8", {"CHUNK_STAGES": 6, "CHUNK_GROUP": 8}),
+        ("v09_no_pdl", {"DEPENDENT_LAUNCH": 0}),
+        ("v10_chunk128_grid2", {"CHUNK_THREADS": 128, "CHUNK_BLOCKS_PER_SM": 2}),
+    ],
+    "flash_attention": [
+        ("v01_default", {}),
+        ("v02_warps8", {"FA_WARPS": 8}),
+        ("v03_kv32", {"FA_BLOCK_KV": 32}),
+        ("v04_kv128", {"FA_BLOCK_KV": 128}),
+        ("v05_warps8_kv32", {"FA_WARPS": 8, "FA_BLOCK_KV": 32}),
+        ("v06_warps8_kv128", {"FA_WARPS": 8, "FA_BLOCK_KV": 128}),
+        ("v07_rows16", {"FA_WARP_ROWS": 16}),
+        ("v08_split_small", {"FA_SPLIT_SMALL_GRIDS": 1}),
+    ],
+    "fused_mlp": [
+        ("v01_default", {}),
+        ("v02_bn64", {"BLOCK_N": 64, "WARPS_N": 2}),
+        ("v03_bk64_s3", {"BLOCK_K": 64, "STAGES": 3}),
+        ("v04_s3", {"STAGES": 3}),
+        ("v05_s2", {"STAGES": 2}),
+        ("v06_bm64", {"BLOCK_M": 64, "WARPS_M": 1}),
+        ("v07_group1", {"GROUP_M": 1}),
+        ("v08_warps4x2", {"WARPS_M": 4, "WARPS_N": 2}),
+        ("v09_bm64_bn64", {"BLOCK_M": 64, "BLOCK_N": 64, "WARPS_M": 2, "WARPS_N": 2}),
+    ],
+    "matmul": [
+        ("v01_default", {}),
+        ("v02_wg_n128", {"WG_BLOCK_N": 128}),
+        ("v03_wg_s3", {"WG_STAGES": 3}),
+        ("v04_wg_n128_s6", {"WG_BLOCK_N": 128, "WG_STAGES": 6}),
+        ("v05_wg_n128_s3", {"WG_BLOCK_N": 128, "WG_STAGES": 3}),
+        ("v06_wg_group1", {"GROUP_M": 1}),
+        ("v07_wg_group16", {"GROUP_M": 16}),
+        ("v08_wg_n128_s5", {"WG_BLOCK_N": 128, "WG_STAGES": 5}),
+        ("v09_wg_n128_s4", {"WG_BLOCK_N": 128, "WG_STAGES": 4}),
+    ],
+}
+
+PARAM_RE = re.compile(r"^//\s*@vb-param\s+(\w+)\s+(\S+)\s+\{([^}]*)\}", re.M)
+
+
+def render(kernel: str, name: str, cfg: dict) -> str:
+    src = (ROOT / "kernels" / "cuda" / f"{kernel}.cu").read_text()
+    space = {m.group(1): m.group(3).split(",") for m in PARAM_RE.finditer(src)}
+    for p, v in cfg.items():
+        if p not in space:
+            sys.exit(f"ranking_variants: {kernel} declares no @vb-param {p}")
+        if str(v) not in space[p]:
+            sys.exit(f"ranking_variants: {kernel} {p}={v} is outside its space {{{','.join(space[p])}}}")
+    what = ", ".join(f"{p}={v}" for p, v in cfg.items()) or "the starter's defaults"
+    head = f"// variant {name} of the blind ranking study 2 (bench/ranking_variants.py): {what}\n"
+    head += "".join(f"#define {p} {v}\n" for p, v in cfg.items())
+    return head + src
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--out", default=str(ROOT / "bench" / "variants" / "cuda-blind2"))
+    ap.add_argument("--check", action="store_true", help="verify the frozen files instead of writing")
+    a = ap.parse_args()
+    out = pathlib.Path(a.out)
+    bad = 0
+    for kernel, variants in SETS.items():
+        for name, cfg in variants:
+            f = out / kernel / f"{name}.cu"
+            text = render(kernel, name, cfg)
+            if a.check:
+                if not f.exists() or f.read_text() != text:
+                    print(f"changed or missing: {f}")
+                    bad += 1
+            else:
+                f.parent.mkdir(parents=True, exist_ok=True)
+                f.write_text(text)
+    if not a.check:
+        print(f"wrote {sum(len(v) for v in SETS.values())} variants of {len(SETS)} types under {out}")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

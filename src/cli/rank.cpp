@@ -15,6 +15,7 @@ namespace vb::cli {
 namespace {
 struct RankArgs {
   std::string type, targets, variants, dtype = "fp32", size, backend;
+  std::vector<std::string> calibration;
   int max_rung = 5;
   bool json = false, quick = false;
 };
@@ -75,7 +76,9 @@ void run_rank(const RankArgs& a) {
   o.progress = [](const std::string& m) { std::cerr << m << "\n"; };
   std::vector<ladder::TargetRanking> r;
   try {
-    r = ladder::rank_variants(*kt, variants, targets, o);
+    std::vector<ladder::MeasuredTimes> measured;
+    for (const auto& f : a.calibration) measured.push_back(ladder::load_measured_times(f, kt->name()));
+    r = ladder::rank_variants(*kt, variants, targets, o, measured);
   } catch (const std::invalid_argument& e) {
     usage(e.what());
   }
@@ -107,6 +110,10 @@ void add_rank(CLI::App& app) {
   c->add_option("--max-rung", args->max_rung, "stop after this rung (0..5)")->capture_default_str();
   c->add_flag("--quick", args->quick, "fewer evaluator sizes at rung 2, short timing at rung 5");
   c->add_flag("--json", args->json, "print JSON");
+  c->add_option("--calibration", args->calibration,
+                "measured times of a target (bench/ranking_cuda.sh --measure's JSON; repeatable): "
+                "that target's variants count as measured and calibrate the other targets of its "
+                "family, or of its vendor across families with a wider band");
   c->callback([args] { run_rank(*args); });
 }
 

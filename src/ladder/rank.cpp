@@ -179,10 +179,107 @@ TargetSpec resolve_target(const std::string& id) {
   return *t;
 }
 
+MeasuredTimes load_measured_times(const fs::path& file, const std::string& type) {
+  json j;
+  try {
+    j = json::parse(read_file(file));
+  } catch (const std::exception& e) {
+    throw std::invalid_argument("--calibration " + file.string() + ": cannot read it as JSON (" +
+                                e.what() + "); give a file written by bench/ranking_cuda.sh --measure");
+  }
+  if (!j.is_object() || !j.contains("target") || !j.contains("types") || !j["types"].is_object())
+    throw std::invalid_argument("--calibration " + file.string() +
+                                ": not a measured-times file (want {\"target\", \"types\": {TYPE: "
+                                "{VARIANT: {\"median_us\"}}}}, as bench/ranking_cuda.sh --measure writes)");
+  MeasuredTimes m;
+  m.file = file.string();
+  m.target_id = j["target"].get<std::string>();
+  m.date = j.value("date", std::string());
+  m.machine = j.value("machine", std::string());
+  if (j["types"].contains(type))
+    for (const auto& [v, r] : j["types"][type].items()) {
+      const std::string verdict = r.value("verdict", std::string());
+      if ((verdict == "PASS" || verdict == "UNVERIFIED") && r.contains("median_us") &&
+          r["median_us"].is_number() && r["median_us"].get<double>() > 0)
+        m.median_us[v] = r["median_us"].get<double>();
+    }
+  if (m.median_us.empty())
+    throw std::invalid_argument("--calibration " + file.string() + ": no passing measured time of " +
+                                type + " in it (types measured: " + [&] {
+                                  std::string t;
+                                  for (const auto& [k, _] : j["types"].items()) t += (t.empty() ? "" : ", ") + k;
+                                  return t;
+                                }() + ")");
+  return m;
+}
+
+std::vector<RankingTrust> ranking_trust(const std::string& family, const std::string& kernel) {
+  const fs::path f = vladbud_home() / "data" / "ranking_trust.json";
+  std::error_code ec;
+  if (!fs::exists(f, ec)) return {};
+  std::vector<RankingTrust> own, all;
+  try {
+    const json j = json::parse(read_file(f));
+    for (const auto& s : j.at("studies")) {
+      if (s.at("family").get<std::string>() != family) continue;
+      RankingTrust t{s.at("family"), s.at("kernel"), s.value("model", std::string()),
+                     s.at("study"),  s.at("tau"),    s.value("regret", 0.0),
+                     s.at("pairs"),  s.value("blind", false)};
+      if (t.kernel == kernel) own.push_back(t);
+      else if (t.kernel == "all") all.push_back(t);
+    }
+  } catch (const std::exception& e) {
+    throw std::runtime_error(f.string() + " is malformed: " + e.what());
+  }
+  auto newest_first = [](std::vector<RankingTrust>& v) {
+    std::stable_sort(v.begin(), v.end(),
+                     [](const RankingTrust& a, const RankingTrust& b) { return a.model > b.model; });
+  };
+  newest_first(own);
+  newest_first(all);
+  own.insert(own.end(), all.begin(), all.end());
+  return own;
+}
+
+namespace {
+
+// Measured times as rung-5 evidence of the climbs of their target (file measurements).
+void attach_measured(std::vector<ClimbResult>& climbs, const MeasuredTimes& m) {
+  for (auto& r : climbs) {
+    auto it = m.median_us.find(r.variant);
+    if (it == m.median_us.end() || r.rejected) continue;
+    std::erase_if(r.evidence, [](const RungEvidence& e) { return e.rung == kRealHardware; });
+    RungEvidence e;
+    e.rung = kRealHardware;
+    e.status = "pass";
+    e.tool = "measured times from " + m.file;
+    e.tool_version = m.date;
+    e.data = {{"measured_us", it->second}, {"file", m.file}, {"date", m.date}, {"machine", m.machine}};
+    e.summary = fmt::format("measured {:.4g} us ({}, {})", it->second, m.file, m.date);
+    r.evidence.push_back(e);
+    Estimate est;
+    est.time_us = est.low_us = est.high_us = it->second;
+    est.rung = kRealHardware;
+    est.basis = "measured (" + m.file + ")";
+    r.estimate = est;
+    r.highest_rung = kRealHardware;
+    r.confidence = "measured";
+    r.stop_reason = "measured";
+  }
+}
+
+}  // namespace
+
 std::vector<TargetRanking> rank_variants(const KernelType& type,
                                          const std::vector<Variant>& variants,
                                          const std::vector<TargetSpec>& targets,
-                                         const ClimbOptions& opts) {
+                                         const ClimbOptions& opts,
+                                         const std::vector<MeasuredTimes>& measured) {
+  for (const auto& m : measured)
+    if (std::none_of(targets.begin(), targets.end(),
+                     [&](const TargetSpec& t) { return t.id == m.target_id; }))
+      throw std::invalid_argument("--calibration " + m.file + " measures " + m.target_id +
+                                  ": add it to --targets so that its estimates can be compared");
   if (variants.empty()) throw std::invalid_argument("no variants to rank");
   std::vector<std::vector<ClimbResult>> climbs(targets.size());
   for (std::size_t ti = 0; ti < targets.size(); ++ti) {
@@ -209,6 +306,8 @@ std::vector<TargetRanking> rank_variants(const KernelType& type,
         opts.progress(fmt::format("[{}/{}] {} on {}", vi + 1, inst.size(), inst[vi].name, t.id));
       climbs[ti].push_back(c->climb(type, inst[vi], t, opts));
     }
+    for (const auto& m : measured)
+      if (m.target_id == t.id) attach_measured(climbs[ti], m);
   }
   std::vector<TargetRanking> out;
   for (std::size_t ti = 0; ti < targets.size(); ++ti) {
@@ -222,6 +321,27 @@ std::vector<TargetRanking> rank_variants(const KernelType& type,
       tr.calibration_applied = cal;
       break;
     }
+    // No sibling measured: a measured target of the same vendor, across families, with the
+    // band widened (heuristic: the families' efficiencies differ more than siblings').
+    for (std::size_t si = 0; !tr.calibration_applied && si < targets.size(); ++si) {
+      if (si == ti || targets[si].vendor != targets[ti].vendor ||
+          targets[si].family == targets[ti].family)
+        continue;
+      auto cal = calibration_from(climbs[si], targets[si].family, utc_now_iso8601());
+      if (!cal) continue;
+      cal->source += fmt::format(" (cross-family: {} -> {}; band widened x0.8 low, x1.25 high)",
+                                 targets[si].family, targets[ti].family);
+      for (auto& r : climbs[ti]) {
+        const bool applies = r.estimate && r.estimate->rung < kRealHardware;
+        apply_calibration(r, *cal);
+        if (applies) {
+          r.estimate->low_us *= 0.8;
+          r.estimate->high_us *= 1.25;
+        }
+      }
+      tr.calibration_applied = cal;
+    }
+    tr.trust = ranking_trust(tr.target.family, type.name());
     tr.ranking = rank_climbs(climbs[ti]);
     out.push_back(std::move(tr));
   }
@@ -243,6 +363,13 @@ std::string format_rankings(const std::vector<TargetRanking>& rankings, const st
     o += fmt::format("\n== {} on {} ({}, family {}) ==\n", kernel, tr.target.id, tr.target.name,
                      tr.target.family);
     if (tr.calibration_applied) o += "   calibrated by: " + tr.calibration_applied->source + "\n";
+    if (tr.trust.empty())
+      o += "   trust: no study has measured a ranking of " + kernel + " for family " +
+           tr.target.family + ": the order is untested; read ties and bands, not positions\n";
+    for (const auto& t : tr.trust)
+      o += fmt::format("   trust: {} Kendall tau {:.2f} over {} pairs, top-1 regret {:.2f} ({} {}, {})\n",
+                       t.blind ? "blind" : "post-hoc (not blind)", t.tau, t.pairs, t.regret,
+                       t.kernel == kernel ? kernel : "all kernels", t.model, t.study);
     o += fmt::format("{:>3} {:>3}  {:<22} {:>4}  {:<20} {:>12}  {:<25}\n", "#", "tie", "variant",
                      "rung", "confidence", "estimate_us", "band_us");
     for (const auto& rv : tr.ranking) {
@@ -281,6 +408,11 @@ json rankings_to_json(const std::vector<TargetRanking>& rankings, const std::str
                                   {"samples", tr.calibration_applied->samples},
                                   {"source", tr.calibration_applied->source}}
                            : json(nullptr);
+    t["trust"] = json::array();
+    for (const auto& x : tr.trust)
+      t["trust"].push_back({{"kernel", x.kernel}, {"tau", x.tau}, {"pairs", x.pairs},
+                            {"regret", x.regret}, {"blind", x.blind}, {"model", x.model},
+                            {"study", x.study}});
     t["ranking"] = ranking_to_json(tr.ranking);
     j["targets"].push_back(t);
   }

@@ -61,20 +61,57 @@ std::vector<Variant> instantiate_variants(const std::vector<Variant>& variants,
 /// listing the known CPU targets.
 TargetSpec resolve_target(const std::string& id);
 
+/// Times measured on one target, read from a file in the format `bench/ranking_cuda.sh
+/// --measure` writes: {"target": ID, "date", "machine", "types": {TYPE: {VARIANT: {"verdict",
+/// "median_us", ...}}}}. Only variants whose verdict is PASS or UNVERIFIED count.
+struct MeasuredTimes {
+  std::string target_id;
+  std::string file;
+  std::string date, machine;
+  std::map<std::string, double> median_us;  ///< variant -> measured median, microseconds
+};
+
+/// Loads the times of kernel `type` from `file`. Throws std::invalid_argument naming the file
+/// and the fix when it cannot be read, is not that format, or holds no time for `type`.
+MeasuredTimes load_measured_times(const std::filesystem::path& file, const std::string& type);
+
+/// How far a ranking for a target family and kernel type has been shown to hold: a Kendall tau
+/// measured in a study (data/ranking_trust.json: {"studies": [{"family", "kernel", "tau",
+/// "pairs", "blind", "regret", "model", "study"}]}).
+struct RankingTrust {
+  std::string family, kernel, model, study;
+  double tau = 0, regret = 0;
+  int pairs = 0;
+  bool blind = false;
+};
+
+/// The trust records for `family` and `kernel` (the kernel's own, else the family's "all"
+/// record), newest model first; empty when no study measured that family. Throws
+/// std::runtime_error when data/ranking_trust.json exists but is malformed.
+std::vector<RankingTrust> ranking_trust(const std::string& family, const std::string& kernel);
+
 /// The ranking of one target.
 struct TargetRanking {
   TargetSpec target;
   std::vector<RankedVariant> ranking;
   std::optional<Calibration> calibration_applied;  ///< the sibling measurement used, if any
+  std::vector<RankingTrust> trust;                 ///< measured taus for this family and kernel
 };
 
 /// Climbs every variant (instantiated for each target) on every target, calibrates each target
 /// from a sibling (same family) that reached rung 5 in this call, and ranks per target.
 /// Throws std::invalid_argument when no climber handles a target.
+///
+/// `measured`: times read from files (load_measured_times); a target among `targets` with
+/// measured times gets them as rung-5 evidence for the variants they name, so that they
+/// calibrate its siblings as a measurement in this call would. Where no sibling of a target's
+/// family was measured, a measured target of the same vendor calibrates it across families,
+/// with the band widened (x0.8 low, x1.25 high) and the source saying so.
 std::vector<TargetRanking> rank_variants(const KernelType& type,
                                          const std::vector<Variant>& variants,
                                          const std::vector<TargetSpec>& targets,
-                                         const ClimbOptions& opts);
+                                         const ClimbOptions& opts,
+                                         const std::vector<MeasuredTimes>& measured = {});
 
 /// The rankings as an aligned text table (per target: position, tie group, variant, rung,
 /// confidence, estimate, band, then one evidence line per rung).

@@ -23,7 +23,8 @@
 #           bash bench/kernelbench_h200.sh merge        # -> $OUT/kernelbench-h200.md + .json
 # Every stage leaves its files in $OUT (default h200-out/kernelbench) and keeps the workspace in
 # $WS (default /tmp/vb-kb-ws, so that a later call on a still-warm machine finds it; setup again
-# on a fresh one). Stages: all, setup, score, optimize, merge. Environment: PROBLEMS (ids, default
+# on a fresh one). Stages: all, matmul-check (the CUDA matmul under VladBud's own evaluator, plain
+# and with its TF32 path: PASS and FAIL expected), setup, score, optimize, merge. Environment: PROBLEMS (ids, default
 # all 16), TAG (label of a score run, default starters), BUDGET (optimize per kernel, default 2m),
 # REPS (timed calls per model, default 100; 20 for `all`), COMPILE (1: time torch.compile(Model)
 # too; default 1), ON_DEVICE (1: draw get_inputs() on the GPU, --inputs-on-device; default 1 for
@@ -50,16 +51,16 @@ if [ "${1:-}" = "--pack" ]; then
     f=$(ls "$l1"/"${i}"_*.py 2>/dev/null | head -1)
     [ -n "$f" ] || { echo "problem $i missing in $l1" >&2; exit 2; }
     if [ -n "$shrink" ]; then
-      # CPU rehearsal only: every top-level integer size constant v becomes max(3, round(sqrt(v)))
-      # (dims that name an axis, `dim` and `reduce_dim`, are kept); the forward is unchanged.
+      # CPU rehearsal only: every top-level integer constant v >= 16 becomes round(sqrt(v)) (axis
+      # indices such as `dim = 1` and `reduce_dim = 1` are below 16 and kept); the forward is unchanged.
       python3 - "$f" ".kb/KernelBench/level1/$(basename "$f")" <<'EOF'
 import math, re, sys
 out = []
 for line in open(sys.argv[1]):
     m = re.match(r"^([A-Za-z_][A-Za-z_0-9]*) *= *([0-9][0-9 *]*?)\s*(#.*)?$", line.rstrip("\n"))
-    if m and m.group(1) not in ("dim", "reduce_dim"):
-        v = eval(m.group(2))  # digits, spaces and * only
-        line = f"{m.group(1)} = {max(3, round(math.sqrt(v)))}  # shrunk from {v} (CPU rehearsal)\n"
+    v = eval(m.group(2)) if m else 0  # digits, spaces and * only
+    if v >= 16:
+        line = f"{m.group(1)} = {round(math.sqrt(v))}  # shrunk from {v} (CPU rehearsal)\n"
     out.append(line)
 open(sys.argv[2], "w").write("".join(out))
 EOF
@@ -77,7 +78,7 @@ fi
 
 dry=""
 if [ "${1:-}" = "--dry-run" ]; then dry=1; shift; fi
-stage="${1:?usage: bench/kernelbench_h200.sh [--dry-run] all | setup | score | optimize | merge, or --pack DIR [--shrink]}"
+stage="${1:?usage: bench/kernelbench_h200.sh [--dry-run] all | matmul-check | setup | score | optimize | merge, or --pack DIR [--shrink]}"
 out="${OUT:-$here/h200-out}/kernelbench"
 ws="${WS:-/tmp/vb-kb-ws}"
 backend="${BACKEND:-cuda}"
@@ -136,6 +137,18 @@ case "$stage" in
     problems="$all_problems"
     [ -n "$dry" ] || bash "$0" merge
     ;;
+  matmul-check)
+    # The CUDA matmul starter under VladBud's own evaluator (true fp32 contract, all dtypes, edge
+    # shapes incl. N = 1 through the GEMV): as built normally it must PASS; built with
+    # VB_PRECISION_TF32 (what `kernelbench bench` does for an fp32 matmul folder) its fp32 results
+    # must FAIL VladBud's fp32 threshold (TF32 is KernelBench mode only), fp16/bf16 unaffected.
+    tf="$ws/tf32_matmul.cu"
+    { echo '#define VB_PRECISION_TF32 1'; echo "#line 1 \"$here/kernels/cuda/matmul.cu\""; cat kernels/cuda/matmul.cu; } >"$tf"
+    run "$vb" bench --kernel matmul --backend "$backend" --no-timing 2>&1 | tee "$out/matmul-check-fp32.txt"
+    echo "== expected: PASS (true fp32)" | tee -a "$out/matmul-check-fp32.txt"
+    run "$vb" bench --kernel matmul --backend "$backend" --no-timing --source "$tf" 2>&1 | tee "$out/matmul-check-tf32.txt"
+    echo "== expected: FAIL at fp32 accuracy only (TF32 under VladBud's fp32 contract)" | tee -a "$out/matmul-check-tf32.txt"
+    ;;
   setup)
     run "$vb" kernelbench setup "${common[@]}" --problem "$problems" --backend "$backend" 2>&1 | tee "$out/setup.txt"
     ;;
@@ -173,7 +186,8 @@ for tag in sorted({os.path.basename(f).split("-")[1] for f in glob.glob(f"{out}/
     lines += [f"## {tag}: {n} problems, {doc[tag]['correct']} correct", "",
               "| baseline | " + " | ".join(f"fast_{key(p)}" for p in P) + " |", "|---" * (len(P) + 1) + "|",
               "| eager Model | " + " | ".join(f"{fp[key(p)]:.3f}" for p in P) + " |",
-              "| torch.compile(Model) | " + " | ".join(f"{fpc[key(p)]:.3f}" for p in P) + " |", "",
+              *(["| torch.compile(Model) | " + " | ".join(f"{fpc[key(p)]:.3f}" for p in P) + " |"]
+                if any(isinstance(r.get("compile_us"), (int, float)) for r in rs) else []), "",
               "| problem | kernel | precision | correct | Model us | compile us | VladBud us | speedup | vs compile | fp64 rel. err | guard | reason |",
               "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     f = lambda v, s: s.format(v) if isinstance(v, (int, float)) else "-"
@@ -193,5 +207,5 @@ json.dump(doc, open(f"{out}/kernelbench-h200.json", "w"), indent=1)
 print("\n".join(lines))
 EOF
     ;;
-  *) echo "unknown stage $stage (all, setup, score, optimize, merge)" >&2; exit 2 ;;
+  *) echo "unknown stage $stage (all, matmul-check, setup, score, optimize, merge)" >&2; exit 2 ;;
 esac

@@ -206,3 +206,17 @@ def test_tf32_products_fail_vladbuds_fp32_contract_outside_kernelbench_mode():
 def test_bad_precision_is_refused(req, message):
     with pytest.raises(BridgeError, match=message):
         evaluate({"problem": MATMUL, "candidate": cand("matmul_tf32.py"), "reps": 0, **req})
+
+
+def test_inputs_on_device_is_ignored_on_the_cpu():
+    r = evaluate({"problem": SOFTMAX, "candidate": cand("softmax_manual.py"), "reps": 0, "inputs_on_device": True})
+    assert r["verdict"] == "PASS", r
+    assert not any("--inputs-on-device" in w for w in r["warnings"])
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="drawing inputs on the device needs a CUDA GPU")
+def test_inputs_on_device_draws_on_the_gpu_and_says_so():
+    r = evaluate({"problem": SOFTMAX, "candidate": cand("softmax_manual.py"), "reps": 3, "device": "cuda",
+                  "inputs_on_device": True})
+    assert r["verdict"] == "PASS", r
+    assert any("--inputs-on-device" in w for w in r["warnings"])

@@ -43,8 +43,9 @@
 // it, as torch.backends.cuda.matmul.allow_tf32 would). A CTA of 8 warps (2 x 4) computes
 // 128×128 of C (warp tile 64×32: 4×4 m16n8 accumulators); K in slices of 32 through a 3-deep
 // cp.async ring (16-byte chunks when K % 4 == 0, N % 4 == 0 and 16-byte aligned bases, else
-// guarded element loads). Row pitches 36 and 136 floats make the fragment reads conflict-free
-// (A: bank 4g + t, B: bank 8t + g). When the tiles do not fill the GPU (fewer than its SMs) and
+// guarded element loads). A fragments come by ldmatrix.x4 (32-bit elements seen as b16 pairs),
+// B fragments by 32-bit shared loads; row pitches 36 and 136 floats make both conflict-free
+// (A: 144-byte rows, B: bank 8t + g). When the tiles do not fill the GPU (fewer than its SMs) and
 // K is long, K is split in S fixed chunks: each CTA writes its partial tile to a stream-ordered
 // scratch [S, M, N] (cudaMallocAsync, freed on the stream), and a second kernel sums the S
 // partials of each element in order (deterministic: S depends only on the shape and the SM count).
@@ -899,11 +900,13 @@ __global__ void __launch_bounds__(kTfThreads)
       u32 af[MT][4], bfr[NT][2];
 #pragma unroll
       for (int mt = 0; mt < MT; ++mt) {
-        const float* const a = as + (wm * kTfWarpM + mt * 16 + g) * kTfPadA + kk + t4;
-        af[mt][0] = to_tf32(a[0]);
-        af[mt][1] = to_tf32(a[8 * kTfPadA]);
-        af[mt][2] = to_tf32(a[4]);
-        af[mt][3] = to_tf32(a[8 * kTfPadA + 4]);
+        // One ldmatrix.x4 (b16 view: an 8×8 b16 matrix is 8 rows × 4 floats, and lane l gets
+        // row l/4, float l%4): matrices (rows 0-7, k 0-3), (8-15, 0-3), (0-7, 4-7), (8-15, 4-7)
+        // of the 16×8 slice = a0..a3 of the tf32 fragment. Row pitch 144 B: conflict-free.
+        u32 r[4];
+        ldsm_x4(r, smem_addr(as + (wm * kTfWarpM + mt * 16 + (lane & 15)) * kTfPadA + kk + (lane >> 4) * 4));
+#pragma unroll
+        for (int q = 0; q < 4; ++q) af[mt][q] = to_tf32(__uint_as_float(r[q]));
       }
 #pragma unroll
       for (int nt = 0; nt < NT; ++nt) {

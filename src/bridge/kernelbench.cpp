@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <functional>
 #include <cctype>
 #include <map>
 #include <sstream>
@@ -191,11 +192,14 @@ bool kb_precision_tf32(const json& prob, const fs::path& file) {
 }
 
 fs::path kb_tf32_source(const fs::path& src, const fs::path& scratch) {
-  const std::string text = read_file(src);
-  const fs::path out = scratch / ("tf32_" + src.filename().string());
-  fs::create_directories(scratch);
-  write_file_atomic(out, "// vladbud kernelbench bench: precision tf32 (KernelBench mode) -- copy of " + src.string() +
-                             "\n#define VB_PRECISION_TF32 1\n#line 1 \"" + src.string() + "\"\n" + text);
+  const std::string text = "// vladbud kernelbench bench: precision tf32 (KernelBench mode), a copy of the folder's " +
+                           src.filename().string() + "\n#define VB_PRECISION_TF32 1\n#line 1\n" + read_file(src);
+  // Named by content: the same source in several folders (and processes) is one file at one path,
+  // so the backend's build cache (keyed by the preprocessed text, path markers included) builds it once.
+  const fs::path dir = scratch / fmt::format("{:016x}", std::hash<std::string>{}(text));
+  fs::create_directories(dir);
+  const fs::path out = dir / ("tf32_" + src.filename().string());
+  if (!fs::exists(out) || read_file(out) != text) write_file_atomic(out, text);
   return out;
 }
 
@@ -240,7 +244,7 @@ json kb_bench(const KbProblem& p, const KbBenchOptions& o) {
       // a source without one (the CPU starter) runs, and is reported, as true fp32.
       const bool tf32 = kb_precision_tf32(prob, dir / "problem.json") && o.allow_tf32 &&
                         read_file(src).find("VB_PRECISION_TF32") != std::string::npos;
-      const fs::path built = tf32 ? kb_tf32_source(src, scratch_dir()) : src;
+      const fs::path built = tf32 ? kb_tf32_source(src, fs::temp_directory_path() / "vladbud-kb-tf32") : src;
       const BuildResult br = kb->build(built);
       kernel_info = {{"type", type}, {"source", src.string()}, {"precision", tf32 ? "tf32" : "fp32"}};
       if (tf32) req["precision"] = "tf32";

@@ -95,9 +95,10 @@ struct KbBenchOptions {
 /// own fp32 is true fp32, DESIGN §2), or for "tf32" on anything but an fp32 matmul.
 bool kb_precision_tf32(const nlohmann::json& prob, const std::filesystem::path& file);
 
-/// A copy of kernel source `src` in `scratch` (tf32_<name>) that starts with
-/// `#define VB_PRECISION_TF32 1` and a #line directive back to `src` (diagnostics name the
-/// original); the kernel's TF32 path (kernels/cuda/matmul.cu) is compiled only with that define.
+/// A copy of kernel source `src`, scratch/<content hash>/tf32_<name>, that starts with
+/// `#define VB_PRECISION_TF32 1` and `#line 1` (diagnostics keep the original's line numbers);
+/// the kernel's TF32 path (kernels/cuda/matmul.cu) is compiled only with that define. Equal
+/// sources give the same path, so a build cache keyed by the preprocessed text builds them once.
 /// Throws std::runtime_error when `src` cannot be read or the copy written.
 std::filesystem::path kb_tf32_source(const std::filesystem::path& src, const std::filesystem::path& scratch);
 

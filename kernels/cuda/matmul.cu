@@ -962,7 +962,8 @@ __global__ void splitk_sum_kernel(const float* __restrict__ part, float* __restr
 constexpr int kGemvWarps = 8;  // rows per CTA
 
 /// y[m] = sum_k A[m,k]·x[k], one warp per row: lane l sums k = 4l + 128j (VEC4: float4 loads,
-/// K % 4 == 0 and 16-byte aligned A and x) or k = l + 32j, then a fixed-order xor-shuffle tree.
+/// K % 4 == 0 and 16-byte aligned A and x; one accumulator per vector component, four loads in
+/// flight per lane) or k = l + 32j, then a fixed-order xor-shuffle tree.
 template <bool VEC4>
 __global__ void __launch_bounds__(kGemvWarps * 32)
     gemv_kernel(const float* __restrict__ A, const float* __restrict__ x, float* __restrict__ y,
@@ -975,13 +976,16 @@ __global__ void __launch_bounds__(kGemvWarps * 32)
   if constexpr (VEC4) {
     const float4* const a4 = reinterpret_cast<const float4*>(a);
     const float4* const x4 = reinterpret_cast<const float4*>(x);
+    float c0 = 0.0f, c1 = 0.0f, c2 = 0.0f, c3 = 0.0f;
+#pragma unroll 4
     for (int k = lane; k < K / 4; k += 32) {
       const float4 u = a4[k], v = x4[k];
-      acc = fmaf(u.x, v.x, acc);
-      acc = fmaf(u.y, v.y, acc);
-      acc = fmaf(u.z, v.z, acc);
-      acc = fmaf(u.w, v.w, acc);
+      c0 = fmaf(u.x, v.x, c0);
+      c1 = fmaf(u.y, v.y, c1);
+      c2 = fmaf(u.z, v.z, c2);
+      c3 = fmaf(u.w, v.w, c3);
     }
+    acc = (c0 + c1) + (c2 + c3);
   } else {
     for (int k = lane; k < K; k += 32) acc = fmaf(a[k], x[k], acc);
   }

@@ -10,9 +10,13 @@
 #           bash bench/h200_all.sh --pack                         # the binaries into .h200/
 #           bash bench/kernelbench_h200.sh --pack /tmp/KernelBench  # the 16 problem files into .kb/
 #   there (repo root, carrying .h200 and .kb), all 16 in one call (setup, score with eager and
-#   torch.compile baselines, merge; about 6 minutes; inputs drawn on the GPU, 20 timed calls):
+#   torch.compile baselines in groups of four, merge; inputs drawn on the GPU, 20 timed calls;
+#   estimated 5-8 minutes, not measured yet: $OUT/kernelbench/all-times.txt records it):
 #           bash bench/kernelbench_h200.sh all
-#   or stage by stage (one call per line, each under 10 minutes):
+#   If that runs past the call's limit: PROBLEMS=1,2,4,6,7,8,9,16 ... all, then
+#   PROBLEMS=17,18,23,36,40,47,95,97 ... all, and `OUT=DIR bash bench/kernelbench_h200.sh merge`
+#   here over both calls' files copied into DIR/kernelbench/. Or stage by stage (one call per
+#   line, each under 10 minutes):
 #           bash bench/kernelbench_h200.sh setup
 #           PROBLEMS=1,2,4,6,7 bash bench/kernelbench_h200.sh score
 #           PROBLEMS=8,9,16,17,18 bash bench/kernelbench_h200.sh score
@@ -24,8 +28,8 @@
 # Every stage leaves its files in $OUT (default h200-out/kernelbench) and keeps the workspace in
 # $WS (default /tmp/vb-kb-ws, so that a later call on a still-warm machine finds it; setup again
 # on a fresh one). Stages: all, matmul-check (the CUDA matmul under VladBud's own evaluator, plain
-# and with its TF32 path: PASS and FAIL expected), setup, score, optimize, merge. Environment: PROBLEMS (ids, default
-# all 16), TAG (label of a score run, default starters), BUDGET (optimize per kernel, default 2m),
+# and with its TF32 path: PASS and FAIL expected), setup, score, optimize, merge. Environment:
+# PROBLEMS (ids, default all 16), TAG (label of a score run, default starters), BUDGET (optimize per kernel, default 2m),
 # REPS (timed calls per model, default 100; 20 for `all`), COMPILE (1: time torch.compile(Model)
 # too; default 1), ON_DEVICE (1: draw get_inputs() on the GPU, --inputs-on-device; default 1 for
 # `all`, else 0), TF32 (0: build fp32 matmul problems in true fp32, --no-tf32; default 1),
@@ -131,7 +135,7 @@ case "$stage" in
       group="$1"; shift
       for _ in 1 2 3; do [ $# -gt 0 ] && { group="$group,$1"; shift; }; done
       g=$((g + 1))
-      problems="$group" score "score-$tag-g$g" "${REPS:-20}" "${ON_DEVICE:-1}"
+      problems="$group" score "score-$tag-$(echo "$group" | tr , -)" "${REPS:-20}" "${ON_DEVICE:-1}"
       echo "group $g ($group): $(( $(date +%s) - t0 )) s since start" | tee -a "$out/all-times.txt"
     done
     problems="$all_problems"

@@ -17,6 +17,8 @@
 #include "ladder/nvidia.h"
 #include "support.h"
 #include "backends/cuda/gpu_ceilings.h"
+#include "bridge/kernelbench.h"
+#include "core/process.h"
 #include "targets/spec_db.h"
 
 namespace vb {
@@ -387,6 +389,30 @@ INSTANTIATE_TEST_SUITE_P(AllTypes, CudaStarterStatic,
                          ::testing::Values("matmul", "softmax", "layernorm", "rmsnorm",
                                            "flash_attention", "fused_mlp", "cross_entropy",
                                            "rotary_embedding", "reduce"));
+
+
+// The CUDA matmul's TF32 path exists only in the copy `kernelbench bench` builds for an fp32
+// matmul folder ("precision": "tf32"): real nvcc PTX for sm_90a of both builds.
+TEST(CudaStatic, MatmulTf32PathIsCompiledOnlyInTheKernelBenchCopy) {
+  REQUIRE_NVCC();
+  const fs::path src = test::repo_root() / "kernels" / "cuda" / "matmul.cu";
+  const fs::path dir = fs::temp_directory_path() / ("vb-tf32-static-" + std::to_string(::getpid()));
+  const fs::path copy = kb_tf32_source(src, dir);
+  auto ptx = [&](const fs::path& in, const std::string& name) {
+    const fs::path out = dir / name;
+    const auto r = run_process({find_nvcc(), "-std=c++17", "-O3", "-arch=sm_90a", "-ptx",
+                                "-I" + (test::repo_root() / "kernels" / "include").string(), in.string(),
+                                "-o", out.string()});
+    EXPECT_TRUE(r.ok()) << r.err;
+    return r.ok() ? read_file(out) : std::string();
+  };
+  const std::string tf32 = ptx(copy, "tf32.ptx"), plain = ptx(src, "plain.ptx");
+  EXPECT_NE(tf32.find("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32"), std::string::npos);
+  EXPECT_NE(tf32.find("cvt.rna.tf32.f32"), std::string::npos);
+  EXPECT_FALSE(plain.empty());
+  EXPECT_EQ(plain.find(".tf32"), std::string::npos) << "the default build must stay true fp32 (DESIGN §2)";
+  fs::remove_all(dir);
+}
 
 }  // namespace
 }  // namespace vb

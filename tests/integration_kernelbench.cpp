@@ -99,6 +99,24 @@ TEST(KernelBench, SetupThenBenchRunsVladBudsStarterUnderTheProtocol) {
   EXPECT_NE(n.out.find("guard: no_kernel"), std::string::npos) << n.out;
 }
 
+TEST(KernelBench, Fp32MatmulIsMarkedTf32ButACpuKernelWithoutATf32PathStaysTrueFp32) {
+  const auto d = temp_dir("tf32");
+  auto s = vladbud({"kernelbench", "setup", "--kb-root", fixtures().string(), "--level", "1",
+                    "--problem", "17"}, d);
+  ASSERT_EQ(s.exit_code, 0) << s.out << s.err;
+  const fs::path f = d / "workspace" / "kernelbench" / "level1" / "17_Small_matmul_transposed_B";
+  const auto pj = nlohmann::json::parse(read_file(f / "problem.json"));
+  EXPECT_EQ(pj.value("precision", ""), "tf32") << pj.dump();
+  EXPECT_TRUE(read_model_problem(f).has_value());  // a KernelBench folder may carry the flag
+  EXPECT_NE(s.out.find("B is stored [N,K]"), std::string::npos) << s.out;
+  // The CPU starter has no TF32 path (no VB_PRECISION_TF32): built as is, reported as fp32.
+  auto b = vladbud({"kernelbench", "bench", "--kb-root", fixtures().string(), "--level", "1",
+                    "--problem", "17", "--reps", "-1", "--strict"}, d);
+  EXPECT_EQ(b.exit_code, 0) << b.out << b.err;
+  EXPECT_NE(b.out.find("correctness: PASS"), std::string::npos) << b.out;
+  EXPECT_EQ(b.out.find("precision: TF32"), std::string::npos) << b.out;
+}
+
 TEST(KernelBench, ScoreReportsFastPAndTheGuardThatFired) {
   std::vector<nlohmann::json> rs = {
       {{"correct", true}, {"speedup", 1.2}}, {{"correct", true}, {"speedup", 0.9}},

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "bridge/bridge.h"
+#include "bridge/kernelbench.h"
 #include "core/paths.h"
 #include "support.h"
 
@@ -182,6 +183,64 @@ TEST(Bridge, MalformedProblemJsonNamesTheFileAndTheFix) {
   const auto ok = read_model_problem(d);
   ASSERT_TRUE(ok.has_value());
   EXPECT_EQ(ok->size.dims.at("HKV"), 2);
+  fs::remove_all(d);
+}
+
+TEST(Bridge, Tf32PrecisionIsKernelBenchModeOnly) {
+  const auto d = temp_dir("tf32-problem");
+  const json kb = {{"level", 1}, {"id", 1}, {"name", "1_Square"}};
+  json p = {{"kernel", "matmul"}, {"dtype", "fp32"}, {"dims", {{"M", 8}, {"N", 8}, {"K", 8}}}};
+  EXPECT_FALSE(kb_precision_tf32(p, d / "problem.json"));  // no field: true fp32
+  p["precision"] = "fp32";
+  EXPECT_FALSE(kb_precision_tf32(p, d / "problem.json"));
+  p["precision"] = "tf32";
+  p["kernelbench"] = kb;
+  EXPECT_TRUE(kb_precision_tf32(p, d / "problem.json"));
+  write_file_atomic(d / "problem.json", p.dump());
+  EXPECT_TRUE(read_model_problem(d).has_value());  // a KernelBench folder reads (bench stays true fp32)
+
+  auto refused = [&](json doc, const std::string& what) {
+    write_file_atomic(d / "problem.json", doc.dump());
+    try {
+      (void)read_model_problem(d);
+      ADD_FAILURE() << "no error for " << doc.dump();
+    } catch (const BridgeUsageError& e) {
+      EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("problem.json"), std::string::npos) << e.what();
+    }
+  };
+  json outside = p;
+  outside.erase("kernelbench");  // an ordinary folder: VladBud's fp32 is true fp32
+  refused(outside, "KernelBench mode only");
+  json softmax = p;
+  softmax["kernel"] = "softmax";
+  softmax["dims"] = {{"R", 4}, {"C", 8}};
+  refused(softmax, "fp32 matmul only");
+  json bf16 = p;
+  bf16["dtype"] = "bf16";
+  refused(bf16, "fp32 matmul only");
+  json unknown = p;
+  unknown["precision"] = "fp8";
+  refused(unknown, "is unknown");
+  fs::remove_all(d);
+}
+
+TEST(Bridge, Tf32SourceCopyDefinesTheSwitchAndPointsBackToTheSource) {
+  const auto d = temp_dir("tf32-source");
+  write_file_atomic(d / "matmul.cu", "int x;\n");
+  const fs::path c = kb_tf32_source(d / "matmul.cu", d / "scratch");
+  EXPECT_EQ(c.parent_path().parent_path(), d / "scratch");
+  EXPECT_EQ(c.filename(), "tf32_matmul.cu");
+  const std::string t = read_file(c);
+  EXPECT_NE(t.find("#define VB_PRECISION_TF32 1\n#line 1\nint x;\n"), std::string::npos) << t;
+  EXPECT_EQ(read_file(d / "matmul.cu"), "int x;\n");  // the folder's source is untouched
+  // The same source from another folder is the same copy (one build); another source is not.
+  fs::create_directories(d / "other");
+  write_file_atomic(d / "other" / "matmul.cu", "int x;\n");
+  EXPECT_EQ(kb_tf32_source(d / "other" / "matmul.cu", d / "scratch"), c);
+  write_file_atomic(d / "other" / "matmul.cu", "int y;\n");
+  EXPECT_NE(kb_tf32_source(d / "other" / "matmul.cu", d / "scratch"), c);
+  EXPECT_THROW(kb_tf32_source(d / "missing.cu", d / "scratch"), std::exception);
   fs::remove_all(d);
 }
 

@@ -32,6 +32,7 @@ def cand(name):
     ("1_Small_square_matmul.py", "matmul", {"M": 48, "N": 48, "K": 48}, {}),
     ("4_Small_matvec.py", "matmul", {"M": 40, "N": 1, "K": 300}, {}),
     ("16_Small_matmul_transposed_A.py", "matmul", {"M": 24, "N": 36, "K": 40}, {}),
+    ("17_Small_matmul_transposed_B.py", "matmul", {"M": 17, "N": 29, "K": 44}, {}),
     ("18_Small_matmul_transposed_both.py", "matmul", {"M": 20, "N": 28, "K": 33}, {}),
     ("23_Small_softmax.py", "softmax", {"R": 16, "C": 1000}, {}),
     ("36_Small_rmsnorm_dim1.py", "rmsnorm", {"M": 120, "N": 16}, {"eps": 1e-5}),
@@ -40,6 +41,8 @@ def cand(name):
     ("95_Small_cross_entropy.py", "cross_entropy", {"B": 64, "V": 100}, {"ignore_index": -100.0}),
     ("97_Small_sdpa.py", "flash_attention", {"B": 2, "H": 3, "S": 20, "D": 16},
      {"causal": 0.0, "sm_scale": 0.25}),
+    ("98_Small_sdpa_large_head.py", "flash_attention", {"B": 1, "H": 2, "S": 12, "D": 320},
+     {"causal": 0.0, "sm_scale": 320 ** -0.5}),
 ])
 def test_problem_maps_to_its_type_at_its_shapes(name, kind, dims, attrs):
     m = map_problem(prob(name))
@@ -166,3 +169,54 @@ def test_side_stream_is_caught_on_a_gpu():
 def test_static_fallback_scan_allows_a_reraise():
     assert static_fallbacks("try:\n    f()\nexcept ImportError as e:\n    raise RuntimeError('x') from e\n") == []
     assert static_fallbacks("try:\n    f()\nexcept Exception:\n    g()\n")
+
+
+MATMUL = os.path.join(L1, "1_Small_square_matmul.py")
+
+
+def test_fp32_matmul_problems_are_marked_tf32_and_nothing_else_is():
+    for name in ("1_Small_square_matmul.py", "17_Small_matmul_transposed_B.py", "4_Small_matvec.py"):
+        assert map_problem(prob(name))["precision"] == "tf32", name
+    for name in ("23_Small_softmax.py", "36_Small_rmsnorm_dim1.py", "97_Small_sdpa.py"):
+        assert "precision" not in map_problem(prob(name)), name
+    m = map_problem(prob("17_Small_matmul_transposed_B.py"))
+    assert m["layout"]["trans_b"] and not m["layout"]["trans_a"]
+    assert any("B is stored [N,K] = [29,44]" in s for s in m["layout_steps"])
+
+
+def test_tf32_products_pass_in_kernelbench_mode_with_tf32_reported():
+    r = evaluate({"problem": MATMUL, "candidate": cand("matmul_tf32.py"), "reps": 0, "precision": "tf32",
+                  "strict": True})
+    assert r["verdict"] == "PASS", r
+    assert r["precision"] == "tf32" and "TF32" in r["fp64"]["note"]
+    assert r["fp64"]["pass"] and "allclose" in r["fp64"]["rule"]
+    assert 1e-5 < r["fp64"]["rel_err"] < 1e-2  # really TF32-rounded, and within KernelBench's rule
+
+
+def test_tf32_products_fail_vladbuds_fp32_contract_outside_kernelbench_mode():
+    r = evaluate({"problem": MATMUL, "candidate": cand("matmul_tf32.py"), "reps": 0, "strict": True})
+    assert (r["verdict"], r["guard"], r["precision"]) == ("FAIL", "fp64_oracle", "fp32"), r
+    assert r["kb_correct"] is True  # KernelBench's allclose alone would have passed it
+
+
+@pytest.mark.parametrize("req,message", [
+    ({"precision": "fp8"}, "precision 'fp8' is unknown"),
+    ({"precision": "tf32", "dtype": "bf16"}, "fp32 problems only"),
+])
+def test_bad_precision_is_refused(req, message):
+    with pytest.raises(BridgeError, match=message):
+        evaluate({"problem": MATMUL, "candidate": cand("matmul_tf32.py"), "reps": 0, **req})
+
+
+def test_inputs_on_device_is_ignored_on_the_cpu():
+    r = evaluate({"problem": SOFTMAX, "candidate": cand("softmax_manual.py"), "reps": 0, "inputs_on_device": True})
+    assert r["verdict"] == "PASS", r
+    assert not any("--inputs-on-device" in w for w in r["warnings"])
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="drawing inputs on the device needs a CUDA GPU")
+def test_inputs_on_device_draws_on_the_gpu_and_says_so():
+    r = evaluate({"problem": SOFTMAX, "candidate": cand("softmax_manual.py"), "reps": 3, "device": "cuda",
+                  "inputs_on_device": True})
+    assert r["verdict"] == "PASS", r
+    assert any("--inputs-on-device" in w for w in r["warnings"])

@@ -1,5 +1,6 @@
 // The PyTorch bridge, C++ side: subprocess contract, profile analysis, extraction.
 #include "bridge/bridge.h"
+#include "bridge/kernelbench.h"
 
 #include <fmt/format.h>
 #include <unistd.h>
@@ -351,6 +352,9 @@ std::optional<ModelProblem> read_model_problem(const fs::path& dir) {
       throw BridgeUsageError(f.string() + ": dtype must be fp16, bf16 or fp32");
     mp.dtype = *dt;
     mp.size = model_size(*mp.type, mp.doc.at("dims"), mp.doc.value("attrs", json::object()));
+    // "precision": "tf32" is KernelBench mode only (its bench builds the TF32 path); the
+    // evaluator here always judges fp32 as true fp32 (DESIGN §2).
+    (void)kb_precision_tf32(mp.doc, f);
   } catch (const BridgeUsageError&) {
     throw;
   } catch (const std::exception& e) {

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <functional>
 #include <cctype>
 #include <map>
 #include <sstream>
@@ -157,6 +158,7 @@ json write_setup(const KbProblem& p, const json& m, const Backend& bk, const KbS
             {"device", be->device().torch_device()}, {"mapped", true},
             {"time_share", 1.0},  // the problem's forward is this one kernel
             {"kernelbench", kb}};
+    if (m.contains("precision")) prob["precision"] = m["precision"];
   } else {
     prob = {{"mapped", false}, {"reason", m.value("reason", "")}, {"backend", o.backend},
             {"device", be->device().torch_device()}, {"kernelbench", kb}};
@@ -165,11 +167,41 @@ json write_setup(const KbProblem& p, const json& m, const Backend& bk, const KbS
   json out = {{"mapped", m.value("mapped", false)}, {"folder", dir.string()},
               {"size_label", prob.value("size_label", "")},
               {"ops", m.value("ops", json::array())}, {"label", p.label()}};
-  for (const char* k : {"type", "dims", "attrs", "dtype", "layout_steps", "reason"})
+  for (const char* k : {"type", "dims", "attrs", "dtype", "layout_steps", "reason", "precision"})
     if (m.contains(k)) out[k] = m[k];
   return out;
 }
 }  // namespace
+
+bool kb_precision_tf32(const json& prob, const fs::path& file) {
+  if (!prob.contains("precision")) return false;
+  const json& v = prob["precision"];
+  const std::string pr = v.is_string() ? v.get<std::string>() : v.dump();
+  if (pr == "fp32") return false;
+  if (pr != "tf32")
+    throw BridgeUsageError(file.string() + ": \"precision\": " + v.dump() +
+                           " is unknown; the only other precision is \"tf32\" (KernelBench mode, fp32 matmul)");
+  if (!prob.contains("kernelbench"))
+    throw BridgeUsageError(file.string() + ": \"precision\": \"tf32\" is KernelBench mode only (written by "
+                           "`vladbud kernelbench setup`, whose allclose(1e-2) admits TF32); VladBud's fp32 is true "
+                           "fp32 (DESIGN §2): remove the field");
+  if (prob.value("kernel", "") != "matmul" || prob.value("dtype", "") != "fp32")
+    throw BridgeUsageError(file.string() + ": \"precision\": \"tf32\" applies to an fp32 matmul only (this is " +
+                           prob.value("kernel", "?") + " " + prob.value("dtype", "?") + "); remove the field");
+  return true;
+}
+
+fs::path kb_tf32_source(const fs::path& src, const fs::path& scratch) {
+  const std::string text = "// vladbud kernelbench bench: precision tf32 (KernelBench mode), a copy of the folder's " +
+                           src.filename().string() + "\n#define VB_PRECISION_TF32 1\n#line 1\n" + read_file(src);
+  // Named by content: the same source in several folders (and processes) is one file at one path,
+  // so the backend's build cache (keyed by the preprocessed text, path markers included) builds it once.
+  const fs::path dir = scratch / fmt::format("{:016x}", std::hash<std::string>{}(text));
+  fs::create_directories(dir);
+  const fs::path out = dir / ("tf32_" + src.filename().string());
+  if (!fs::exists(out) || read_file(out) != text) write_file_atomic(out, text);
+  return out;
+}
 
 json kb_bench(const KbProblem& p, const KbBenchOptions& o) {
   const Backend* be = find_backend(o.backend);
@@ -189,7 +221,7 @@ json kb_bench(const KbProblem& p, const KbBenchOptions& o) {
               {"candidate", fs::absolute(cand).string()}, {"device", be->device().torch_device()},
               {"seed", o.seed}, {"trials", o.trials}, {"atol", o.atol}, {"rtol", o.rtol},
               {"warmup", o.warmup}, {"max_time_s", o.max_time_s}, {"compile", o.compile},
-              {"strict", o.strict}, {"fp64", o.fp64}};
+              {"strict", o.strict}, {"fp64", o.fp64}, {"inputs_on_device", o.inputs_on_device}};
   const bool gpu = be->device().kind() != DeviceKind::Host;
   req["reps"] = o.reps < 0 ? 0 : o.reps > 0 ? o.reps : (gpu ? 100 : 10);
   json kernel_info;
@@ -208,8 +240,14 @@ json kb_bench(const KbProblem& p, const KbBenchOptions& o) {
                                            dir.string(), fb, kb->device().torch_device(), o.backend, fb));
       fs::path src = dir / "best" / (type + kb->source_extension());
       if (!fs::exists(src)) src = dir / prob.value("source", type + kb->source_extension());
-      const BuildResult br = kb->build(src);
-      kernel_info = {{"type", type}, {"source", src.string()}};
+      // TF32 where the folder asks for it and the source has a TF32 path (mentions the define);
+      // a source without one (the CPU starter) runs, and is reported, as true fp32.
+      const bool tf32 = kb_precision_tf32(prob, dir / "problem.json") && o.allow_tf32 &&
+                        read_file(src).find("VB_PRECISION_TF32") != std::string::npos;
+      const fs::path built = tf32 ? kb_tf32_source(src, fs::temp_directory_path() / "vladbud-kb-tf32") : src;
+      const BuildResult br = kb->build(built);
+      kernel_info = {{"type", type}, {"source", src.string()}, {"precision", tf32 ? "tf32" : "fp32"}};
+      if (tf32) req["precision"] = "tf32";
       if (!br.ok)
         return {{"verdict", "FAIL"}, {"correct", false}, {"guard", "build"},
                 {"reason", "building " + src.string() + " failed"}, {"diagnostics", br.diagnostics},
@@ -279,7 +317,8 @@ json kb_score(const std::vector<KbProblem>& problems, const KbBenchOptions& o,
                 {"correct", r.value("correct", false)}, {"guard", r.value("guard", json())},
                 {"reason", r.value("reason", "")}, {"speedup", r.value("speedup", json())},
                 {"speedup_vs_compile", r.value("speedup_vs_compile", json())},
-                {"kb_correct", r.value("kb_correct", json())}};
+                {"kb_correct", r.value("kb_correct", json())},
+                {"precision", r.value("precision", "fp32")}};
     if (r.contains("fp64")) row["fp64_rel_err"] = r["fp64"].value("rel_err", json());
     if (r.contains("fp64") && r["fp64"].contains("note")) row["fp64_note"] = r["fp64"]["note"];
     if (r.contains("timing")) {
@@ -315,8 +354,9 @@ std::string kb_score_markdown(const json& s) {
     std::replace(reason.begin(), reason.end(), '|', '/');
     std::replace(reason.begin(), reason.end(), '\n', ' ');
     if (reason.size() > 160) reason = reason.substr(0, 157) + "...";
+    const std::string kernel = r.value("kernel", "-") + (r.value("precision", "") == "tf32" ? " (TF32)" : "");
     md += fmt::format("| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n", r.value("label", ""),
-                      r.value("kernel", "-"), r.value("correct", false) ? "yes" : "no",
+                      kernel, r.value("correct", false) ? "yes" : "no",
                       num(r.value("ref_us", json()), "{:.1f}"), num(r.value("new_us", json()), "{:.1f}"),
                       num(r.value("speedup", json()), "{:.3f}x"),
                       num(r.value("speedup_vs_compile", json()), "{:.3f}x"),

@@ -81,14 +81,36 @@ struct KbBenchOptions {
   bool strict = false;          ///< the fp64 oracle's verdict counts
   bool fp64 = true;             ///< compute the fp64 oracle
   int timeout_s = 1800;         ///< per problem
+  /// Build a folder whose problem.json says "precision": "tf32" with its TF32 path
+  /// (VB_PRECISION_TF32); false (--no-tf32) keeps fp32 true fp32.
+  bool allow_tf32 = true;
+  /// Draw get_inputs() on the GPU (torch.device context) instead of the host (KernelBench's
+  /// way); for Level 1's multi-GB inputs. Ignored on the CPU.
+  bool inputs_on_device = false;
 };
+
+/// True when a KernelBench folder's problem.json (`prob`, read from `file`) asks for the TF32 path:
+/// "precision": "tf32". Absent or "fp32" is false. Throws BridgeUsageError, naming the file and the
+/// fix, for another value, for "tf32" in a document without the "kernelbench" section (VladBud's
+/// own fp32 is true fp32, DESIGN §2), or for "tf32" on anything but an fp32 matmul.
+bool kb_precision_tf32(const nlohmann::json& prob, const std::filesystem::path& file);
+
+/// A copy of kernel source `src`, scratch/<content hash>/tf32_<name>, that starts with
+/// `#define VB_PRECISION_TF32 1` and `#line 1` (diagnostics keep the original's line numbers);
+/// the kernel's TF32 path (kernels/cuda/matmul.cu) is compiled only with that define. Equal
+/// sources give the same path, so a build cache keyed by the preprocessed text builds them once.
+/// Throws std::runtime_error when `src` cannot be read or the copy written.
+std::filesystem::path kb_tf32_source(const std::filesystem::path& src, const std::filesystem::path& scratch);
 
 /// Evaluates a ModelNew against problem `p`'s Model (python/vladbud/kb_eval.py: KernelBench's
 /// protocol plus VladBud's guards). When the candidate is the folder's own model_new.py of a
 /// mapped problem, first builds the folder's kernel (best/<type><ext> when the optimizer kept
 /// one, else its source) with the folder's backend and binds it. Returns the result document
+/// A folder whose problem.json says "precision": "tf32" (an fp32 matmul) is built from a copy of
+/// the source with VB_PRECISION_TF32 defined (kb_tf32_source) unless o.allow_tf32 is false.
 /// ({"verdict": "PASS"|"FAIL", "guard", "reason", "kb_correct", "fp64", "timing", "speedup",
-/// "speedup_vs_compile", "warnings", "kernel": {"type", "source", "library"}, ...}); a kernel that
+/// "speedup_vs_compile", "precision", "warnings", "kernel": {"type", "source", "library",
+/// "precision"}, ...}); a kernel that
 /// does not build is a FAIL with guard "build" and the compiler's diagnostics. Throws
 /// BridgeUsageError when there is no candidate (naming `vladbud kernelbench setup`), the problem
 /// or candidate file is malformed, or the backend's device is absent; std::runtime_error when

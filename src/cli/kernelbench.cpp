@@ -92,6 +92,9 @@ void print_bench(const nlohmann::json& r) {
   std::cout << "problem: " << r.value("label", "") << "\n";
   std::cout << "candidate: " << r.value("candidate", "") << "\n";
   if (r.contains("kernel")) std::cout << "kernel: " << r["kernel"].value("type", "") << " " << r["kernel"].value("source", "") << "\n";
+  if (r.value("precision", "fp32") == "tf32")
+    std::cout << "precision: TF32 (fp32 operands rounded to TF32 on tensor cores; admitted by KernelBench's "
+                 "tolerance, not VladBud's fp32 contract)\n";
   std::cout << "device: " << r.value("device", "") << "\n";
   std::cout << "correctness: " << r.value("verdict", "FAIL") << "\n";
   if (r.contains("kb_correct"))
@@ -106,6 +109,7 @@ void print_bench(const nlohmann::json& r) {
     std::cout << "fp64_rel_err: " << num(f["rel_err"], "{:.3e}") << " (reference's own "
               << num(f["reference_rel_err"], "{:.3e}") << ", bound " << num(f["threshold"], "{:.1e}")
               << (f.value("pass", false) ? ", within" : ", ABOVE") << ")\n";
+    if (f.contains("rule") && f["rule"].is_string()) std::cout << "fp64_rule: " << f["rule"].get<std::string>() << "\n";
     if (f.contains("note")) std::cout << "fp64_note: " << f["note"].get<std::string>() << "\n";
   }
   if (r.contains("timing")) {
@@ -199,6 +203,12 @@ void bench_flags(CLI::App* c, KbArgs& a) {
   c->add_flag("--strict", o.strict, "fail a candidate whose error against the float64 oracle is above the bound");
   c->add_flag("!--no-fp64", o.fp64, "skip the float64 oracle (huge problems)");
   c->add_option("--timeout", o.timeout_s, "seconds per problem")->capture_default_str();
+  c->add_flag("--inputs-on-device", o.inputs_on_device,
+              "draw get_inputs() on the GPU (same seeds, the device's generator) instead of on the host as "
+              "KernelBench does: Level 1 inputs reach 8 GB");
+  c->add_flag("!--no-tf32", o.allow_tf32,
+              "build fp32 matmul problems in true fp32 (default: their TF32 tensor-core path, which "
+              "KernelBench's tolerance admits; the report says TF32)");
 }
 
 }  // namespace

@@ -112,11 +112,11 @@ GpuEstimate estimate_gpu_time(const GpuEstimateInput& in, const TargetSpec& t) {
     if (in_flight < 0.5) widen("few bytes in flight (latency-bound region of Little's law)");
     const long local = m.ldl + m.stl;
     if (local > 0) {
-      const double ratio = static_cast<double>(local) / std::max<long>(1, m.ldg + m.stg);
+      const double ratio = static_cast<double>(local) / std::max<long>(1, m.ldg + m.stg + m.ldgsts + m.tma);
       mem_eff *= factor("local", 1 / (1 + ratio),
-                        fmt::format("heuristic: {} LDL/STL vs {} LDG/STG, each local access "
-                                    "costed as one global access",
-                                    local, m.ldg + m.stg));
+                        fmt::format("heuristic: {} LDL/STL vs {} LDG/STG/LDGSTS/TMA, each local "
+                                    "access costed as one global access",
+                                    local, m.ldg + m.stg + m.ldgsts + m.tma));
       widen("local-memory traffic (spills or runtime-indexed arrays)");
     }
     if (g && m.barriers > 0 && m.ldg > 0 && m.ldgsts == 0 && m.tma == 0) {

@@ -22,7 +22,7 @@
 //               in flight per thread (the LDG count of the kernel, clamped to 1..4, heuristic).
 //               Kernels staging through cp.async (LDGSTS) or TMA count as 1 (the copies are
 //               asynchronous; heuristic). Clamped to 0.05..1.
-//   local       1 / (1 + local accesses / global accesses) from LDL/STL vs LDG/STG counts: each
+//   local       1 / (1 + local accesses / global accesses) from LDL/STL vs LDG/STG/LDGSTS/TMA: each
 //               local access costs about one global access (heuristic; local memory is cached
 //               in L1/L2 but spills sit in the hot loop).
 //   peak        tensor-core peak of the dtype (spec peak_tflops.fp16/bf16) only when the SASS

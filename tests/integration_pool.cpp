@@ -201,5 +201,37 @@ TEST(PoolCli, AWorkerThatDiesEveryTimeIsRecordedLostAndTheRunGoesOn) {
   fs::remove_all(d.parent_path().parent_path());
 }
 
+TEST(PoolCli, TheOrchestratorOptimizesSeveralFoldersAtOnce) {
+  if (!no_dask().empty()) GTEST_SKIP() << no_dask();
+  const fs::path d1 = folder("orch");
+  const fs::path ws = d1.parent_path().parent_path();
+  fs::copy(d1, ws / "kernels" / "02_softmax");
+  const ProcessResult r = run_process(
+      {"env",
+       "VB_POOL_TASK_CMD=" + project_python() + " " +
+           (vladbud_home() / "python" / "tests" / "fixtures" / "standin_measure.py").string(),
+       bin(), "optimize", "--workspace", ws.string(), "--budget", "3m", "--seed", "5", "--no-git",
+       "--no-pytorch", "--json", "--workers", "2", "--batch", "3"},
+      std::chrono::minutes(4));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json orch = json::parse(read_file(ws / "orchestration.json"));
+  ASSERT_EQ(orch["kernels"].size(), 2u);
+  for (const auto& k : orch["kernels"]) {
+    EXPECT_EQ(k["status"], "exhausted") << k.dump();
+    EXPECT_EQ(k["experiments"], 11);
+    const std::string best = read_file(ws / "kernels" / k["dir"].get<std::string>() / "softmax.cpp");
+    EXPECT_NE(best.find("#define UNROLL 4"), std::string::npos) << best;
+  }
+  // Both ran at once: their experiments interleave in results.tsv.
+  const auto rows = decisions(d1);
+  ASSERT_EQ(rows.size(), 24u);
+  int switches = 0;
+  for (std::size_t i = 1; i < rows.size(); ++i)
+    switches += (rows[i].find("kdir=01") == std::string::npos) != (rows[i - 1].find("kdir=01") == std::string::npos);
+  EXPECT_GT(switches, 1) << "the folders ran one after the other";
+  EXPECT_EQ(last_json(r.out)["pool"]["workers"], 2) << r.out;
+  fs::remove_all(ws);
+}
+
 }  // namespace
 }  // namespace vb

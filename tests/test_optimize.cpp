@@ -693,3 +693,60 @@ TEST(OptimizePool, FlagsAreCheckedWithTheFix) {
   o.task_timeout_s = 0;
   EXPECT_THROW(check_pool_options(o, false), std::invalid_argument);
 }
+
+TEST(OptimizeOrchestrator, SeveralFoldersAtOnceDecideAsOneAtATime) {
+  // A thread-safe stand-in (the pool's measurer is): SyntheticMeasurer without noise, locked.
+  class Locked : public Measurer {
+   public:
+    Measurement measure(const fs::path& f, EvalMode mode) override {
+      std::lock_guard<std::mutex> lk(mu_);
+      ++calls;
+      return inner_.measure(f, mode);
+    }
+    std::string target() const override { return "synthetic, locked"; }
+    int calls = 0;
+
+   private:
+    SyntheticMeasurer inner_{0.0};
+    std::mutex mu_;
+  };
+  auto run = [](int parallel) {
+    const fs::path ws = temp_dir("orchpar");
+    make_kernel_folder(ws);
+    fs::copy(ws / "kernels" / "01_softmax", ws / "kernels" / "02_softmax");
+    Locked m;
+    OrchestratorOptions o;
+    o.budget_s = 120;
+    o.parallel = parallel;
+    o.loop.measurer = &m;
+    o.loop.git = false;
+    o.loop.seed = 5;
+    o.loop.batch = 2;
+    const auto orch = run_orchestrator(ws, o);
+    std::map<std::string, std::vector<std::string>> per;
+    for (const auto& r : rows_of(ws / "results.tsv")) {
+      EXPECT_EQ(r.size(), 14u);
+      const std::string k = r[9].substr(5, r[9].find(' ') - 5);
+      // The decision without the cache note: run one at a time, the second folder replays what
+      // the first measured (same source, shape and machine); at once, both measure.
+      std::string what = r[9].substr(r[9].find(' ') + 1, r[9].find("; reproduce") - r[9].find(' ') - 1);
+      const auto note = what.find(" [replayed from the cache]");
+      if (note != std::string::npos) what.erase(note);
+      per[k].push_back(r[1] + " " + what);
+    }
+    for (const auto& k : orch["kernels"]) {
+      EXPECT_EQ(k["status"], "exhausted") << k.dump();
+      EXPECT_EQ(k["experiments"], 11);
+    }
+    for (const char* d : {"01_softmax", "02_softmax"}) {
+      const std::string best = read_file(ws / "kernels" / d / "softmax.cpp");
+      EXPECT_EQ(current_config(best, parse_params(best)).at("UNROLL"), "4") << d;
+    }
+    fs::remove_all(ws);
+    return per;
+  };
+  const auto one = run(1), two = run(2);
+  ASSERT_EQ(one.size(), 2u);
+  EXPECT_EQ(one.at("01_softmax").size(), 12u);
+  EXPECT_EQ(one, two);
+}

@@ -362,6 +362,7 @@ void run_autotune(AutotuneArgs a) {
             "the sequential loop"});
     }
     oo.loop.pool = pool.get();
+    oo.parallel = opt::parallel_folders(*pool);
     oo.loop.batch = a.batch > 0 ? a.batch : std::max(2, pool->workers());
     log << fmt::format("  worker pool: {} workers at {} (resources {}), batches of {}\n",
                        pool->workers(), pool->scheduler(), opt::format_resources(*pool),

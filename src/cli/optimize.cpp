@@ -173,6 +173,7 @@ void run_optimize(const OptimizeArgs& a) {
       oo.plateau_k = a.plateau;
       oo.ceiling_pct = a.ceiling;
       oo.loop = o;
+      if (pool) oo.parallel = opt::parallel_folders(*pool);
       out = opt::run_orchestrator(a.workspace, oo);
     }
   } catch (const CLI::RuntimeError&) {

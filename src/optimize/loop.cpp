@@ -6,6 +6,7 @@
 #include <cmath>
 #include <ctime>
 #include <fstream>
+#include <mutex>
 #include <regex>
 #include <sstream>
 #include <stdexcept>
@@ -133,6 +134,10 @@ std::string git_commit_files(const fs::path& dir, const std::string& branch,
     return std::string();
   };
   if (!have_program("git")) return fail("git is not installed");
+  // Folders optimized at once (the orchestrator's threads) share the branch and the temporary
+  // index's name: one commit at a time.
+  static std::mutex git_mu;
+  std::lock_guard<std::mutex> git_lock(git_mu);
   bool ok = false;
   const std::string top = git_out(dir, {"rev-parse", "--show-toplevel"}, "", &ok);
   if (!ok) return fail("not inside a git repository");

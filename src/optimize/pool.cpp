@@ -295,6 +295,13 @@ std::vector<std::string> folder_backends(const std::vector<fs::path>& dirs) {
   return out;
 }
 
+int parallel_folders(const Pool& pool) {
+  int n = 0;
+  for (const auto& [k, v] : pool.resources())
+    if (k.rfind("gpu-", 0) == 0 || k.rfind("cpu-", 0) == 0) n += v;
+  return std::max(2, n);
+}
+
 std::string format_resources(const Pool& pool) {
   std::string s;
   for (const auto& [k, v] : pool.resources()) s += fmt::format("{}{}={}", s.empty() ? "" : ", ", k, v);

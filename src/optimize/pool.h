@@ -101,6 +101,11 @@ std::vector<std::filesystem::path> kernel_folders(const std::filesystem::path& w
 /// The distinct backends named by the folders' problem.json files (unreadable ones skipped).
 std::vector<std::string> folder_backends(const std::vector<std::filesystem::path>& dirs);
 
+/// Kernel folders the orchestrator runs at once over `pool`: the number of device units the
+/// workers own (the "gpu-*" and "cpu-*" resources summed), at least 2 (so that one folder's
+/// candidates build while another's are measured).
+int parallel_folders(const Pool& pool);
+
 /// "gpu-h200=1, cpu-amd-epyc=8" (or "none").
 std::string format_resources(const Pool& pool);
 

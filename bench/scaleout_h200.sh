@@ -161,7 +161,7 @@ json.dump(res, open(os.path.join(out, "scaleout.json"), "w"), indent=2)
 L = [f"# Optimizer scale-out ({backend}): sequential loop vs Dask worker pool\n",
      f"* date: {res['date']}; budget {budget} per run; pool: --workers {workers}",
      "* same kernel folders (bench/optimizer.sh's), fresh build cache per run\n",
-     "| run | experiments | wall (s) | experiments/hour | kept | lost | GPU util mean | GPU busy samples | measure tasks / wall |",
+     "| run | experiments | wall (s) | experiments/hour | kept | lost | GPU util mean (%) | GPU samples busy | measure-task s / wall (summed over device workers) |",
      "|---|---|---|---|---|---|---|---|---|"]
 for name, r in res["runs"].items():
     L.append(f"| {name} | {r['experiments']} | {r['wall_s']} | **{r['experiments_per_hour']}** | {r['kept']} | {r['lost']} | "

@@ -370,25 +370,7 @@ class Loop {
 
   // PyTorch at the folder's problem, once per folder (stored in problem.json): the rows'
   // speedup_vs_pytorch. A failure is said once and leaves the column n/a.
-  void time_pytorch() {
-    if (!opt_.pytorch_baseline) return;
-    if (problem_.raw.contains("pytorch_us") && problem_.raw["pytorch_us"].is_number()) return;
-    say(fmt::format("{}: timing PyTorch at the folder's problem ({} {})", kdir_, problem_.size.label,
-                    dtype_name(problem_.dtype)));
-    std::string op, why;
-    const auto us = opt_.pytorch_baseline(problem_, &op, &why);
-    if (!us) {
-      say(fmt::format("{}: no PyTorch baseline (speedup_vs_pytorch n/a): {}", kdir_,
-                      why.substr(0, 300)));
-      return;
-    }
-    problem_.raw["pytorch_us"] = *us;
-    problem_.raw["pytorch_op"] = op;
-    json doc = json::parse(read_file(dir_ / "problem.json"));
-    doc["pytorch_us"] = *us;
-    doc["pytorch_op"] = op;
-    write_file_atomic(dir_ / "problem.json", doc.dump(2) + "\n");
-  }
+  void time_pytorch() { problem_ = store_pytorch_baseline(dir_, opt_); }
 
   void setup() {
     // The best version when one is saved (the source may hold an interrupted edit).
@@ -758,6 +740,31 @@ class Loop {
 };
 
 }  // namespace
+
+KernelProblem store_pytorch_baseline(const fs::path& dir, const OptimizeOptions& opt) {
+  KernelProblem problem = read_problem_file(dir);
+  if (!opt.pytorch_baseline) return problem;
+  if (problem.raw.contains("pytorch_us") && problem.raw["pytorch_us"].is_number()) return problem;
+  const std::string kdir = fs::absolute(dir).lexically_normal().filename().string();
+  auto say = [&](const std::string& s) {
+    if (opt.progress) opt.progress(s);
+  };
+  say(fmt::format("{}: timing PyTorch at the folder's problem ({} {})", kdir, problem.size.label,
+                  dtype_name(problem.dtype)));
+  std::string op, why;
+  const auto us = opt.pytorch_baseline(problem, &op, &why);
+  if (!us) {
+    say(fmt::format("{}: no PyTorch baseline (speedup_vs_pytorch n/a): {}", kdir, why.substr(0, 300)));
+    return problem;
+  }
+  problem.raw["pytorch_us"] = *us;
+  problem.raw["pytorch_op"] = op;
+  json doc = json::parse(read_file(dir / "problem.json"));
+  doc["pytorch_us"] = *us;
+  doc["pytorch_op"] = op;
+  write_file_atomic(dir / "problem.json", doc.dump(2) + "\n");
+  return problem;
+}
 
 KernelSummary optimize_kernel(const fs::path& dir, const OptimizeOptions& opts) {
   Loop loop(dir, opts);

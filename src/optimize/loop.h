@@ -94,6 +94,14 @@ struct KernelSummary {
 /// problem.json, no or several editable sources, a starting source that fails the quick checks.
 KernelSummary optimize_kernel(const std::filesystem::path& dir, const OptimizeOptions& opts);
 
+/// Times PyTorch at the folder's problem once (opts.pytorch_baseline, when set and problem.json
+/// has no "pytorch_us" yet) and stores "pytorch_us"/"pytorch_op" in problem.json atomically;
+/// a failure is said through opts.progress and leaves the column n/a. Returns the folder's
+/// problem as it now is. Throws std::runtime_error for a bad problem.json. The loop calls it
+/// before its first experiment; the orchestrator calls it for every folder before it runs
+/// several at once, so that no PyTorch timing shares the device with another folder's work.
+KernelProblem store_pytorch_baseline(const std::filesystem::path& dir, const OptimizeOptions& opts);
+
 /// The one editable source of a kernel folder for `backend` (the single file with the backend's
 /// extension directly in `dir`). Throws std::runtime_error naming the folder when there is none
 /// or more than one.

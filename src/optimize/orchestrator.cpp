@@ -178,6 +178,15 @@ json run_orchestrator(const fs::path& ws_in, const OrchestratorOptions& o) {
     std::lock_guard<std::mutex> lk(mu);
     save("");
   }
+  if (par > 1 && o.loop.pytorch_baseline)
+    for (const auto& e : entries) {
+      if (e.status == "error") continue;
+      try {
+        store_pytorch_baseline(ws / "kernels" / e.dir, o.loop);
+      } catch (const std::exception&) {
+        // the folder's loop reports its bad problem.json
+      }
+    }
   int running = 0;
   std::vector<std::thread> threads;
   std::unique_lock<std::mutex> lk(mu);

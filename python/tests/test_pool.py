@@ -24,11 +24,13 @@ def test_resource_names():
 
 
 def test_one_worker_per_gpu_the_rest_build():
-    s = pool.worker_specs(4, ["cuda"], ["NVIDIA H200", "NVIDIA H200"], 16)
+    s = pool.worker_specs(4, ["cuda"], ["NVIDIA H200", "NVIDIA H200"], 16, "sm_90a")
     assert list(s) == ["gpu0", "gpu1", "host0", "host1"]
     assert s["gpu0"]["resources"] == {"gpu-h200": 1} and s["gpu0"]["env"]["CUDA_VISIBLE_DEVICES"] == "0"
     assert s["gpu1"]["env"]["CUDA_VISIBLE_DEVICES"] == "1"
     assert s["host0"]["resources"] == {} and s["host0"]["env"]["CUDA_VISIBLE_DEVICES"] == ""
+    # Build workers see no GPU: they build for the GPUs' architecture (same build-cache key).
+    assert s["host0"]["env"]["VB_CUDA_ARCH"] == "sm_90a" and "VB_CUDA_ARCH" not in s["gpu0"]["env"]
     # The CPU backend: every worker owns a group of cores.
     c = pool.worker_specs(2, ["cpu"], [], 16)
     assert all(list(v["resources"]) == [pool.cpu_resource()] for v in c.values())

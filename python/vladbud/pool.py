@@ -89,6 +89,21 @@ def local_gpus() -> list[str]:
     return [l.strip() for l in r.stdout.splitlines() if l.strip()]
 
 
+def local_cuda_arch() -> str:
+    """The first local GPU's CUDA architecture as vladbud's CUDA backend names it ("9.0" ->
+    "sm_90a", "8.0" -> "sm_80"), from nvidia-smi's compute_cap; "" without one."""
+    try:
+        r = subprocess.run(["nvidia-smi", "--query-gpu=compute_cap", "--format=csv,noheader"],
+                           capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+    m = re.match(r"\s*(\d+)\.(\d+)", r.stdout) if r.returncode == 0 else None
+    if not m:
+        return ""
+    major, minor = m.group(1), m.group(2)
+    return f"sm_{major}{minor}" + ("a" if (major, minor) == ("9", "0") else "")
+
+
 def gpu_resource(name: str) -> str:
     """Dask resource naming a GPU model: "gpu-<model>" without the vendor ("NVIDIA H200" -> "gpu-h200")."""
     s = slug(name)
@@ -98,15 +113,18 @@ def gpu_resource(name: str) -> str:
     return "gpu-" + s
 
 
-def worker_specs(n: int, backends: list[str], gpus: list[str], cores: int) -> dict:
+def worker_specs(n: int, backends: list[str], gpus: list[str], cores: int, cuda_arch: str = "") -> dict:
     """The local cluster's workers: one per GPU (CUDA_VISIBLE_DEVICES=i, its gpu resource,
-    2 threads: one measures, one may build), the rest build workers; for the cpu backend every
-    worker also owns a group of cores (the "cpu-<model>" resource, OMP_NUM_THREADS = its share).
+    2 threads: one measures, one may build), the rest build workers, which see no GPU and build
+    for `cuda_arch` (VB_CUDA_ARCH, so that their builds land under the same cache key as the
+    GPU worker's); for the cpu backend every worker also owns a group of cores (the
+    "cpu-<model>" resource, OMP_NUM_THREADS = its share).
 
     :param n: number of workers (>= 1)
     :param backends: backends of the kernel folders ("cpu", "cuda", ...)
     :param gpus: local GPU names (local_gpus())
     :param cores: logical cores of this host
+    :param cuda_arch: the GPUs' architecture (local_cuda_arch()); ignored when VB_CUDA_ARCH is set
     :returns: {name: {"resources": {...}, "env": {...}, "nthreads": int}}
     """
     if n < 1:
@@ -123,6 +141,8 @@ def worker_specs(n: int, backends: list[str], gpus: list[str], cores: int) -> di
             name = f"gpu{i}"
         else:
             env["CUDA_VISIBLE_DEVICES"] = ""
+            if cuda_arch:
+                env["VB_CUDA_ARCH"] = cuda_arch
             name = f"host{i - n_gpu}"
         if "cpu" in backends:
             res[cpu_resource()] = 1
@@ -200,7 +220,9 @@ class Pool:
             from distributed import Nanny, Scheduler, SpecCluster
 
             backends = [b for b in args.backends.split(",") if b]
-            specs = worker_specs(args.workers, backends, local_gpus(), os.cpu_count() or 1)
+            gpus = local_gpus()
+            arch = os.environ.get("VB_CUDA_ARCH") or (local_cuda_arch() if gpus else "")
+            specs = worker_specs(args.workers, backends, gpus, os.cpu_count() or 1, arch)
             workers = {
                 name: {"cls": Nanny, "options": {"nthreads": s["nthreads"], "resources": s["resources"],
                                                  "env": s["env"], "memory_limit": 0,

@@ -73,8 +73,11 @@ def test_protocol_over_a_local_cluster(tmp_path):
         {"id": 3, "op": "compare", "resource": res, "problem": {}, "ext": ".cpp", "source": src,
          "best": "#define UNROLL 1\n#define MODE 0\n", "rounds": 2},
         {"id": 4, "op": "frobnicate"},
+        # A device no worker owns: given up after --no-worker-timeout, never left waiting.
+        {"id": 5, "op": "quick", "resource": "gpu-nothing", "problem": {}, "ext": ".cpp", "source": src},
     ]
-    p = subprocess.Popen([sys.executable, "-m", "vladbud.pool", "--workers", "2", "--backends", "cpu"],
+    p = subprocess.Popen([sys.executable, "-m", "vladbud.pool", "--workers", "2", "--backends", "cpu",
+                          "--no-worker-timeout", "2"],
                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                          text=True, env=env)
     try:
@@ -85,7 +88,7 @@ def test_protocol_over_a_local_cluster(tmp_path):
             p.stdin.write(json.dumps(r) + "\n")
         p.stdin.flush()
         replies = {}
-        while len(replies) < 4:
+        while len(replies) < 5:
             line = json.loads(p.stdout.readline())
             if "id" in line:
                 replies[line["id"]] = line
@@ -94,6 +97,8 @@ def test_protocol_over_a_local_cluster(tmp_path):
         assert [s[0] for s in replies[3]["result"]["best"]] == [100.0, 100.0]
         assert [s[0] for s in replies[3]["result"]["cand"]] == [80.0, 80.0]
         assert replies[4]["lost"] and "bad request" in replies[4]["reason"]
+        assert replies[5]["lost"] and "no worker owns device gpu-nothing" in replies[5]["reason"]
+        assert '--resources "gpu-nothing=1"' in replies[5]["reason"]
         p.stdin.write(json.dumps({"op": "shutdown"}) + "\n")
         p.stdin.flush()
         assert p.wait(timeout=60) == 0

@@ -32,7 +32,7 @@ Protocol (one JSON object per line):
 
 * startup reply: ``{"ready": true, "scheduler": ADDR, "workers": N, "resources": {NAME: count},
   "threads": T}`` or ``{"error": "..."}`` (then exit status 2)
-* request: ``{"id": int, "op": "build"|"quick"|"full"|"compare", "resource": NAME or "",
+* request: ``{"id": int, "op": "build"|"quick"|"full"|"timing"|"compare", "resource": NAME or "",
   "problem": {problem.json}, "ext": ".cpp", "source": TEXT, "best": TEXT (compare),
   "rounds": int (compare), "vladbud": PATH, "after": [ids] (optional: run after these)}``
 * reply: ``{"id": int, "ok": true, "result": {...}, "worker": ADDR, "seconds": s}`` or
@@ -53,7 +53,7 @@ import tempfile
 import threading
 import time
 
-OPS = ("build", "quick", "full", "compare")
+OPS = ("build", "quick", "full", "timing", "compare")
 
 
 def slug(text: str) -> str:

@@ -13,7 +13,9 @@
 #                                        $OUT/h200-results.tar.gz (plus summary.txt)
 # Stages: correctness gpu-tests run-all rank-cuda rank-cpu pipeline optimizer (CUDA optimizer
 # throughput, OPT_BUDGET, default 4m; not in the default set) variants (tuning variants of one
-# type, VARIANTS_DIR / VARIANTS_DTYPE; not in the default set)
+# type, VARIANTS_DIR / VARIANTS_DTYPE; not in the default set) scaleout (issue 21: the optimizer
+# sequential vs over a Dask worker pool, bench/scaleout_h200.sh, SCALE_BUDGET per run, default 3m;
+# carry .whl too, from bench/fetch_dask_wheels.sh; not in the default set)
 # Each stage has its own time limit (seconds, STAGE_LIMIT_<stage> overrides) and never stops the
 # others; the summary lists each stage's exit code and duration.
 set -uo pipefail

@@ -26,7 +26,8 @@ def test_resource_names():
 def test_one_worker_per_gpu_the_rest_build():
     s = pool.worker_specs(4, ["cuda"], ["NVIDIA H200", "NVIDIA H200"], 16, "sm_90a")
     assert list(s) == ["gpu0", "gpu1", "host0", "host1"]
-    assert s["gpu0"]["resources"] == {"gpu-h200": 1} and s["gpu0"]["env"]["CUDA_VISIBLE_DEVICES"] == "0"
+    assert s["gpu0"]["resources"] == {"gpu-h200": 2} and s["gpu0"]["env"]["CUDA_VISIBLE_DEVICES"] == "0"
+    assert s["gpu0"]["nthreads"] == 3 and s["host0"]["nthreads"] == 1
     assert s["gpu1"]["env"]["CUDA_VISIBLE_DEVICES"] == "1"
     assert s["host0"]["resources"] == {} and s["host0"]["env"]["CUDA_VISIBLE_DEVICES"] == ""
     # Build workers see no GPU: they build for the GPUs' architecture (same build-cache key).
@@ -43,7 +44,7 @@ def test_bad_flags_are_refused():
     with pytest.raises(ValueError, match="at least 1"):
         pool.worker_specs(0, ["cpu"], [], 2)
     for argv in (["--workers", "0"], ["--workers", "2", "--scheduler", "tcp://h:1"], [],
-                 ["--workers", "1", "--task-timeout", "0"]):
+                 ["--workers", "1", "--task-timeout", "0"], ["--workers", "1", "--check-slots", "0"]):
         with pytest.raises(SystemExit) as e:
             pool.parse_args(argv)
         assert e.value.code == 2
@@ -116,3 +117,56 @@ def test_unreachable_scheduler_is_one_clear_line():
     assert r.returncode == 2
     err = json.loads(r.stdout.strip().splitlines()[-1])["error"]
     assert "cannot reach the Dask scheduler at tcp://127.0.0.1:9" in err and "dask scheduler" in err
+
+
+def test_timed_tasks_run_alone_on_their_device_checks_share_it(tmp_path):
+    """One worker owning 2 units of a device (as a local GPU worker does): two full-stage checks
+    overlap, a quick screen (timed) never overlaps anything on that device."""
+    pytest.importorskip("distributed", reason="Dask distributed is not installed (scripts/setup.sh)")
+    spans = tmp_path / "spans.txt"
+    env = dict(os.environ, VB_POOL_TASK_CMD=f"{sys.executable} {STANDIN}",
+               PYTHONPATH=os.path.join(ROOT, "python"), VB_STANDIN_SLEEP="1",
+               VB_STANDIN_SLEEP_FULL="2", VB_STANDIN_SPANS=str(spans))
+    res = "gpu-fake"
+    # A cluster whose one worker owns gpu-fake=2, as `dask worker ... --resources "gpu-fake=2"`.
+    code = f"""
+import sys, json, threading
+from distributed import LocalCluster
+c = LocalCluster(n_workers=1, threads_per_worker=3, processes=True, host="127.0.0.1",
+                 dashboard_address=None, resources={{"{res}": 2}})
+print(c.scheduler_address, flush=True)
+sys.stdin.read()
+c.close()
+"""
+    sched = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                             stderr=subprocess.DEVNULL, text=True, env=env)
+    try:
+        addr = sched.stdout.readline().strip()
+        p = subprocess.Popen([sys.executable, "-m", "vladbud.pool", "--scheduler", addr],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                             text=True, env=env)
+        ready = json.loads(p.stdout.readline())
+        assert ready["resources"] == {res: 2}
+        src = "#define UNROLL 4\n#define MODE 0\n"
+        base = {"resource": res, "problem": {}, "ext": ".cpp", "source": src}
+        for i, op in enumerate(["full", "full", "quick", "full"], start=1):
+            p.stdin.write(json.dumps(dict(base, id=i, op=op)) + "\n")
+        p.stdin.flush()
+        got = set()
+        while len(got) < 4:
+            line = json.loads(p.stdout.readline())
+            if "id" in line:
+                assert line.get("ok"), line
+                got.add(line["id"])
+        p.stdin.write(json.dumps({"op": "shutdown"}) + "\n")
+        p.stdin.flush()
+        p.wait(timeout=60)
+    finally:
+        sched.communicate("", timeout=60)
+    s = [(m, float(a), float(b)) for m, a, b in (l.split() for l in spans.read_text().splitlines())]
+    assert len(s) == 4
+    overlap = lambda x, y: x[1] < y[2] and y[1] < x[2]
+    fulls = [x for x in s if x[0] == "full"]
+    quick = [x for x in s if x[0] == "quick"][0]
+    assert any(overlap(a, b) for i, a in enumerate(fulls) for b in fulls[i + 1:]), s
+    assert not any(overlap(quick, f) for f in fulls), s

@@ -11,10 +11,13 @@ What runs where (Dask ``resources``):
 * ``build`` tasks carry no resource: any worker compiles the candidate into the build cache
   (``VB_CACHE_DIR``, content-addressed; shared by the workers of one host, or by all hosts when
   it sits on a shared file system).
-* ``quick`` / ``full`` / ``compare`` tasks (the measurements) need one unit of the device's
-  resource, e.g. ``{"gpu-h200": 1}`` or ``{"cpu-amd-epyc": 1}``: they run only on a worker that
-  owns that device, one at a time per worker, and a comparison (``compare``: interleaved rounds
-  of the best and the candidate) is one task, so it never spans two devices.
+* ``quick`` / ``full`` / ``compare`` tasks (the measurements) need the device's resource, e.g.
+  ``gpu-h200`` or ``cpu-amd-epyc``: they run only on a worker that owns that device, and a
+  comparison (``compare``: interleaved rounds of the best and the candidate) is one task, so it
+  never spans two devices. Timed tasks (quick, compare) take every unit a worker owns (the
+  fewest any worker of that device owns), so they run alone on the device; the full stages (no
+  timing) take one unit, so a worker started with ``--resources "gpu-h200=2"`` (the local
+  cluster's GPU workers: ``--check-slots``) runs two of them at once between timings.
 
 Each task runs ``vladbud optimize --kernel TMPDIR --measure FILE --mode MODE --json`` (the same
 evaluator the sequential loop uses) in a fresh temporary folder holding problem.json and the
@@ -54,6 +57,10 @@ import threading
 import time
 
 OPS = ("build", "quick", "full", "timing", "compare")
+# Timed work: alone on its device (all the units its worker owns). The full stages time nothing:
+# they take one unit, so a worker owning K units of a device checks up to K candidates at once
+# while no timing runs there (their fp64 oracle is host work that would leave the GPU idle).
+TIMED = ("quick", "timing", "compare")
 
 
 def slug(text: str) -> str:
@@ -113,7 +120,8 @@ def gpu_resource(name: str) -> str:
     return "gpu-" + s
 
 
-def worker_specs(n: int, backends: list[str], gpus: list[str], cores: int, cuda_arch: str = "") -> dict:
+def worker_specs(n: int, backends: list[str], gpus: list[str], cores: int, cuda_arch: str = "",
+                 check_slots: int = 2) -> dict:
     """The local cluster's workers: one per GPU (CUDA_VISIBLE_DEVICES=i, its gpu resource,
     2 threads: one measures, one may build), the rest build workers, which see no GPU and build
     for `cuda_arch` (VB_CUDA_ARCH, so that their builds land under the same cache key as the
@@ -125,6 +133,8 @@ def worker_specs(n: int, backends: list[str], gpus: list[str], cores: int, cuda_
     :param gpus: local GPU names (local_gpus())
     :param cores: logical cores of this host
     :param cuda_arch: the GPUs' architecture (local_cuda_arch()); ignored when VB_CUDA_ARCH is set
+    :param check_slots: units of its gpu resource each GPU worker owns (full-stage checks at once;
+        timed tasks take them all); its threads are check_slots + 1 (one more may build)
     :returns: {name: {"resources": {...}, "env": {...}, "nthreads": int}}
     """
     if n < 1:
@@ -136,7 +146,7 @@ def worker_specs(n: int, backends: list[str], gpus: list[str], cores: int, cuda_
         res: dict = {}
         env = {"OMP_NUM_THREADS": str(share)}
         if i < n_gpu:
-            res[gpu_resource(gpus[i])] = 1
+            res[gpu_resource(gpus[i])] = check_slots
             env["CUDA_VISIBLE_DEVICES"] = str(i)
             name = f"gpu{i}"
         else:
@@ -146,7 +156,7 @@ def worker_specs(n: int, backends: list[str], gpus: list[str], cores: int, cuda_
             name = f"host{i - n_gpu}"
         if "cpu" in backends:
             res[cpu_resource()] = 1
-        specs[name] = {"resources": res, "env": env, "nthreads": 2 if i < n_gpu else 1}
+        specs[name] = {"resources": res, "env": env, "nthreads": check_slots + 1 if i < n_gpu else 1}
     return specs
 
 
@@ -222,7 +232,8 @@ class Pool:
             backends = [b for b in args.backends.split(",") if b]
             gpus = local_gpus()
             arch = os.environ.get("VB_CUDA_ARCH") or (local_cuda_arch() if gpus else "")
-            specs = worker_specs(args.workers, backends, gpus, os.cpu_count() or 1, arch)
+            specs = worker_specs(args.workers, backends, gpus, os.cpu_count() or 1, arch,
+                                 args.check_slots)
             workers = {
                 name: {"cls": Nanny, "options": {"nthreads": s["nthreads"], "resources": s["resources"],
                                                  "env": s["env"], "memory_limit": 0,
@@ -255,6 +266,16 @@ class Pool:
         return {"scheduler": self.client.scheduler.address, "workers": len(workers),
                 "resources": res, "threads": threads}
 
+    def units(self, resource: str) -> int:
+        """Units of `resource` a timed task takes: the fewest any worker owning it has (>= 1)."""
+        try:
+            workers = self.client.scheduler_info(n_workers=-1)["workers"].values()
+            have = [float((w.get("resources") or {}).get(resource, 0)) for w in workers]
+            have = [h for h in have if h > 0]
+            return max(1, int(min(have))) if have else 1
+        except Exception:  # noqa: BLE001 - the scheduler is away: the watchdog says so
+            return 1
+
     def send(self, obj: dict) -> None:
         with self.out_lock:
             sys.stdout.write(json.dumps(obj) + "\n")
@@ -275,7 +296,7 @@ class Pool:
                     deps.append(self.futures[a])
         kw = {"pure": False, "key": f"vb-{op}-{rid}-{os.getpid()}"}
         if resource:
-            kw["resources"] = {resource: 1}
+            kw["resources"] = {resource: self.units(resource) if op in TIMED else 1}
         fut = self.client.submit(_task_entry, req, self.args.task_timeout, deps, **kw)
         with self.lock:
             self.futures[rid] = fut
@@ -383,6 +404,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     g.add_argument("--workers", type=int, help="start a local cluster of N workers on loopback")
     g.add_argument("--scheduler", help="join an existing Dask scheduler (tcp://HOST:8786)")
     p.add_argument("--backends", default="cpu", help="backends of the kernel folders (cpu,cuda)")
+    p.add_argument("--check-slots", type=int, default=2,
+                   help="local cluster: full-stage checks a GPU worker runs at once (timing is "
+                        "always alone on the device)")
     p.add_argument("--task-timeout", type=float, default=1800,
                    help="seconds one task may run before it is given up (lost)")
     p.add_argument("--no-worker-timeout", type=float, default=300,
@@ -394,6 +418,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     a = p.parse_args(argv)
     if a.workers is not None and a.workers < 1:
         p.error(f"--workers must be at least 1 (got {a.workers})")
+    if not 1 <= a.check_slots <= 16:
+        p.error(f"--check-slots must be in [1, 16] (got {a.check_slots})")
     for name in ("task_timeout", "no_worker_timeout", "connect_timeout", "worker_ttl"):
         if not getattr(a, name) > 0:
             p.error(f"--{name.replace('_', '-')} must be positive")

@@ -42,9 +42,10 @@ export PYTHONUNBUFFERED=1
 if ! "$py" -c 'import distributed' 2>/dev/null; then
   [ -d .whl ] || { echo "scaleout_h200.sh: $py has no Dask and .whl/ is missing (here: bash bench/fetch_dask_wheels.sh, then carry .whl)" >&2; exit 2; }
   if [ $dry = 1 ]; then
-    echo "would install: $py -m pip install --no-index --find-links .whl --target /tmp/vb-dask dask distributed"
+    echo "would install: $py -m pip install --no-index --no-deps --target /tmp/vb-dask .whl/*.whl"
   else
-    "$py" -m pip install -q --no-index --find-links .whl --target /tmp/vb-dask dask distributed >&2
+    # --no-deps: the other dependencies are the image's own (fetch_dask_wheels.sh lists them).
+    "$py" -m pip install -q --no-index --no-deps --target /tmp/vb-dask .whl/*.whl >&2
     export PYTHONPATH="/tmp/vb-dask${PYTHONPATH:+:$PYTHONPATH}"
     "$py" -c 'import distributed' || { echo "scaleout_h200.sh: Dask from .whl/ does not import" >&2; exit 2; }
   fi

@@ -13,7 +13,9 @@
 #                                        $OUT/h200-results.tar.gz (plus summary.txt)
 # Stages: correctness gpu-tests run-all rank-cuda rank-cpu pipeline optimizer (CUDA optimizer
 # throughput, OPT_BUDGET, default 4m; not in the default set) variants (tuning variants of one
-# type, VARIANTS_DIR / VARIANTS_DTYPE; not in the default set)
+# type, VARIANTS_DIR / VARIANTS_DTYPE; not in the default set) scaleout (issue 21: the optimizer
+# sequential vs over a Dask worker pool, bench/scaleout_h200.sh, SCALE_BUDGET per run, default 3m;
+# carry .whl too, from bench/fetch_dask_wheels.sh; not in the default set)
 # Each stage has its own time limit (seconds, STAGE_LIMIT_<stage> overrides) and never stops the
 # others; the summary lists each stage's exit code and duration.
 set -uo pipefail
@@ -57,7 +59,7 @@ summary="$logs/summary.txt"
 } >"$summary"
 
 declare -A limit=([correctness]=90 [gpu-tests]=150 [run-all]=330 [rank-cuda]=330 [rank-cpu]=120
-                  [pipeline]=150 [optimizer]=290 [variants]=150)
+                  [pipeline]=150 [optimizer]=290 [variants]=150 [scaleout]=570)
 # Timestamped stderr (Unix seconds), to see where the time goes.
 ts_lines() { local l; while IFS= read -r l; do printf '%s %s\n' "${EPOCHREALTIME%????}" "$l"; done >&2; }
 # The stages, one function each (run in a child bash under `timeout`).
@@ -102,8 +104,9 @@ stage_optimizer() {
   VB_BENCH_BACKEND=cuda VB_BENCH_WS="$LOGS/optimizer-ws" bash bench/optimizer.sh "${OPT_BUDGET:-4m}"
   cp bench/results/optimizer-cuda.md "$LOGS/"
 }
+stage_scaleout() { OUT="$LOGS" bash bench/scaleout_h200.sh; }
 export LOGS="$logs"
-export -f ts_lines stage_correctness stage_gpu-tests stage_run-all stage_variants stage_rank-cuda stage_rank-cpu stage_pipeline stage_optimizer
+export -f ts_lines stage_correctness stage_gpu-tests stage_run-all stage_variants stage_rank-cuda stage_rank-cpu stage_pipeline stage_optimizer stage_scaleout
 stages=("$@")
 [ ${#stages[@]} -eq 0 ] && stages=(correctness run-all rank-cuda rank-cpu gpu-tests pipeline)
 for s in "${stages[@]}"; do

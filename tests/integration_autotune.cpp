@@ -145,6 +145,11 @@ TEST(AutotuneCli, BadInputIsRefusedBeforeAnythingIsWrittenOrMoved) {
       {{"--class-name", "Gpt2"}, "case-sensitive"},
       {{"--model", d.string(), "--class-name", "GPT2"}, "is a folder"},
       {{"--model", gpt2(), "--class-name", "GPT2", "--budget", std::string(400, '9')}, "a week"},
+      {{"--model", gpt2(), "--class-name", "GPT2", "--workers", "0"}, "--workers must be at least 1"},
+      {{"--model", gpt2(), "--class-name", "GPT2", "--workers", "2", "--scheduler",
+        "tcp://127.0.0.1:8786"}, "exclude each other"},
+      {{"--model", gpt2(), "--class-name", "GPT2", "--scheduler", "h:1"}, "not a Dask scheduler address"},
+      {{"--model", gpt2(), "--class-name", "GPT2", "--batch", "4"}, "--batch needs --workers"},
   };
   for (const auto& c : cases) {
     std::vector<std::string> args = {"autotune", "--workspace", ws.string()};

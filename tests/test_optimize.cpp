@@ -7,6 +7,9 @@
 
 #include <cmath>
 #include <fstream>
+#include <future>
+#include <map>
+#include <mutex>
 #include <random>
 #include <sstream>
 
@@ -17,6 +20,7 @@
 #include "optimize/loop.h"
 #include "optimize/orchestrator.h"
 #include "optimize/params.h"
+#include "optimize/pool.h"
 #include "optimize/problem_file.h"
 #include "optimize/proposer.h"
 #include "optimize/report_md.h"
@@ -535,4 +539,214 @@ TEST(OptimizeGit, CommitsKeptVersionsOnABranchWithoutTouchingTheCheckout) {
   // HEAD and the index are untouched.
   EXPECT_EQ(std::system(("test \"$(git -C " + repo.string() + " rev-list --count HEAD)\" = 1").c_str()), 0);
   fs::remove_all(repo);
+}
+
+// ---- batches and lost experiments (issue 21: the loop over a worker pool) ----
+
+namespace {
+
+// Serves SyntheticMeasurer's (noise-free) answers from work started ahead on other threads, as a
+// pool does: prefetch() starts every quick screen at once, measure() collects them.
+class AheadMeasurer : public Measurer {
+ public:
+  Measurement measure(const fs::path& f, EvalMode mode) override {
+    const std::string key = std::to_string(static_cast<int>(mode)) + read_file(f);
+    auto it = ahead_.find(key);
+    if (it != ahead_.end()) {
+      auto fut = std::move(it->second);
+      ahead_.erase(it);
+      ++served_ahead;
+      return fut.get();
+    }
+    std::lock_guard<std::mutex> lk(mu_);
+    return inner_.measure(f, mode);
+  }
+  void prefetch(const std::vector<fs::path>& sources, EvalMode mode) override {
+    for (const auto& s : sources) {
+      const std::string key = std::to_string(static_cast<int>(mode)) + read_file(s);
+      ahead_[key] = std::async(std::launch::async, [this, s, mode] {
+        std::lock_guard<std::mutex> lk(mu_);
+        return inner_.measure(s, mode);
+      });
+    }
+  }
+  std::string target() const override { return "synthetic, ahead"; }
+  int served_ahead = 0;
+
+ private:
+  SyntheticMeasurer inner_{0.0};
+  std::mutex mu_;
+  std::map<std::string, std::future<Measurement>> ahead_;
+};
+
+std::vector<std::string> decisions_of(const fs::path& ws) {
+  std::vector<std::string> out;
+  for (const auto& r : rows_of(ws / "results.tsv"))
+    out.push_back(r[1] + " " + r[7] + " " + r[9].substr(0, r[9].find("; reproduce")));
+  return out;
+}
+
+}  // namespace
+
+TEST(OptimizeBatch, DecisionsDoNotDependOnWhatServedTheBatch) {
+  auto run = [](Measurer& m, int batch) {
+    const fs::path ws = temp_dir("batch");
+    const fs::path d = make_kernel_folder(ws);
+    OptimizeOptions o;
+    o.max_experiments = 9;
+    o.measurer = &m;
+    o.git = false;
+    o.seed = 5;
+    o.batch = batch;
+    const KernelSummary s = optimize_kernel(d, o);
+    EXPECT_EQ(s.experiments, 9);
+    EXPECT_EQ(s.lost, 0);
+    const std::string best = read_file(d / "softmax.cpp");
+    EXPECT_EQ(current_config(best, parse_params(best)).at("UNROLL"), "4");
+    EXPECT_EQ(current_config(best, parse_params(best)).at("MODE"), "0");
+    auto out = decisions_of(ws);
+    fs::remove_all(ws);
+    return out;
+  };
+  SyntheticMeasurer plain(0.0);
+  AheadMeasurer ahead;
+  const auto a = run(plain, 3), b = run(ahead, 3);
+  EXPECT_EQ(a, b);
+  EXPECT_EQ(a.size(), 10u);
+  EXPECT_GT(ahead.served_ahead, 0) << "nothing was measured ahead: the batch did not prefetch";
+  for (const auto& s : a)
+    if (s.rfind("keep", 0) == 0) {
+      EXPECT_EQ(s.find("MODE=1"), std::string::npos) << s;
+      EXPECT_EQ(s.find("MODE=2"), std::string::npos) << s;
+    }
+}
+
+TEST(OptimizeBatch, ALostExperimentIsOneRowNeverCachedAndTheRunGoesOn) {
+  // The quick screen of UNROLL=4 never comes back the first time it is asked for.
+  class Losing : public SyntheticMeasurer {
+   public:
+    Losing() : SyntheticMeasurer(0.0) {}
+    Measurement measure(const fs::path& f, EvalMode mode) override {
+      const std::string s = read_file(f);
+      if (mode == EvalMode::Quick && s.find("#define UNROLL 4") != std::string::npos && !lost_once) {
+        lost_once = true;
+        Measurement m;
+        m.verdict = "LOST";
+        m.reason = "its worker died while running it, every time it was retried";
+        return m;
+      }
+      return SyntheticMeasurer::measure(f, mode);
+    }
+    bool lost_once = false;
+  } m;
+  const fs::path ws = temp_dir("lost");
+  const fs::path d = make_kernel_folder(ws);
+  OptimizeOptions o;
+  o.max_experiments = 6;
+  o.measurer = &m;
+  o.git = false;
+  o.seed = 5;
+  o.batch = 2;
+  const KernelSummary s = optimize_kernel(d, o);
+  EXPECT_TRUE(m.lost_once);
+  EXPECT_EQ(s.lost, 1);
+  EXPECT_EQ(s.experiments, 6);
+  const auto rows = rows_of(ws / "results.tsv");
+  ASSERT_EQ(rows.size(), 7u);
+  int lost = 0;
+  for (const auto& r : rows)
+    if (r[1] == "lost") {
+      ++lost;
+      EXPECT_EQ(r[7], "LOST");
+      EXPECT_NE(r[9].find("lost: its worker died"), std::string::npos) << r[9];
+      EXPECT_NE(r[9].find("UNROLL=4"), std::string::npos) << r[9];
+    }
+  EXPECT_EQ(lost, 1);
+  EXPECT_EQ(read_file(ws / "cache" / "measurements.jsonl").find("LOST"), std::string::npos);
+  EXPECT_EQ(read_kernel_state(d).value("experiments", 0), 6);
+  fs::remove_all(ws);
+}
+
+TEST(OptimizePool, FlagsAreCheckedWithTheFix) {
+  PoolOptions o;
+  EXPECT_FALSE(pool_requested(o));
+  EXPECT_NO_THROW(check_pool_options(o, false));
+  o.workers = 0;
+  try {
+    check_pool_options(o, true);
+    ADD_FAILURE() << "--workers 0 accepted";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("--workers must be at least 1"), std::string::npos);
+  }
+  o.workers = 2;
+  o.scheduler = "tcp://10.0.0.5:8786";
+  EXPECT_THROW(check_pool_options(o, true), std::invalid_argument);
+  o.workers = 0;
+  EXPECT_NO_THROW(check_pool_options(o, false));
+  EXPECT_TRUE(pool_requested(o));
+  for (const char* bad : {"10.0.0.5:8786", "tcp://host", "http://h:1", "tcp://h:123456"}) {
+    o.scheduler = bad;
+    EXPECT_THROW(check_pool_options(o, false), std::invalid_argument) << bad;
+  }
+  o.scheduler = "tls://sched.cluster.local:8786";
+  EXPECT_NO_THROW(check_pool_options(o, false));
+  o.task_timeout_s = 0;
+  EXPECT_THROW(check_pool_options(o, false), std::invalid_argument);
+}
+
+TEST(OptimizeOrchestrator, SeveralFoldersAtOnceDecideAsOneAtATime) {
+  // A thread-safe stand-in (the pool's measurer is): SyntheticMeasurer without noise, locked.
+  class Locked : public Measurer {
+   public:
+    Measurement measure(const fs::path& f, EvalMode mode) override {
+      std::lock_guard<std::mutex> lk(mu_);
+      ++calls;
+      return inner_.measure(f, mode);
+    }
+    std::string target() const override { return "synthetic, locked"; }
+    int calls = 0;
+
+   private:
+    SyntheticMeasurer inner_{0.0};
+    std::mutex mu_;
+  };
+  auto run = [](int parallel) {
+    const fs::path ws = temp_dir("orchpar");
+    make_kernel_folder(ws);
+    fs::copy(ws / "kernels" / "01_softmax", ws / "kernels" / "02_softmax");
+    Locked m;
+    OrchestratorOptions o;
+    o.budget_s = 120;
+    o.parallel = parallel;
+    o.loop.measurer = &m;
+    o.loop.git = false;
+    o.loop.seed = 5;
+    o.loop.batch = 2;
+    const auto orch = run_orchestrator(ws, o);
+    std::map<std::string, std::vector<std::string>> per;
+    for (const auto& r : rows_of(ws / "results.tsv")) {
+      EXPECT_EQ(r.size(), 14u);
+      const std::string k = r[9].substr(5, r[9].find(' ') - 5);
+      // The decision without the cache note: run one at a time, the second folder replays what
+      // the first measured (same source, shape and machine); at once, both measure.
+      std::string what = r[9].substr(r[9].find(' ') + 1, r[9].find("; reproduce") - r[9].find(' ') - 1);
+      const auto note = what.find(" [replayed from the cache]");
+      if (note != std::string::npos) what.erase(note);
+      per[k].push_back(r[1] + " " + what);
+    }
+    for (const auto& k : orch["kernels"]) {
+      EXPECT_EQ(k["status"], "exhausted") << k.dump();
+      EXPECT_EQ(k["experiments"], 11);
+    }
+    for (const char* d : {"01_softmax", "02_softmax"}) {
+      const std::string best = read_file(ws / "kernels" / d / "softmax.cpp");
+      EXPECT_EQ(current_config(best, parse_params(best)).at("UNROLL"), "4") << d;
+    }
+    fs::remove_all(ws);
+    return per;
+  };
+  const auto one = run(1), two = run(2);
+  ASSERT_EQ(one.size(), 2u);
+  EXPECT_EQ(one.at("01_softmax").size(), 12u);
+  EXPECT_EQ(one, two);
 }

@@ -24,6 +24,7 @@
 #include "optimize/loop.h"
 #include "optimize/measure.h"
 #include "optimize/orchestrator.h"
+#include "optimize/pool.h"
 #include "optimize/report_md.h"
 #include "targets/cpu_info.h"
 
@@ -52,6 +53,9 @@ struct AutotuneArgs {
   std::uint64_t seed = 1;
   bool json = false, no_git = false, no_rank = false, no_pytorch = false;
   std::string compile = "auto";  ///< verify against torch.compile: on, off, auto (on for a GPU device)
+  int workers = 0, batch = 0;     ///< the optimize stage's worker pool (issue 21)
+  std::string scheduler;
+  CLI::Option* workers_opt = nullptr;
 };
 
 /// A stage that failed: its exit code, what went wrong and how to fix it.
@@ -128,6 +132,17 @@ void run_autotune(AutotuneArgs a) {
   } else {
     usage("--dtype must be one of fp32, fp16, bf16 (got '" + a.dtype + "')");
   }
+  opt::PoolOptions po;
+  po.workers = a.workers;
+  po.scheduler = a.scheduler;
+  try {
+    opt::check_pool_options(po, a.workers_opt && a.workers_opt->count() > 0);
+  } catch (const std::invalid_argument& e) {
+    usage(e.what());
+  }
+  if (a.batch < 0 || a.batch > 64) usage("--batch must be in [1, 64] (0: the pool's worker count)");
+  if (a.batch > 0 && !opt::pool_requested(po))
+    usage("--batch needs --workers N or --scheduler ADDRESS");
   ProfileRequest preq;
   preq.model = a.model;
   preq.class_name = a.class_name;
@@ -335,6 +350,24 @@ void run_autotune(AutotuneArgs a) {
   oo.loop.progress = live_line(log);
   g_autotune_stop = false;
   oo.loop.stop = &g_autotune_stop;
+  std::unique_ptr<opt::Pool> pool;
+  if (opt::pool_requested(po)) {
+    po.backends = {backend};
+    po.log = ws / "cache" / "pool.log";
+    try {
+      pool = std::make_unique<opt::Pool>(po);
+    } catch (const std::exception& e) {
+      fail({kFail, e.what(),
+            "check --workers / --scheduler (README: Many GPUs, many hosts), or leave them out for "
+            "the sequential loop"});
+    }
+    oo.loop.pool = pool.get();
+    oo.parallel = opt::parallel_folders(*pool);
+    oo.loop.batch = a.batch > 0 ? a.batch : std::max(2, pool->workers());
+    log << fmt::format("  worker pool: {} workers at {} (resources {}), batches of {}\n",
+                       pool->workers(), pool->scheduler(), opt::format_resources(*pool),
+                       oo.loop.batch);
+  }
   json orch;
   {
     auto old_int = std::signal(SIGINT, on_autotune_signal);
@@ -348,6 +381,10 @@ void run_autotune(AutotuneArgs a) {
     std::signal(SIGINT, old_int);
     std::signal(SIGTERM, old_term);
     log << "\n";
+    if (pool) {
+      log << "  " << opt::format_pool_summary(opt::pool_summary(*pool));
+      pool.reset();  // the local cluster is not needed by the later stages
+    }
     if (!err.empty()) fail({kFail, err, "re-run `" + vb + " extract` and `" + vb + " optimize --workspace " + wsq + "`"});
   }
   if (g_autotune_stop)
@@ -560,6 +597,12 @@ void add_autotune(CLI::App& app) {
   c->add_flag("--no-pytorch", a->no_pytorch, "do not time PyTorch per kernel (speedup vs PyTorch n/a)");
   c->add_flag("--no-git", a->no_git, "do not commit kept versions even inside a git repository");
   c->add_flag("--json", a->json, "print a JSON summary on stdout (the progress goes to stderr)");
+  a->workers_opt = c->add_option("--workers", a->workers,
+                                 "optimize over a local Dask cluster of N workers (see `vladbud "
+                                 "optimize --help`)");
+  c->add_option("--scheduler", a->scheduler,
+                "optimize over an existing Dask cluster (tcp://HOST:8786)");
+  c->add_option("--batch", a->batch, "with a pool: candidates judged per batch (default: workers)");
   c->callback([a] { run_autotune(*a); });
 }
 

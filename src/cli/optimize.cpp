@@ -13,6 +13,7 @@
 #include "optimize/loop.h"
 #include "optimize/measure.h"
 #include "optimize/orchestrator.h"
+#include "optimize/pool.h"
 
 namespace vb::cli {
 
@@ -34,6 +35,13 @@ struct OptimizeArgs {
   std::uint64_t seed = 1;
   int plateau = 20, max_experiments = 0, rounds = 3;
   bool json = false, no_git = false, verbose = false, no_pytorch = false;
+  // The worker pool (issue 21).
+  int workers = 0, batch = 0;
+  std::string scheduler;
+  double task_timeout = 1800, connect_timeout = 30;
+  CLI::Option* workers_opt = nullptr;
+  // A pool worker's task: measure one file at the folder's problem (python/vladbud/pool.py).
+  std::string measure, mode = "quick", best;
 };
 
 [[noreturn]] void usage_error(const std::string& msg) {
@@ -67,7 +75,35 @@ void reproduce(const OptimizeArgs& a) {
   if (const int c = exit_code_for(r.verdict)) throw CLI::RuntimeError(c);
 }
 
+// The worker side of a pool task: one JSON line on stdout.
+void measure_task(const OptimizeArgs& a) {
+  if (a.kernel.empty()) usage_error("--measure needs --kernel DIR (the folder's problem.json)");
+  try {
+    const auto r = opt::run_measure_task(a.kernel, a.measure, a.mode, a.best, a.rounds,
+                                         progress_printer(a.verbose));
+    std::cout << r.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+  } catch (const std::exception& e) {
+    usage_error(e.what());
+  }
+}
+
 void run_optimize(const OptimizeArgs& a) {
+  if (!a.measure.empty()) return measure_task(a);
+  opt::PoolOptions po;
+  po.workers = a.workers;
+  po.scheduler = a.scheduler;
+  po.task_timeout_s = a.task_timeout;
+  po.connect_timeout_s = a.connect_timeout;
+  const bool workers_given = a.workers_opt && a.workers_opt->count() > 0;
+  try {
+    opt::check_pool_options(po, workers_given);
+  } catch (const std::invalid_argument& e) {
+    usage_error(e.what());
+  }
+  if (a.batch < 0 || a.batch > 64) usage_error("--batch must be in [1, 64] (0: the pool's worker count)");
+  if (a.batch > 0 && !opt::pool_requested(po))
+    usage_error("--batch needs --workers N or --scheduler ADDRESS (without them the loop judges "
+                "one candidate at a time)");
   double budget = 0;
   try {
     budget = opt::parse_budget(a.budget);
@@ -103,7 +139,20 @@ void run_optimize(const OptimizeArgs& a) {
   o.eval_progress = progress_printer(a.verbose && !a.json);
   o.stop = &g_stop;
   nlohmann::json out;
+  std::unique_ptr<opt::Pool> pool;
   try {
+    if (opt::pool_requested(po)) {
+      po.backends = opt::folder_backends(a.kernel.empty() ? opt::kernel_folders(a.workspace)
+                                                          : std::vector<std::filesystem::path>{a.kernel});
+      po.log = (a.kernel.empty() ? std::filesystem::path(a.workspace)
+                                 : opt::default_workspace(a.kernel)) / "cache" / "pool.log";
+      pool = std::make_unique<opt::Pool>(po);
+      o.pool = pool.get();
+      o.batch = a.batch > 0 ? a.batch : std::max(2, pool->workers());
+      o.progress(fmt::format("worker pool: {} workers at {} (resources {}), batches of {}",
+                             pool->workers(), pool->scheduler(), opt::format_resources(*pool),
+                             o.batch));
+    }
     if (!a.kernel.empty()) {
       o.plateau_k = 0;  // one folder: run for the whole budget
       if (!a.workspace.empty() && a.workspace != "workspace") o.workspace = a.workspace;
@@ -113,7 +162,8 @@ void run_optimize(const OptimizeArgs& a) {
              {"best_us", s.best_us},   {"speedup", s.speedup()},   {"pct_peak", s.pct_peak},
              {"seconds", s.seconds},   {"stop_reason", s.stop_reason},
              {"experiments_run", s.experiments_run},
-             {"experiments_per_hour", s.seconds > 0 ? 3600.0 * s.experiments_run / s.seconds : 0.0}};
+             {"experiments_per_hour", s.seconds > 0 ? 3600.0 * s.experiments_run / s.seconds : 0.0},
+             {"lost", s.lost}};
     } else {
       if (!std::filesystem::is_directory(a.workspace))
         usage_error("workspace '" + a.workspace +
@@ -123,6 +173,7 @@ void run_optimize(const OptimizeArgs& a) {
       oo.plateau_k = a.plateau;
       oo.ceiling_pct = a.ceiling;
       oo.loop = o;
+      if (pool) oo.parallel = opt::parallel_folders(*pool);
       out = opt::run_orchestrator(a.workspace, oo);
     }
   } catch (const CLI::RuntimeError&) {
@@ -132,6 +183,7 @@ void run_optimize(const OptimizeArgs& a) {
     usage_error(e.what());
   }
   if (::isatty(2)) std::fprintf(stderr, "\n");
+  if (pool) out["pool"] = opt::pool_summary(*pool);
   if (a.json) {
     std::cout << out.dump(2) << "\n";
   } else if (!a.kernel.empty()) {
@@ -143,8 +195,10 @@ void run_optimize(const OptimizeArgs& a) {
         out["pruned"].get<int>(), out["baseline_us"].get<double>(), out["best_us"].get<double>(),
         out["speedup"].get<double>(), out["pct_peak"].get<double>(), out["seconds"].get<double>(),
         out["experiments_per_hour"].get<double>(), out["stop_reason"].get<std::string>());
+    if (pool) std::cout << opt::format_pool_summary(out["pool"]);
   } else {
     std::cout << opt::format_status(a.workspace);
+    if (pool) std::cout << opt::format_pool_summary(out["pool"]);
   }
   if (g_stop) throw CLI::RuntimeError(130);
 }
@@ -183,6 +237,29 @@ void add_optimize(CLI::App& app) {
   c->add_flag("--no-git", a->no_git, "do not commit kept versions even inside a git repository");
   c->add_flag("--verbose", a->verbose, "print the evaluator's progress lines");
   c->add_flag("--json", a->json, "print the summary as JSON");
+  a->workers_opt = c->add_option(
+      "--workers", a->workers,
+      "fan the experiments out over a local Dask cluster of N workers (one per GPU, the rest "
+      "build ahead; for the CPU backend one per group of cores); without it or --scheduler: the "
+      "sequential loop");
+  c->add_option("--scheduler", a->scheduler,
+                "fan the experiments out over an existing Dask cluster (tcp://HOST:8786; workers "
+                "join with `dask worker ADDRESS --resources \"gpu-h200=1\"`)");
+  c->add_option("--batch", a->batch,
+                "with a pool: candidates proposed, built and screened at once, then judged in "
+                "order (default: the pool's worker count, at least 2)");
+  c->add_option("--task-timeout", a->task_timeout,
+                "with a pool: seconds one task may run before it is recorded as lost (a hung "
+                "device)")->capture_default_str();
+  c->add_option("--connect-timeout", a->connect_timeout,
+                "with a pool: seconds to reach the scheduler or start the local workers")
+      ->capture_default_str();
+  c->add_option("--measure", a->measure,
+                "(a pool worker's task) measure FILE at the --kernel folder's problem and print "
+                "one JSON line; see --mode");
+  c->add_option("--mode", a->mode, "with --measure: build, quick, full, timing or compare")
+      ->capture_default_str();
+  c->add_option("--best", a->best, "with --measure --mode compare: the best version's file");
   c->callback([a] { run_optimize(*a); });
 }
 

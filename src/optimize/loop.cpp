@@ -6,6 +6,7 @@
 #include <cmath>
 #include <ctime>
 #include <fstream>
+#include <mutex>
 #include <regex>
 #include <sstream>
 #include <stdexcept>
@@ -17,6 +18,7 @@
 #include "eval/report.h"
 #include "optimize/cache.h"
 #include "optimize/decision.h"
+#include "optimize/pool.h"
 #include "optimize/proposer.h"
 #include "targets/cpu_info.h"
 
@@ -132,6 +134,10 @@ std::string git_commit_files(const fs::path& dir, const std::string& branch,
     return std::string();
   };
   if (!have_program("git")) return fail("git is not installed");
+  // Folders optimized at once (the orchestrator's threads) share the branch and the temporary
+  // index's name: one commit at a time.
+  static std::mutex git_mu;
+  std::lock_guard<std::mutex> git_lock(git_mu);
   bool ok = false;
   const std::string top = git_out(dir, {"rev-parse", "--show-toplevel"}, "", &ok);
   if (!ok) return fail("not inside a git repository");
@@ -193,29 +199,6 @@ std::string fmt_left(double s) {
   return m >= 60 ? fmt::format("{}h{:02d}m", m / 60, m % 60) : fmt::format("{}m{:02d}s", m, sec);
 }
 
-json measurement_json(const Measurement& m) {
-  return {{"verdict", m.verdict}, {"guard", m.guard},      {"failed_stage", m.failed_stage},
-          {"reason", m.reason},   {"timed", m.timed},      {"median_us", m.median_us},
-          {"noise", m.noise},     {"reps", m.reps},        {"pct_peak", m.pct_peak},
-          {"tflops", m.tflops},   {"gbs", m.gbs}};
-}
-
-Measurement measurement_from(const json& j) {
-  Measurement m;
-  m.verdict = j.value("verdict", "FAIL");
-  m.guard = j.value("guard", "");
-  m.failed_stage = j.value("failed_stage", "");
-  m.reason = j.value("reason", "");
-  m.timed = j.value("timed", false);
-  m.median_us = j.value("median_us", 0.0);
-  m.noise = j.value("noise", 0.0);
-  m.reps = j.value("reps", 0);
-  m.pct_peak = j.value("pct_peak", 0.0);
-  m.tflops = j.value("tflops", 0.0);
-  m.gbs = j.value("gbs", 0.0);
-  return m;
-}
-
 // Lines of results.tsv that belong to kernel folder `kdir` (by the "kdir=" token).
 std::vector<std::string> kernel_rows(const fs::path& results, const std::string& kdir) {
   std::vector<std::string> out;
@@ -258,6 +241,9 @@ class Loop {
     cache_ = std::make_unique<MeasurementCache>(ws_ / "cache" / "measurements.jsonl");
     if (o.measurer) {
       meas_ = o.measurer;
+    } else if (o.pool) {
+      owned_ = make_pool_measurer(*o.pool, problem_, ext_);
+      meas_ = owned_.get();
     } else {
       owned_ = make_evaluator_measurer(problem_, o.eval_progress);
       meas_ = owned_.get();
@@ -268,6 +254,7 @@ class Loop {
     for (const auto& [k, v] : problem_.size.attrs) dims += fmt::format("@{}{}", k, v);
     key_suffix_ = fmt::format("|{}|{}|{}|{}|{}", problem_.kernel, problem_.size.label, dims,
                               dtype_name(problem_.dtype), machine_);
+    if (!meas_->cache_scope().empty()) key_suffix_ += "|" + meas_->cache_scope();
   }
 
   KernelSummary run() {
@@ -282,6 +269,14 @@ class Loop {
         s.stop_reason = why;
         break;
       }
+      if (opt_.batch > 1) {
+        const std::string r = run_batch();
+        if (!r.empty()) {
+          s.stop_reason = r;
+          break;
+        }
+        continue;
+      }
       ProposeContext ctx{best_text_, dir_, src_.filename().string(), problem_.backend,
                          experiments_ + 1, recent_results()};
       std::optional<Proposal> p;
@@ -295,13 +290,14 @@ class Loop {
         break;
       }
       Feedback fb = experiment(*p);
-      proposer_->observe(*p, fb);
+      if (!fb.lost) proposer_->observe(*p, fb);
       save_state();
       live();
     }
     save_state();
     s.experiments = experiments_;
     s.experiments_run = experiments_ - experiments_at_start_;
+    s.lost = lost_;
     s.kept = kept_;
     s.pruned = proposer_->pruned();
     s.since_keep = experiments_ - last_keep_;
@@ -314,6 +310,51 @@ class Loop {
   }
 
  private:
+  // One batch: up to opt_.batch proposals from the same best, their candidates written and
+  // prefetched (built on any worker, screened on the device's workers), then each judged in
+  // proposal order by experiment(), exactly as the one-at-a-time loop does. Returns a stop
+  // reason ("exhausted", "interrupted", or stop_reason()'s) or "" to go on.
+  std::string run_batch() {
+    std::vector<Proposal> props;
+    for (int i = 0; i < opt_.batch; ++i) {
+      if (i > 0 && opt_.max_experiments > 0 &&
+          experiments_ - experiments_at_start_ + i >= opt_.max_experiments)
+        break;
+      ProposeContext ctx{best_text_, dir_, src_.filename().string(), problem_.backend,
+                         experiments_ + 1 + i, recent_results()};
+      std::optional<Proposal> p = proposer_->propose(ctx);
+      if (!p) break;
+      props.push_back(std::move(*p));
+    }
+    if (props.empty()) return "exhausted";
+    if (stopping()) return "interrupted";
+    std::vector<fs::path> ahead;
+    for (const auto& p : props) {
+      if (!p.reject_reason.empty()) continue;
+      const std::string h = content_hash(p.source);
+      const fs::path cand = dir_ / "tried" / (h + ext_);
+      if (!fs::exists(cand)) {
+        fs::create_directories(cand.parent_path());
+        write_file_atomic(cand, p.source);
+      }
+      if (!cache_->get("quick|" + h + key_suffix_)) ahead.push_back(cand);
+    }
+    meas_->prefetch(ahead, EvalMode::Quick);
+    for (std::size_t i = 0; i < props.size(); ++i) {
+      // The budget and the other stops hold between the experiments of a batch too; the
+      // candidates not judged stay in the proposer's tried set (as a stopped run's do).
+      if (i > 0) {
+        const std::string why = stop_reason();
+        if (!why.empty()) return why;
+      }
+      Feedback fb = experiment(props[i]);
+      if (!fb.lost) proposer_->observe(props[i], fb);
+      save_state();
+      live();
+    }
+    return "";
+  }
+
   double elapsed() const { return std::chrono::duration<double>(Clock::now() - start_).count(); }
   bool stopping() const { return opt_.stop && opt_.stop->load(); }
 
@@ -329,25 +370,7 @@ class Loop {
 
   // PyTorch at the folder's problem, once per folder (stored in problem.json): the rows'
   // speedup_vs_pytorch. A failure is said once and leaves the column n/a.
-  void time_pytorch() {
-    if (!opt_.pytorch_baseline) return;
-    if (problem_.raw.contains("pytorch_us") && problem_.raw["pytorch_us"].is_number()) return;
-    say(fmt::format("{}: timing PyTorch at the folder's problem ({} {})", kdir_, problem_.size.label,
-                    dtype_name(problem_.dtype)));
-    std::string op, why;
-    const auto us = opt_.pytorch_baseline(problem_, &op, &why);
-    if (!us) {
-      say(fmt::format("{}: no PyTorch baseline (speedup_vs_pytorch n/a): {}", kdir_,
-                      why.substr(0, 300)));
-      return;
-    }
-    problem_.raw["pytorch_us"] = *us;
-    problem_.raw["pytorch_op"] = op;
-    json doc = json::parse(read_file(dir_ / "problem.json"));
-    doc["pytorch_us"] = *us;
-    doc["pytorch_op"] = op;
-    write_file_atomic(dir_ / "problem.json", doc.dump(2) + "\n");
-  }
+  void time_pytorch() { problem_ = store_pytorch_baseline(dir_, opt_); }
 
   void setup() {
     // The best version when one is saved (the source may hold an interrupted edit).
@@ -536,10 +559,10 @@ class Loop {
   Measurement cached_measure(const std::string& key, const fs::path& f, EvalMode mode, bool* hit) {
     if (auto j = cache_->get(key)) {
       *hit = true;
-      return measurement_from(*j);
+      return measurement_from_json(*j);
     }
     const Measurement m = meas_->measure(f, mode);
-    cache_->put(key, measurement_json(m));
+    if (!m.lost()) cache_->put(key, measurement_to_json(m));
     return m;
   }
 
@@ -585,6 +608,7 @@ class Loop {
     const std::string key = h + key_suffix_;
     const Measurement q = cached_measure("quick|" + key, cand, EvalMode::Quick, &hit_q);
     const std::string cached_note = hit_q ? " [replayed from the cache]" : "";
+    if (q.lost()) return lost(fb, q.reason, head, repro, q);
     fb.correct = q.correct() && q.timed;
     fb.cand_us = q.median_us;
     if (!fb.correct) {
@@ -599,6 +623,7 @@ class Loop {
     }
     if (stopping()) return fb;  // interrupted: no row for an unfinished experiment
     const Measurement f = cached_measure("full|" + key, cand, EvalMode::Full, &hit_f);
+    if (f.lost()) return lost(fb, f.reason, head, repro, q);
     if (!f.correct()) {
       Measurement shown = q;
       shown.verdict = f.verdict;
@@ -616,27 +641,14 @@ class Loop {
       cmp = *c;
       hit_c = true;
     } else {
-      std::vector<TimingSample> a, b;
-      Measurement last_b;
-      std::string bad;
-      for (int r = 0; r < opt_.rounds && bad.empty(); ++r) {
-        for (int side : r % 2 == 0 ? std::vector<int>{0, 1} : std::vector<int>{1, 0}) {
-          const Measurement m = meas_->measure(side == 0 ? best_file_ : cand, EvalMode::TimingOnly);
-          if (!m.correct() || !m.timed) {
-            bad = fmt::format("{} failed during the interleaved timing ({} guard {}: {})",
-                              side == 0 ? "the best version" : "the candidate", m.verdict, m.guard,
-                              m.reason);
-            if (side == 1) last_b = m;
-            break;
-          }
-          (side == 0 ? a : b).push_back({m.median_us, m.noise, m.reps});
-          if (side == 1) last_b = m;
-        }
-      }
-      if (!bad.empty()) {
-        cmp = {{"keep", false}, {"error", bad}, {"verdict", last_b.verdict}, {"guard", last_b.guard}};
+      const Interleaved iv = meas_->interleave(best_file_, cand, opt_.rounds);
+      if (iv.lost) return lost(fb, iv.error, head, repro, q);
+      if (!iv.error.empty()) {
+        cmp = {{"keep", false}, {"error", iv.error}, {"verdict", iv.last_cand.verdict},
+               {"guard", iv.last_cand.guard}};
       } else {
-        const KeepDecision d = decide_keep(a, b, opt_.strictness);
+        const KeepDecision d = decide_keep(iv.best, iv.cand, opt_.strictness);
+        const Measurement& last_b = iv.last_cand;
         cmp = {{"keep", d.keep},         {"reason", d.reason}, {"base_us", d.base_us},
                {"cand_us", d.cand_us},   {"gain", d.gain},     {"threshold", d.threshold},
                {"pct_peak", last_b.pct_peak * d.cand_us / std::max(last_b.median_us, 1e-12)},
@@ -674,6 +686,24 @@ class Loop {
                               cmp["reason"].get<std::string>(), note));
   }
 
+  // A lost experiment (a pool task that never came back: its worker died every time, or it
+  // hung past the task timeout): one results.tsv row, tag "lost", correctness LOST, with the
+  // reason; nothing cached, nothing installed, the proposer not fed back.
+  Feedback lost(Feedback fb, const std::string& reason, const std::string& head,
+                const std::string& repro, const Measurement& q) {
+    Measurement shown = q.lost() ? Measurement{} : q;
+    shown.verdict = "LOST";
+    ResultsRow row = base_row("lost", shown);
+    row.description = head + "lost: " + reason + repro;
+    append_results_row(results_, row);
+    experiments_ = experiments_ + 1;
+    ++lost_;
+    fb.lost = true;
+    fb.correct = false;
+    say(fmt::format("{}: experiment {} lost: {}", kdir_, experiments_, reason.substr(0, 200)));
+    return fb;
+  }
+
   void save_state() const {
     if (!proposer_) return;
     const json st = {{"version", 1},
@@ -705,11 +735,36 @@ class Loop {
   Measurer* meas_ = nullptr;
   std::unique_ptr<Proposer> proposer_;
   Clock::time_point start_;
-  int experiments_ = 0, experiments_at_start_ = 0, kept_ = 0, last_keep_ = 0;
+  int experiments_ = 0, experiments_at_start_ = 0, kept_ = 0, last_keep_ = 0, lost_ = 0;
   double baseline_us_ = 0, best_us_ = 0, best_quick_us_ = 0, best_pct_ = 0, speedup_ = 1.0;
 };
 
 }  // namespace
+
+KernelProblem store_pytorch_baseline(const fs::path& dir, const OptimizeOptions& opt) {
+  KernelProblem problem = read_problem_file(dir);
+  if (!opt.pytorch_baseline) return problem;
+  if (problem.raw.contains("pytorch_us") && problem.raw["pytorch_us"].is_number()) return problem;
+  const std::string kdir = fs::absolute(dir).lexically_normal().filename().string();
+  auto say = [&](const std::string& s) {
+    if (opt.progress) opt.progress(s);
+  };
+  say(fmt::format("{}: timing PyTorch at the folder's problem ({} {})", kdir, problem.size.label,
+                  dtype_name(problem.dtype)));
+  std::string op, why;
+  const auto us = opt.pytorch_baseline(problem, &op, &why);
+  if (!us) {
+    say(fmt::format("{}: no PyTorch baseline (speedup_vs_pytorch n/a): {}", kdir, why.substr(0, 300)));
+    return problem;
+  }
+  problem.raw["pytorch_us"] = *us;
+  problem.raw["pytorch_op"] = op;
+  json doc = json::parse(read_file(dir / "problem.json"));
+  doc["pytorch_us"] = *us;
+  doc["pytorch_op"] = op;
+  write_file_atomic(dir / "problem.json", doc.dump(2) + "\n");
+  return problem;
+}
 
 KernelSummary optimize_kernel(const fs::path& dir, const OptimizeOptions& opts) {
   Loop loop(dir, opts);

@@ -26,6 +26,8 @@
 
 namespace vb::opt {
 
+class Pool;
+
 /// Knobs of one optimize_kernel call.
 struct OptimizeOptions {
   double budget_s = 1800;           ///< wall-clock budget of this call, seconds
@@ -42,8 +44,17 @@ struct OptimizeOptions {
   bool git = true;                  ///< commit kept versions when inside a git repository
   /// The ladder's rung-0 static screen (issue 4), run after the built-in one. May be empty.
   Pruner extra_pruner;
-  /// Measurer to use; nullptr = the evaluator (tests pass synthetic ones).
+  /// Measurer to use; nullptr = the evaluator (tests pass synthetic ones), or the pool's.
   Measurer* measurer = nullptr;
+  /// The worker pool (optimize/pool.h, --workers / --scheduler): with no `measurer`, the
+  /// measurements run as its tasks on the workers owning the folder's device. nullptr = today's
+  /// loop in this process.
+  Pool* pool = nullptr;
+  /// Candidates proposed at once (the search proposer's batch): all are built and screened
+  /// ahead (Measurer::prefetch), then judged one by one, in proposal order, against the best
+  /// by the same keep rule, so the decisions do not depend on how many workers did the work.
+  /// 1 = one candidate at a time (today's loop).
+  int batch = 1;
   /// Times PyTorch on the folder's problem (same shapes, dtype, device; see
   /// time_pytorch_baseline in measure.h) when problem.json has no "pytorch_us" yet: the loop
   /// stores "pytorch_us" and "pytorch_op" in problem.json (atomically) before the first
@@ -65,6 +76,7 @@ struct KernelSummary {
   std::string dir, kernel;
   int experiments = 0, kept = 0, pruned = 0, since_keep = 0;
   int experiments_run = 0;  ///< experiments done in this call (the others were resumed)
+  int lost = 0;  ///< experiments of this call recorded as lost (a pool task that never came back)
   double baseline_us = 0;  ///< the starting source's quick latency (the starter)
   double best_us = 0;      ///< the best version's latency when it was kept (interleaved median)
   /// Speedup over the starter: the product of the kept versions' interleaved gains (each
@@ -81,6 +93,14 @@ struct KernelSummary {
 /// std::runtime_error (naming the problem and the fix) for a bad folder: missing, no
 /// problem.json, no or several editable sources, a starting source that fails the quick checks.
 KernelSummary optimize_kernel(const std::filesystem::path& dir, const OptimizeOptions& opts);
+
+/// Times PyTorch at the folder's problem once (opts.pytorch_baseline, when set and problem.json
+/// has no "pytorch_us" yet) and stores "pytorch_us"/"pytorch_op" in problem.json atomically;
+/// a failure is said through opts.progress and leaves the column n/a. Returns the folder's
+/// problem as it now is. Throws std::runtime_error for a bad problem.json. The loop calls it
+/// before its first experiment; the orchestrator calls it for every folder before it runs
+/// several at once, so that no PyTorch timing shares the device with another folder's work.
+KernelProblem store_pytorch_baseline(const std::filesystem::path& dir, const OptimizeOptions& opts);
 
 /// The one editable source of a kernel folder for `backend` (the single file with the backend's
 /// extension directly in `dir`). Throws std::runtime_error naming the folder when there is none

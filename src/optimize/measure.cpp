@@ -8,6 +8,82 @@
 
 namespace vb::opt {
 
+using json = nlohmann::json;
+
+json measurement_to_json(const Measurement& m) {
+  return {{"verdict", m.verdict}, {"guard", m.guard},      {"failed_stage", m.failed_stage},
+          {"reason", m.reason},   {"timed", m.timed},      {"median_us", m.median_us},
+          {"noise", m.noise},     {"reps", m.reps},        {"pct_peak", m.pct_peak},
+          {"tflops", m.tflops},   {"gbs", m.gbs},          {"seconds", m.seconds}};
+}
+
+Measurement measurement_from_json(const json& j) {
+  Measurement m;
+  m.verdict = j.value("verdict", "FAIL");
+  m.guard = j.value("guard", "");
+  m.failed_stage = j.value("failed_stage", "");
+  m.reason = j.value("reason", "");
+  m.timed = j.value("timed", false);
+  m.median_us = j.value("median_us", 0.0);
+  m.noise = j.value("noise", 0.0);
+  m.reps = j.value("reps", 0);
+  m.pct_peak = j.value("pct_peak", 0.0);
+  m.tflops = j.value("tflops", 0.0);
+  m.gbs = j.value("gbs", 0.0);
+  m.seconds = j.value("seconds", 0.0);
+  return m;
+}
+
+json interleaved_to_json(const Interleaved& r) {
+  auto side = [](const std::vector<TimingSample>& v) {
+    json a = json::array();
+    for (const auto& t : v) a.push_back({t.median_us, t.noise, t.reps});
+    return a;
+  };
+  return {{"best", side(r.best)}, {"cand", side(r.cand)},
+          {"last_cand", measurement_to_json(r.last_cand)}, {"error", r.error}};
+}
+
+Interleaved interleaved_from_json(const json& j) {
+  if (!j.is_object() || !j.contains("best") || !j.contains("cand") || !j["best"].is_array() ||
+      !j["cand"].is_array())
+    throw std::runtime_error("an interleaved comparison needs arrays 'best' and 'cand' (got " +
+                             j.dump().substr(0, 200) + ")");
+  Interleaved r;
+  auto side = [](const json& a, std::vector<TimingSample>& out) {
+    for (const auto& t : a) out.push_back({t.at(0).get<double>(), t.at(1).get<double>(), t.at(2).get<int>()});
+  };
+  side(j["best"], r.best);
+  side(j["cand"], r.cand);
+  if (j.contains("last_cand")) r.last_cand = measurement_from_json(j["last_cand"]);
+  r.error = j.value("error", "");
+  return r;
+}
+
+Interleaved Measurer::interleave(const std::filesystem::path& best,
+                                 const std::filesystem::path& cand, int rounds) {
+  Interleaved r;
+  for (int i = 0; i < rounds && r.error.empty(); ++i) {
+    for (int side : i % 2 == 0 ? std::vector<int>{0, 1} : std::vector<int>{1, 0}) {
+      const Measurement m = measure(side == 0 ? best : cand, EvalMode::TimingOnly);
+      if (side == 1) r.last_cand = m;
+      if (m.lost()) {
+        r.lost = true;
+        r.error = "the interleaved timing was lost: " + m.reason;
+        break;
+      }
+      if (!m.correct() || !m.timed) {
+        r.error = (side == 0 ? std::string("the best version") : std::string("the candidate")) +
+                  " failed during the interleaved timing (" + m.verdict + " guard " + m.guard +
+                  ": " + m.reason + ")";
+        break;
+      }
+      (side == 0 ? r.best : r.cand).push_back({m.median_us, m.noise, m.reps});
+    }
+  }
+  return r;
+}
+
 namespace {
 
 // The one line that depends on how the evaluator spells "timing only": this branch's
@@ -107,6 +183,31 @@ std::unique_ptr<Measurer> make_evaluator_measurer(const KernelProblem& problem,
                              "' is not built into this vladbud (available: " + backend_names() +
                              ")");
   return std::make_unique<EvaluatorMeasurer>(problem, *t, *b, std::move(progress));
+}
+
+json run_measure_task(const std::filesystem::path& dir, const std::filesystem::path& file,
+                      const std::string& mode, const std::filesystem::path& best, int rounds,
+                      std::function<void(const std::string&)> progress) {
+  const KernelProblem p = read_problem_file(dir);
+  if (!std::filesystem::is_regular_file(file))
+    throw std::invalid_argument("--measure '" + file.string() + "' is not a file");
+  if (mode == "build") {
+    const BuildResult b = require_backend(p.backend).build(file);
+    return {{"ok", b.ok}, {"seconds", b.seconds}, {"cached", b.cached},
+            {"diagnostics", b.ok ? std::string() : b.diagnostics.substr(0, 4000)}};
+  }
+  auto m = make_evaluator_measurer(p, std::move(progress));
+  if (mode == "quick") return measurement_to_json(m->measure(file, EvalMode::Quick));
+  if (mode == "full") return measurement_to_json(m->measure(file, EvalMode::Full));
+  if (mode == "timing") return measurement_to_json(m->measure(file, EvalMode::TimingOnly));
+  if (mode == "compare") {
+    if (best.empty() || !std::filesystem::is_regular_file(best))
+      throw std::invalid_argument("--mode compare needs --best FILE (the best version)");
+    if (rounds < 1 || rounds > 20) throw std::invalid_argument("--rounds must be in [1, 20]");
+    return interleaved_to_json(m->interleave(best, file, rounds));
+  }
+  throw std::invalid_argument("--mode must be build, quick, full, timing or compare (got '" + mode +
+                              "')");
 }
 
 std::optional<double> time_pytorch_baseline(const KernelProblem& problem, std::string* op,

@@ -9,6 +9,10 @@
 #include <optional>
 #include <string>
 
+#include <nlohmann/json.hpp>
+#include <vector>
+
+#include "optimize/decision.h"
 #include "optimize/problem_file.h"
 
 namespace vb::opt {
@@ -30,7 +34,26 @@ struct Measurement {
   double pct_peak = 0, tflops = 0, gbs = 0;
   double seconds = 0;  ///< wall time of the evaluation
   bool correct() const { return verdict == "PASS"; }
+  /// True when the measurement never came back (a pool's worker died every time it ran it, or
+  /// it hung past the task timeout): verdict "LOST", `reason` says why. Never cached.
+  bool lost() const { return verdict == "LOST"; }
 };
+
+/// Interleaved ABBA rounds of the best version (A) and a candidate (B) on one device.
+struct Interleaved {
+  std::vector<TimingSample> best, cand;  ///< one sample per round and side (decide_keep's input)
+  Measurement last_cand;                 ///< the candidate's last round (pct_peak, TFLOP/s, GB/s)
+  std::string error;  ///< non-empty when a side failed a round ("the candidate failed ...")
+  bool lost = false;  ///< the comparison never came back (pool); `error` says why
+};
+
+/// A Measurement as JSON (the measurement cache's and the pool protocol's form) and back.
+nlohmann::json measurement_to_json(const Measurement& m);
+Measurement measurement_from_json(const nlohmann::json& j);
+/// An Interleaved as JSON ({"best": [[us, noise, reps]...], "cand": [...], "last_cand": {...},
+/// "error": "..."}) and back.
+nlohmann::json interleaved_to_json(const Interleaved& r);
+Interleaved interleaved_from_json(const nlohmann::json& j);
 
 /// Measures a source file of the folder's kernel problem.
 class Measurer {
@@ -39,7 +62,32 @@ class Measurer {
   virtual Measurement measure(const std::filesystem::path& source, EvalMode mode) = 0;
   /// A one-line description of where measurements come from ("evaluator on local-cpu ...").
   virtual std::string target() const = 0;
+  /// `rounds` interleaved rounds: A B, then B A, ... (TimingOnly), stopping at the first side
+  /// that fails. Default: over measure() in this process; a pool runs the whole comparison as
+  /// one task on one device.
+  virtual Interleaved interleave(const std::filesystem::path& best,
+                                 const std::filesystem::path& cand, int rounds);
+  /// Starts work on `sources` ahead of the measure(source, mode) calls that will ask for it (a
+  /// pool builds them on any worker and queues the measurements on its device's workers);
+  /// measure() then answers from it. Default: nothing (measure() does the work when called).
+  virtual void prefetch(const std::vector<std::filesystem::path>& sources, EvalMode mode) {
+    (void)sources;
+    (void)mode;
+  }
+  /// Extra text for the measurement cache's keys (e.g. the pool's device resource, so that
+  /// results from one device never answer for another); default "".
+  virtual std::string cache_scope() const { return ""; }
 };
+
+/// The worker side of a pool task (`vladbud optimize --kernel DIR --measure FILE --mode MODE`):
+/// mode "quick" / "full" / "timing" -> measurement_to_json of the evaluator's measurement of
+/// `file` at the folder's problem; "compare" -> interleaved_to_json of `rounds` rounds against
+/// `best`; "build" -> {"ok", "seconds", "cached", "diagnostics"} of the backend's build (into
+/// the content-addressed build cache). Throws std::invalid_argument for an unknown mode or a
+/// compare without `best`, std::runtime_error for a bad folder (problem.json).
+nlohmann::json run_measure_task(const std::filesystem::path& dir, const std::filesystem::path& file,
+                                const std::string& mode, const std::filesystem::path& best,
+                                int rounds, std::function<void(const std::string&)> progress = {});
 
 /// The evaluator at the problem's size and dtype on its backend. Throws std::runtime_error when
 /// the backend is not built into this vladbud.

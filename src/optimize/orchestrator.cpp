@@ -4,6 +4,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
 
 #include "core/paths.h"
 #include "core/util.h"
@@ -124,30 +127,92 @@ json orchestration_json(const std::vector<KernelEntry>& entries, double budget_s
           {"amdahl_speedup", amdahl_speedup(entries)}, {"kernels", ks}};
 }
 
+namespace {
+
+// The loop's summary into the orchestrator's entry (status and reason by why it stopped).
+void record(KernelEntry& e, const KernelSummary& s, const OrchestratorOptions& o) {
+  e.spent_s += s.seconds;
+  e.experiments = s.experiments;
+  e.kept = s.kept;
+  e.baseline_us = s.baseline_us;
+  e.best_us = s.best_us;
+  e.speedup_x = s.speedup();
+  e.pct_peak = s.pct_peak;
+  if (s.stop_reason == "plateau")
+    e.status = "plateau", e.reason = fmt::format("no keep in {} experiments", o.plateau_k);
+  else if (s.stop_reason == "ceiling")
+    e.status = "ceiling", e.reason = fmt::format("{:.0f}% of its ceiling", s.pct_peak);
+  else if (s.stop_reason == "exhausted")
+    e.status = "exhausted", e.reason = "every configuration of its parameter space was tried";
+  else if (s.stop_reason == "budget" && e.spent_s >= e.budget_s - 1)
+    e.status = "budget", e.reason = fmt::format("spent its {:.0f} s budget", e.budget_s);
+  else if (s.stop_reason == "budget")
+    e.spent_s = e.budget_s;  // the global budget ran out
+  if (s.lost > 0) e.reason += fmt::format("{}{} experiment(s) lost", e.reason.empty() ? "" : "; ", s.lost);
+}
+
+}  // namespace
+
 json run_orchestrator(const fs::path& ws_in, const OrchestratorOptions& o) {
   const fs::path ws = fs::absolute(ws_in).lexically_normal();
   auto entries = load_entries(ws);
-  assign_budgets(entries, o.budget_s);
+  const int par = std::max(1, std::min<int>(o.parallel, static_cast<int>(entries.size())));
+  assign_budgets(entries, o.budget_s * par);
   const auto t0 = std::chrono::steady_clock::now();
   auto spent = [&] {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   };
+  std::mutex mu;  // guards entries and orchestration.json (the loops run in threads when par > 1)
+  std::condition_variable cv;
   auto save = [&](const std::string& cur) {
     write_file_atomic(ws / "orchestration.json",
                       orchestration_json(entries, o.budget_s, spent(), cur).dump(2));
   };
-  save("");
+  auto current = [&] {
+    std::string c;
+    for (const auto& e : entries)
+      if (e.status == "running") c += (c.empty() ? "" : ",") + e.dir;
+    return c;
+  };
+  {
+    std::lock_guard<std::mutex> lk(mu);
+    save("");
+  }
+  if (par > 1 && o.loop.pytorch_baseline)
+    for (const auto& e : entries) {
+      if (e.status == "error") continue;
+      try {
+        store_pytorch_baseline(ws / "kernels" / e.dir, o.loop);
+      } catch (const std::exception&) {
+        // the folder's loop reports its bad problem.json
+      }
+    }
+  int running = 0;
+  std::vector<std::thread> threads;
+  std::unique_lock<std::mutex> lk(mu);
   while (spent() < o.budget_s && !(o.loop.stop && o.loop.stop->load())) {
+    if (running >= par) {
+      cv.wait(lk);
+      continue;
+    }
     const auto pick = choose_next(entries, o.ceiling_pct);
-    if (!pick) break;
+    if (!pick) {
+      if (running == 0) break;
+      cv.wait(lk);  // a running folder may finish with budget left for none, or the run ends
+      continue;
+    }
     KernelEntry& e = entries[*pick];
-    e.status = "active";
-    save(e.dir);
     OptimizeOptions lo = o.loop;
     lo.workspace = ws;
     lo.plateau_k = o.plateau_k;
     lo.ceiling_pct = o.ceiling_pct;
     lo.budget_s = std::min(e.budget_s - e.spent_s, o.budget_s - spent());
+    if (lo.budget_s <= 0) {
+      e.status = "budget";
+      continue;
+    }
+    e.status = par > 1 ? "running" : "active";
+    save(par > 1 ? current() : e.dir);
     const double left_total = o.budget_s - spent();
     auto inner = o.loop.progress;
     lo.progress = [inner, left_total, t_start = std::chrono::steady_clock::now()](const std::string& s) {
@@ -156,35 +221,42 @@ json run_orchestrator(const fs::path& ws_in, const OrchestratorOptions& o) {
           std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
       inner(fmt::format("{} | total {:.0f}s left", s, std::max(0.0, left_total - el)));
     };
-    if (lo.budget_s <= 0) {
-      e.status = "budget";
-      continue;
+    const std::size_t idx = *pick;
+    auto work = [&, idx, lo] {
+      KernelSummary s;
+      std::string err;
+      try {
+        s = optimize_kernel(ws / "kernels" / entries[idx].dir, lo);
+      } catch (const std::exception& ex) {
+        err = ex.what();
+      }
+      std::lock_guard<std::mutex> g(mu);
+      KernelEntry& k = entries[idx];
+      if (!err.empty()) {
+        k.status = "error";
+        k.reason = err;
+      } else {
+        if (k.status == "running") k.status = "active";
+        record(k, s, o);
+      }
+      --running;
+      save(current());
+      cv.notify_all();
+    };
+    ++running;
+    if (par == 1) {
+      lk.unlock();
+      work();
+      lk.lock();
+    } else {
+      threads.emplace_back(work);
     }
-    try {
-      const KernelSummary s = optimize_kernel(ws / "kernels" / e.dir, lo);
-      e.spent_s += s.seconds;
-      e.experiments = s.experiments;
-      e.kept = s.kept;
-      e.baseline_us = s.baseline_us;
-      e.best_us = s.best_us;
-      e.speedup_x = s.speedup();
-      e.pct_peak = s.pct_peak;
-      if (s.stop_reason == "plateau")
-        e.status = "plateau", e.reason = fmt::format("no keep in {} experiments", o.plateau_k);
-      else if (s.stop_reason == "ceiling")
-        e.status = "ceiling", e.reason = fmt::format("{:.0f}% of its ceiling", s.pct_peak);
-      else if (s.stop_reason == "exhausted")
-        e.status = "exhausted", e.reason = "every configuration of its parameter space was tried";
-      else if (s.stop_reason == "budget" && e.spent_s >= e.budget_s - 1)
-        e.status = "budget", e.reason = fmt::format("spent its {:.0f} s budget", e.budget_s);
-      else if (s.stop_reason == "budget")
-        e.spent_s = e.budget_s;  // the global budget ran out
-    } catch (const std::exception& ex) {
-      e.status = "error";
-      e.reason = ex.what();
-    }
-    save("");
   }
+  // Budget spent or stopped: the running loops see their own budgets (or the stop flag) end.
+  while (running > 0) cv.wait(lk);
+  lk.unlock();
+  for (auto& t : threads) t.join();
+  std::lock_guard<std::mutex> g(mu);
   save("");
   return orchestration_json(entries, o.budget_s, spent(), "");
 }

@@ -23,7 +23,8 @@ struct KernelEntry {
   double speedup_x = 1.0;  ///< achieved speedup over the starter (KernelSummary::speedup)
   int experiments = 0, kept = 0;
   double budget_s = 0, spent_s = 0;  ///< this invocation's per-kernel budget and use
-  /// "pending", "active", "plateau", "ceiling", "budget", "exhausted", "error"
+  /// "pending", "active", "running" (one of several folders optimized at once), "plateau",
+  /// "ceiling", "budget", "exhausted", "error"
   std::string status = "pending";
   std::string reason;
   double speedup() const { return speedup_x; }
@@ -56,6 +57,13 @@ struct OrchestratorOptions {
   int plateau_k = 20;
   double ceiling_pct = 90;
   OptimizeOptions loop;  ///< proposer, seed, measurer, progress, stop... (budget ignored)
+  /// Kernel folders optimized at once (with a worker pool: while one folder's loop waits for a
+  /// device, another's candidates build). The next folder to start is still the largest
+  /// expected gain (Amdahl order) and the whole run stays within `budget_s` of wall time; each
+  /// folder's budget is its share of budget_s x min(parallel, folders). 1 = one at a time
+  /// (today's). Each folder's loop runs in its own thread; the measurer must then be
+  /// thread-safe (the pool's is; loop.measurer must be nullptr or thread-safe).
+  int parallel = 1;
 };
 
 /// Runs the orchestrator; returns the final orchestration.json content.

@@ -35,6 +35,9 @@ struct Proposal {
   /// Set when the candidate must be rejected without building (e.g. the agent touched files
   /// it must not): the reason and the guard name for results.tsv.
   std::string reject_reason, reject_guard;
+  /// The search proposer's bandit arm ("NAME=VALUE"; "" for a restart): observe() credits it,
+  /// so that feedback for a batch of proposals reaches the arm of each.
+  std::string arm;
 };
 
 /// The outcome of a proposal, fed back to the proposer.
@@ -42,6 +45,8 @@ struct Feedback {
   bool correct = false;  ///< passed the quick checks
   bool kept = false;
   double cand_us = 0, best_us = 0;  ///< quick-screen latencies (0 when not timed)
+  /// The experiment was lost (a pool task never came back): the loop does not feed it back.
+  bool lost = false;
 };
 
 class Proposer {

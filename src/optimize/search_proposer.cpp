@@ -75,6 +75,7 @@ class SearchProposer : public Proposer {
       pr.source = apply_config(ctx.best_source, pr.config);
       pr.description = fmt::format("{} (bandit arm {})", config_string(pr.config), arms[pick].first);
       last_arm_ = arms[pick].first;
+      pr.arm = last_arm_;
       tried_.insert(config_string(pr.config));
       return pr;
     }
@@ -120,9 +121,9 @@ class SearchProposer : public Proposer {
     }
   }
 
-  void observe(const Proposal&, const Feedback& f) override {
-    if (last_arm_.empty()) return;
-    auto& s = stats_[last_arm_];
+  void observe(const Proposal& p, const Feedback& f) override {
+    if (p.arm.empty()) return;
+    auto& s = stats_[p.arm];
     s.n += 1;
     s.sum += !f.correct ? -0.5
              : (f.cand_us > 0 && f.best_us > 0) ? std::log(f.best_us / f.cand_us)

@@ -1,0 +1,190 @@
+#!/usr/bin/env bash
+# Issue 21's measurement: the optimizer's experiments/hour, the sequential loop against the same
+# loop fanned out over a local Dask cluster (1 GPU worker measuring + CPU workers building
+# ahead), side by side, same budget, same kernel folders (bench/optimizer.sh's: softmax
+# 16384x2048 and RMSNorm 8192x4096 fp32 CUDA starters), each run with a fresh build cache.
+# Writes $OUT/scaleout.json and $OUT/scaleout.md (plus $OUT/scaleout-runs.tar.gz: both
+# workspaces' results.tsv, logs, pool log, GPU samples).
+#
+#   here:  bash bench/h200_all.sh --pack && bash bench/fetch_dask_wheels.sh
+#   there: bash bench/scaleout_h200.sh            (carry .h200 and .whl)
+#   here, without a GPU: SCALE_BACKEND=cpu SCALE_BUDGET=45s bash bench/scaleout_h200.sh
+#   any:   bash bench/scaleout_h200.sh --dry-run  (checks the prerequisites, prints the commands)
+# Env: SCALE_BUDGET (default 3m per run: both runs fit one 10-minute device call),
+#      SCALE_WORKERS (default: 1 per GPU + 8 build workers, at most the cores - 2),
+#      SCALE_BACKEND (cuda, or cpu for the path testable here), SCALE_RUNS ("seq pool" by default).
+# GPU busy: nvidia-smi utilization sampled every 0.5 s (share of samples > 0 and the mean), and
+# the share of the wall time spent inside measurement tasks (quick/full/compare) per the pool log.
+set -euo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$here"
+dry=0
+[ "${1:-}" = "--dry-run" ] && dry=1
+backend="${SCALE_BACKEND:-cuda}"
+budget="${SCALE_BUDGET:-3m}"
+runs="${SCALE_RUNS:-seq pool}"
+out="${OUT:-$here/scaleout-out}"
+mkdir -p "$out"
+if [ -x .h200/vladbud ]; then
+  export VLADBUD_HOME="$here" PATH="$here/.h200:$PATH:/usr/local/cuda/bin"
+  export LD_LIBRARY_PATH="$here/.h200${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  export CPATH="$here/.h200/include${CPATH:+:$CPATH}"
+  export VB_RUNNER="$here/.h200/vladbud-runner" VB="$here/.h200/vladbud" VB_PYTHON="${VB_PYTHON:-python3}"
+  vb="$here/.h200/vladbud"
+else
+  vb="${VB:-$here/build/vladbud}"
+  export VB="$vb"
+fi
+py="${VB_PYTHON:-$( [ -x .venv/bin/python ] && echo .venv/bin/python || echo python3)}"
+export PYTHONUNBUFFERED=1
+[ -x "$vb" ] || { echo "scaleout_h200.sh: no vladbud at $vb (here: bash bench/h200_all.sh --pack)" >&2; exit 2; }
+# Dask: installed, or from the carried wheels into a private folder (no registry there).
+if ! "$py" -c 'import distributed' 2>/dev/null; then
+  [ -d .whl ] || { echo "scaleout_h200.sh: $py has no Dask and .whl/ is missing (here: bash bench/fetch_dask_wheels.sh, then carry .whl)" >&2; exit 2; }
+  if [ $dry = 1 ]; then
+    echo "would install: $py -m pip install --no-index --no-deps --target /tmp/vb-dask .whl/*.whl"
+  else
+    # --no-deps: the other dependencies are the image's own (fetch_dask_wheels.sh lists them).
+    "$py" -m pip install -q --no-index --no-deps --target /tmp/vb-dask .whl/*.whl >&2
+    export PYTHONPATH="/tmp/vb-dask${PYTHONPATH:+:$PYTHONPATH}"
+    "$py" -c 'import distributed' || { echo "scaleout_h200.sh: Dask from .whl/ does not import" >&2; exit 2; }
+  fi
+fi
+cores="$(nproc)"
+gpus=0
+if [ "$backend" != cpu ]; then
+  gpus="$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)"
+  [ "$gpus" -ge 1 ] || [ $dry = 1 ] || { echo "scaleout_h200.sh: no GPU (nvidia-smi -L); SCALE_BACKEND=cpu runs the CPU path" >&2; exit 2; }
+fi
+if [ -n "${SCALE_WORKERS:-}" ]; then
+  workers="$SCALE_WORKERS"
+else
+  builders=$(( cores - 2 < 8 ? cores - 2 : 8 )); [ $builders -lt 1 ] && builders=1
+  workers=$(( gpus + builders ))
+fi
+if [ "$backend" = cpu ]; then
+  ext=cpp; sm='"label": "gpt2-attn-3072x256", "dims": {"R": 3072, "C": 256}'
+  rn='"label": "llm-512x2048", "dims": {"M": 512, "N": 2048}'
+else
+  ext=cu; sm='"label": "llama-attn-16384x2048", "dims": {"R": 16384, "C": 2048}'
+  rn='"label": "llama-8192x4096", "dims": {"M": 8192, "N": 4096}'
+fi
+tmp="$(mktemp -d)"
+make_ws() {  # the same two folders as bench/optimizer.sh
+  local ws="$1"
+  mkdir -p "$ws/kernels/01_softmax" "$ws/kernels/02_rmsnorm"
+  cp "kernels/$backend/softmax.$ext" "$ws/kernels/01_softmax/"
+  cp "kernels/$backend/rmsnorm.$ext" "$ws/kernels/02_rmsnorm/"
+  printf '{"kernel": "softmax", "dtype": "fp32", "backend": "%s", "model": "bench", "size": {%s}, "time_share": 0.5}\n' "$backend" "$sm" >"$ws/kernels/01_softmax/problem.json"
+  printf '{"kernel": "rmsnorm", "dtype": "fp32", "backend": "%s", "model": "bench", "size": {%s}, "time_share": 0.5}\n' "$backend" "$rn" >"$ws/kernels/02_rmsnorm/problem.json"
+}
+user_cache="${VB_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/vladbud}"
+warm_ceilings() {  # measured once, before both runs (not the optimizer's work, not in a budget)
+  ls "$user_cache"/ceilings/*.json >/dev/null 2>&1 && return 0
+  echo "== measuring the local ceilings once (vladbud targets --calibrate)" >&2
+  mkdir -p "$user_cache"
+  VB_CACHE_DIR="$user_cache" "$vb" targets --calibrate --json >/dev/null 2>"$tmp/calibrate.log" ||
+    echo "scaleout_h200.sh: calibration failed (see calibrate.log); each run measures its own" >&2
+}
+run_one() {  # NAME EXTRA-ARGS...
+  local name="$1"; shift
+  local ws="$tmp/$name/workspace"
+  make_ws "$ws"
+  # A fresh build cache per run (the measured ceilings copied: not the optimizer's work).
+  export VB_CACHE_DIR="$tmp/$name/vb-cache"
+  mkdir -p "$VB_CACHE_DIR/ceilings"
+  cp "$user_cache"/ceilings/*.json "$VB_CACHE_DIR/ceilings/" 2>/dev/null || true
+  local cmd=("$vb" optimize --workspace "$ws" --budget "$budget" --plateau 100000 --no-git --json "$@")
+  echo "== $name: ${cmd[*]}" >&2
+  local smi=""
+  if [ "$backend" != cpu ]; then
+    nvidia-smi --query-gpu=utilization.gpu --format=csv,noheader,nounits -lms 500 >"$tmp/$name/gpu.csv" 2>/dev/null &
+    smi=$!
+  fi
+  local t0 t1
+  t0=$(date +%s.%N)
+  "${cmd[@]}" >"$tmp/$name/out.json" 2>"$tmp/$name/optimize.log" || echo "$name: vladbud exited $?" >&2
+  t1=$(date +%s.%N)
+  [ -n "$smi" ] && kill "$smi" 2>/dev/null && wait "$smi" 2>/dev/null || true
+  echo "$t0 $t1" >"$tmp/$name/wall.txt"
+  echo "${cmd[*]}" >"$tmp/$name/cmd.txt"
+}
+if [ $dry = 1 ]; then
+  echo "backend=$backend budget=$budget workers=$workers (gpus=$gpus, cores=$cores) runs=$runs vladbud=$vb python=$py"
+  echo "seq:  $vb optimize --workspace WS --budget $budget --plateau 100000 --no-git --json"
+  echo "pool: $vb optimize --workspace WS --budget $budget --plateau 100000 --no-git --json --workers $workers"
+  exit 0
+fi
+warm_ceilings
+for r in $runs; do
+  case "$r" in
+    seq) run_one seq ;;
+    pool) run_one pool --workers "$workers" ;;
+    *) echo "scaleout_h200.sh: unknown run $r (seq, pool)" >&2; exit 2 ;;
+  esac
+done
+"$py" - "$tmp" "$out" "$backend" "$budget" "$workers" "$runs" <<'PY'
+import json, os, re, sys, datetime, statistics
+tmp, out, backend, budget, workers, runs = sys.argv[1:7]
+res = {"date": f"{datetime.datetime.utcnow():%Y-%m-%d %H:%M} UTC", "backend": backend,
+       "budget": budget, "workers": int(workers), "runs": {}}
+for name in runs.split():
+    d = os.path.join(tmp, name)
+    t0, t1 = map(float, open(os.path.join(d, "wall.txt")).read().split())
+    wall = t1 - t0
+    rows = [l.rstrip("\n").split("\t") for l in open(os.path.join(d, "workspace", "results.tsv"))][1:]
+    exps = [r for r in rows if r[1] != "baseline"]
+    r = {"command": open(os.path.join(d, "cmd.txt")).read().strip(), "wall_s": round(wall, 1),
+         "experiments": len(exps), "experiments_per_hour": round(3600 * len(exps) / max(wall, 1), 1),
+         "kept": sum(1 for x in exps if x[1] == "keep"), "lost": sum(1 for x in exps if x[1] == "lost"),
+         "per_kernel": {}}
+    for x in exps:
+        k = re.search(r"kdir=(\S+)", x[9])
+        k = k.group(1) if k else "?"
+        r["per_kernel"][k] = r["per_kernel"].get(k, 0) + 1
+    g = os.path.join(d, "gpu.csv")
+    if os.path.exists(g):
+        u = [float(v) for v in open(g).read().split() if re.fullmatch(r"\d+(\.\d+)?", v)]
+        if u:
+            r["gpu_util_mean_pct"] = round(statistics.mean(u), 1)
+            r["gpu_busy_sample_share"] = round(sum(1 for v in u if v > 0) / len(u), 3)
+    log = os.path.join(d, "workspace", "cache", "pool.log")
+    if os.path.exists(log):
+        per = {}
+        for m in re.finditer(r"vb-pool task op=(\w+) id=\d+ worker=(\S*) seconds=([\d.]+)", open(log).read()):
+            per.setdefault(m.group(1), []).append(float(m.group(3)))
+        r["task_seconds"] = {op: {"n": len(v), "mean": round(statistics.mean(v), 2), "sum": round(sum(v), 1)}
+                             for op, v in per.items()}
+        meas = sum(sum(v) for op, v in per.items() if op in ("quick", "full", "compare", "timing"))
+        r["measure_task_share_of_wall"] = round(meas / max(wall, 1e-9), 3)
+    try:
+        r["summary"] = json.load(open(os.path.join(d, "out.json"))).get("pool")
+    except Exception:
+        pass
+    res["runs"][name] = r
+if "seq" in res["runs"] and "pool" in res["runs"]:
+    s, p = res["runs"]["seq"]["experiments_per_hour"], res["runs"]["pool"]["experiments_per_hour"]
+    res["ratio_pool_over_seq"] = round(p / s, 2) if s else None
+    res["bar_2x_148"] = p >= 2 * 148 if backend == "cuda" else None
+json.dump(res, open(os.path.join(out, "scaleout.json"), "w"), indent=2)
+L = [f"# Optimizer scale-out ({backend}): sequential loop vs Dask worker pool\n",
+     f"* date: {res['date']}; budget {budget} per run; pool: --workers {workers}",
+     "* same kernel folders (bench/optimizer.sh's), fresh build cache per run\n",
+     "| run | experiments | wall (s) | experiments/hour | kept | lost | GPU util mean (%) | GPU samples busy | measure-task s / wall (summed over device workers) |",
+     "|---|---|---|---|---|---|---|---|---|"]
+for name, r in res["runs"].items():
+    L.append(f"| {name} | {r['experiments']} | {r['wall_s']} | **{r['experiments_per_hour']}** | {r['kept']} | {r['lost']} | "
+             f"{r.get('gpu_util_mean_pct', 'n/a')} | {r.get('gpu_busy_sample_share', 'n/a')} | {r.get('measure_task_share_of_wall', 'n/a')} |")
+if res.get("ratio_pool_over_seq") is not None:
+    L.append(f"\npool / sequential: **{res['ratio_pool_over_seq']}x**" +
+             (f" (bar: >= 2x today's 148/hour = 296/hour: {'met' if res['bar_2x_148'] else 'NOT met'})" if backend == "cuda" else ""))
+for name, r in res["runs"].items():
+    if "task_seconds" in r:
+        L.append(f"\nTask time in the {name} run (pool log; build = compile on any worker, the others on the device's worker):\n")
+        L.append("| task | n | mean (s) | sum (s) |\n|---|---|---|---|")
+        for op, v in sorted(r["task_seconds"].items()):
+            L.append(f"| {op} | {v['n']} | {v['mean']} | {v['sum']} |")
+open(os.path.join(out, "scaleout.md"), "w").write("\n".join(L) + "\n")
+print("\n".join(L))
+PY
+tar -C "$tmp" -czf "$out/scaleout-runs.tar.gz" --exclude=vb-cache . 2>/dev/null || true

@@ -1,0 +1,172 @@
+"""The worker pool's Python half (python/vladbud/pool.py): which worker owns which device, the
+flags it refuses, a task that cannot run, and the JSON-lines protocol over a real local Dask
+cluster on loopback with the deterministic stand-in measurer (builds on any worker,
+measurements only where the device resource is). The CLI-level runs (decisions, killed
+workers, lost experiments) are tests/integration_pool.cpp."""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from vladbud import pool
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+STANDIN = os.path.join(ROOT, "python", "tests", "fixtures", "standin_measure.py")
+
+
+def test_resource_names():
+    assert pool.gpu_resource("NVIDIA H200") == "gpu-h200"
+    assert pool.gpu_resource("NVIDIA H100 80GB HBM3") == "gpu-h100-80gb-hbm3"
+    assert pool.cpu_resource().startswith("cpu-")
+    assert pool.slug("  AMD EPYC 9654 96-Core ") == "amd-epyc-9654-96-core"
+
+
+def test_one_worker_per_gpu_the_rest_build():
+    s = pool.worker_specs(4, ["cuda"], ["NVIDIA H200", "NVIDIA H200"], 16, "sm_90a")
+    assert list(s) == ["gpu0", "gpu1", "host0", "host1"]
+    assert s["gpu0"]["resources"] == {"gpu-h200": 2} and s["gpu0"]["env"]["CUDA_VISIBLE_DEVICES"] == "0"
+    assert s["gpu0"]["nthreads"] == 3 and s["host0"]["nthreads"] == 1
+    assert s["gpu1"]["env"]["CUDA_VISIBLE_DEVICES"] == "1"
+    assert s["host0"]["resources"] == {} and s["host0"]["env"]["CUDA_VISIBLE_DEVICES"] == ""
+    # Build workers see no GPU: they build for the GPUs' architecture (same build-cache key).
+    assert s["host0"]["env"]["VB_CUDA_ARCH"] == "sm_90a" and "VB_CUDA_ARCH" not in s["gpu0"]["env"]
+    # The CPU backend: every worker owns a group of cores.
+    c = pool.worker_specs(2, ["cpu"], [], 16)
+    assert all(list(v["resources"]) == [pool.cpu_resource()] for v in c.values())
+    assert c["host0"]["env"]["OMP_NUM_THREADS"] == "8"
+    # More GPUs than workers: only N GPU workers.
+    assert list(pool.worker_specs(1, ["cuda"], ["A", "B"], 4)) == ["gpu0"]
+
+
+def test_bad_flags_are_refused():
+    with pytest.raises(ValueError, match="at least 1"):
+        pool.worker_specs(0, ["cpu"], [], 2)
+    for argv in (["--workers", "0"], ["--workers", "2", "--scheduler", "tcp://h:1"], [],
+                 ["--workers", "1", "--task-timeout", "0"], ["--workers", "1", "--check-slots", "0"]):
+        with pytest.raises(SystemExit) as e:
+            pool.parse_args(argv)
+        assert e.value.code == 2
+
+
+def test_a_task_that_cannot_run_says_why(tmp_path, monkeypatch):
+    monkeypatch.delenv("VB_POOL_TASK_CMD", raising=False)
+    monkeypatch.setenv("VB", str(tmp_path / "no-such-vladbud"))
+    r = pool.run_task({"op": "quick", "problem": {}, "ext": ".cpp", "source": "x"}, 10)
+    assert "harness_error" in r and "set VB on the worker" in r["harness_error"]
+    # A hung task is given up at the timeout.
+    monkeypatch.setenv("VB_POOL_TASK_CMD", f"{sys.executable} {STANDIN}")
+    monkeypatch.setenv("VB_STANDIN_SLEEP", "5")
+    r = pool.run_task({"op": "quick", "problem": {}, "ext": ".cpp", "source": "#define UNROLL 1\n"}, 1)
+    assert "timeout" in r and "--task-timeout" in r["timeout"]
+
+
+def test_protocol_over_a_local_cluster(tmp_path):
+    pytest.importorskip("distributed", reason="Dask distributed is not installed (scripts/setup.sh)")
+    env = dict(os.environ, VB_POOL_TASK_CMD=f"{sys.executable} {STANDIN}",
+               PYTHONPATH=os.path.join(ROOT, "python"))
+    res = pool.cpu_resource()
+    src = "#define UNROLL 4\n#define MODE 0\n"
+    reqs = [
+        {"id": 1, "op": "build", "resource": "", "problem": {}, "ext": ".cpp", "source": src},
+        {"id": 2, "op": "quick", "resource": res, "problem": {}, "ext": ".cpp", "source": src, "after": [1]},
+        {"id": 3, "op": "compare", "resource": res, "problem": {}, "ext": ".cpp", "source": src,
+         "best": "#define UNROLL 1\n#define MODE 0\n", "rounds": 2},
+        {"id": 4, "op": "frobnicate"},
+        # A device no worker owns: given up after --no-worker-timeout, never left waiting.
+        {"id": 5, "op": "quick", "resource": "gpu-nothing", "problem": {}, "ext": ".cpp", "source": src},
+    ]
+    p = subprocess.Popen([sys.executable, "-m", "vladbud.pool", "--workers", "2", "--backends", "cpu",
+                          "--no-worker-timeout", "2"],
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True, env=env)
+    try:
+        ready = json.loads(p.stdout.readline())
+        assert ready["ready"] and ready["workers"] == 2 and ready["resources"] == {res: 2}
+        assert ready["scheduler"].startswith("tcp://127.0.0.1:")
+        for r in reqs:
+            p.stdin.write(json.dumps(r) + "\n")
+        p.stdin.flush()
+        replies = {}
+        while len(replies) < 5:
+            line = json.loads(p.stdout.readline())
+            if "id" in line:
+                replies[line["id"]] = line
+        assert replies[1]["ok"] and replies[1]["result"]["ok"]
+        assert replies[2]["result"]["median_us"] == 80.0 and replies[2]["result"]["verdict"] == "PASS"
+        assert [s[0] for s in replies[3]["result"]["best"]] == [100.0, 100.0]
+        assert [s[0] for s in replies[3]["result"]["cand"]] == [80.0, 80.0]
+        assert replies[4]["lost"] and "bad request" in replies[4]["reason"]
+        assert replies[5]["lost"] and "no worker owns device gpu-nothing" in replies[5]["reason"]
+        assert '--resources "gpu-nothing=1"' in replies[5]["reason"]
+        p.stdin.write(json.dumps({"op": "shutdown"}) + "\n")
+        p.stdin.flush()
+        assert p.wait(timeout=60) == 0
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+
+
+def test_unreachable_scheduler_is_one_clear_line():
+    pytest.importorskip("distributed", reason="Dask distributed is not installed (scripts/setup.sh)")
+    r = subprocess.run([sys.executable, "-m", "vladbud.pool", "--scheduler", "tcp://127.0.0.1:9",
+                        "--connect-timeout", "2"], capture_output=True, text=True, timeout=120,
+                       env=dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python")))
+    assert r.returncode == 2
+    err = json.loads(r.stdout.strip().splitlines()[-1])["error"]
+    assert "cannot reach the Dask scheduler at tcp://127.0.0.1:9" in err and "dask scheduler" in err
+
+
+def test_timed_tasks_run_alone_on_their_device_checks_share_it(tmp_path):
+    """One worker owning 2 units of a device (as a local GPU worker does): two full-stage checks
+    overlap, a quick screen (timed) never overlaps anything on that device."""
+    pytest.importorskip("distributed", reason="Dask distributed is not installed (scripts/setup.sh)")
+    spans = tmp_path / "spans.txt"
+    env = dict(os.environ, VB_POOL_TASK_CMD=f"{sys.executable} {STANDIN}",
+               PYTHONPATH=os.path.join(ROOT, "python"), VB_STANDIN_SLEEP="1",
+               VB_STANDIN_SLEEP_FULL="2", VB_STANDIN_SPANS=str(spans))
+    res = "gpu-fake"
+    # A cluster whose one worker owns gpu-fake=2, as `dask worker ... --resources "gpu-fake=2"`.
+    code = f"""
+import sys, json, threading
+from distributed import LocalCluster
+c = LocalCluster(n_workers=1, threads_per_worker=3, processes=True, host="127.0.0.1",
+                 dashboard_address=None, resources={{"{res}": 2}})
+print(c.scheduler_address, flush=True)
+sys.stdin.read()
+c.close()
+"""
+    sched = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                             stderr=subprocess.DEVNULL, text=True, env=env)
+    try:
+        addr = sched.stdout.readline().strip()
+        p = subprocess.Popen([sys.executable, "-m", "vladbud.pool", "--scheduler", addr],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                             text=True, env=env)
+        ready = json.loads(p.stdout.readline())
+        assert ready["resources"] == {res: 2}
+        src = "#define UNROLL 4\n#define MODE 0\n"
+        base = {"resource": res, "problem": {}, "ext": ".cpp", "source": src}
+        for i, op in enumerate(["full", "full", "quick", "full"], start=1):
+            p.stdin.write(json.dumps(dict(base, id=i, op=op)) + "\n")
+        p.stdin.flush()
+        got = set()
+        while len(got) < 4:
+            line = json.loads(p.stdout.readline())
+            if "id" in line:
+                assert line.get("ok"), line
+                got.add(line["id"])
+        p.stdin.write(json.dumps({"op": "shutdown"}) + "\n")
+        p.stdin.flush()
+        p.wait(timeout=60)
+    finally:
+        sched.communicate("", timeout=60)
+    s = [(m, float(a), float(b)) for m, a, b in (l.split() for l in spans.read_text().splitlines())]
+    assert len(s) == 4
+    overlap = lambda x, y: x[1] < y[2] and y[1] < x[2]
+    fulls = [x for x in s if x[0] == "full"]
+    quick = [x for x in s if x[0] == "quick"][0]
+    assert any(overlap(a, b) for i, a in enumerate(fulls) for b in fulls[i + 1:]), s
+    assert not any(overlap(quick, f) for f in fulls), s

@@ -267,3 +267,11 @@ def test_kernelize_llama_uses_the_kernels(built):
     assert f"{built['rmsnorm']['op_namespace']}::rmsnorm" in names, sorted(n for n in names if "::" in n)[:20]
     assert f"{built['fused_mlp']['op_namespace']}::fused_mlp" in names
     assert ((out - ref).norm() / ref.norm()).item() < 1e-5
+
+
+def test_a_kernel_that_does_not_compile_is_a_build_error_with_the_diagnostics(tmp_path):
+    bad = tmp_path / "rmsnorm.cpp"
+    bad.write_text((ROOT / "kernels" / "cpu" / "rmsnorm.cpp").read_text() + "\nint broken( {\n")
+    with pytest.raises(hx.ExportBuildError, match=r"(?s)building torch\d+-cxx11-cpu-.* failed.*rmsnorm\.cpp"):
+        hx.export({"kernel": str(bad), "name": "vb_broken", "out": str(tmp_path / "out")})
+    assert not (tmp_path / "out" / "build" / hx.variant_name("cpu")).exists()

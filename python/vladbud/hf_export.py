@@ -925,11 +925,16 @@ def export(req):
 
 
 def main(argv):
-    if len(argv) != 2:
-        raise BridgeError("usage: python -m vladbud.hf_export REQUEST.json RESULT.json")
-    from .loader import read_request
+    """The bridge's entry point: exit 2 with "error: ..." for bad input (BridgeError), 1 for a
+    failed build. torch is imported only where needed (a refused name costs no torch import)."""
     try:
-        res = export(read_request(argv[0]))
+        if len(argv) != 2:
+            raise BridgeError("usage: python -m vladbud.hf_export REQUEST.json RESULT.json")
+        with open(argv[0]) as f:
+            res = export(json.load(f))
+    except BridgeError as e:
+        print(f"error: {e}", file=sys.stderr)
+        sys.exit(2)
     except ExportBuildError as e:
         print(f"vladbud export: {e}", file=sys.stderr)
         sys.exit(1)
@@ -938,5 +943,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    from .loader import main_wrapper
-    main_wrapper(main)
+    main(sys.argv[1:])

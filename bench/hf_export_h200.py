@@ -212,9 +212,12 @@ def markdown(doc):
     L = [f"# Exported `kernels` packages on {doc['device']}", "",
          f"{doc['when']}; torch {doc['torch']}, kernels {doc['kernels']}, transformers {doc['transformers']}. "
          f"Produced by `bash bench/hf_export_h200.sh`{' --dry-run (CPU)' if doc['dry_run'] else ''}.", "",
-         "## Packages", "", "| package | variant | export+build s | loaded by get_local_kernel |", "|---|---|---|---|"]
+         "## Packages", "",
+         "| package | variant | export+build s | loaded by get_local_kernel | same module via get_kernel + LOCAL_KERNELS |",
+         "|---|---|---|---|---|"]
     for t, p in doc["packages"].items():
-        L.append(f"| vb_{t} | {p['variant']} | {p['export_seconds']} | {p['loaded']} |")
+        L.append(f"| vb_{t} | {p['variant']} | {p['export_seconds']} | {p['loaded']} | "
+                 f"{p.get('get_kernel_local_kernels')} |")
     L += ["", "## Ops against PyTorch (same inputs, same timing protocol)", "",
           "| op | shape | dtype | rel. err (fp64 ref) | torch's own | correct | kernel us | torch us | speedup |",
           "|---|---|---|---|---|---|---|---|---|"]
@@ -267,6 +270,13 @@ def main():
             res = export(kind, t, work / f"vb_{t}")
             k = get_local_kernel(pathlib.Path(res["out"]), backend="cpu" if a.dry_run else None)
             res["loaded"] = k.__name__
+            # The same package through get_kernel + LOCAL_KERNELS (offline; the repo id is a name).
+            os.environ["LOCAL_KERNELS"] = f"vladbud/vb-{t.replace('_', '-')}=" + (
+                res["variant_dir"] if a.dry_run else res["out"])
+            from kernels import get_kernel
+            from kernels.utils import _parse_local_kernel_overrides
+            _parse_local_kernel_overrides.cache_clear()
+            res["get_kernel_local_kernels"] = get_kernel(f"vladbud/vb-{t.replace('_', '-')}", version=1) is k
             pk[t] = res
             doc["packages"][t] = res
             dtypes = ["fp32", "bf16"] if a.dry_run else ["fp32", "fp16", "bf16"]

@@ -5,7 +5,7 @@
 # HF Llama (from a config, bf16) kernelized end to end. Details: bench/hf_export_h200.py.
 #
 #   bash bench/hf_export_h200.sh --fetch-wheels   here: the wheels the H200 image lacks (kernels,
-#                                                 kernels-data, tomli) into .whl/ (git-ignored via
+#                                                 kernels-data, tomli, ninja) into .whl/ (git-ignored via
 #                                                 .git/info/exclude; carry it with .h200)
 #   bash bench/h200_all.sh --pack                 here: .h200/ (the vladbud CLI the export uses)
 #   bash bench/hf_export_h200.sh                  there, from the repo root: installs .whl/ into
@@ -15,7 +15,8 @@ set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$here"
 # kernels 0.16.x: transformers 5.17 accepts >=0.16.0,<0.17.0 (scripts/requirements.txt pins it).
-wheels=(kernels==0.16.2 kernels-data==0.16.2)
+# ninja: torch.utils.cpp_extension builds the variant with it (skipped there when already present).
+wheels=(kernels==0.16.2 kernels-data==0.16.2 ninja==1.13.0)
 
 if [ "${1:-}" = "--fetch-wheels" ]; then
   py="$here/.venv/bin/python"; [ -x "$py" ] || py=python3

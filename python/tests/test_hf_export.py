@@ -275,3 +275,15 @@ def test_a_kernel_that_does_not_compile_is_a_build_error_with_the_diagnostics(tm
     with pytest.raises(hx.ExportBuildError, match=r"(?s)building torch\d+-cxx11-cpu-.* failed.*rmsnorm\.cpp"):
         hx.export({"kernel": str(bad), "name": "vb_broken", "out": str(tmp_path / "out")})
     assert not (tmp_path / "out" / "build" / hx.variant_name("cpu")).exists()
+
+
+def test_local_kernels_override_serves_get_kernel_offline(built, monkeypatch):
+    """LOCAL_KERNELS=<repo id>=<path> makes kernels.get_kernel load the export without the Hub (the
+    variant folder itself: on this CPU-only machine torch's CUDA build would pick a cu variant)."""
+    from kernels import get_kernel
+    res = built["rmsnorm"]
+    monkeypatch.setenv("LOCAL_KERNELS", f"vladbud/vb-rmsnorm={res['variant_dir']}")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    k = get_kernel("vladbud/vb-rmsnorm", version=1)
+    x, w = torch.randn(4, 64), torch.randn(64)
+    assert torch.allclose(k.rms_norm(x, w), torch.nn.functional.rms_norm(x, (64,), w, 1e-6), atol=1e-5, rtol=1e-5)

@@ -259,6 +259,7 @@ def _gencode(arch):
 # ---- the files ------------------------------------------------------------------------------------
 
 def _toml_list(xs):
+    """A TOML array of strings."""
     return "[" + ", ".join(json.dumps(x) for x in xs) + "]"
 
 
@@ -293,6 +294,7 @@ def build_toml(kname, pkg, backend, kernel_files, archs, license_, version):
 
 
 def _rename_flags(pkg):
+    """-D flags giving the kernel's C entry points per-package names (several packages, one process)."""
     return [f"-Dvb_kernel_run={pkg}_vb_kernel_run", f"-Dvb_kernel_last_error={pkg}_vb_kernel_last_error"]
 
 
@@ -738,6 +740,7 @@ if __name__ == "__main__":
 
 
 def readme_md(kname, pkg, type_, backend, source_label, variant, layers):
+    """README.md of the package: what it is, where it came from, how to load, test and time it."""
     return f"""# {kname}
 
 VladBud's `{type_}` kernel ({backend}) as a Hugging Face `kernels` package, exported by

@@ -9,7 +9,8 @@
    inputs rotated over sets larger than the L2, median of --reps calls (perf_counter on the CPU);
 3. builds an HF LlamaForCausalLM from a config (bf16), kernelizes it with the exported RMSNorm and
    LlamaMLP layers (`kernels.kernelize`, `LocalLayerRepository`, `replace_kernel_forward_from_hub`
-   for LlamaMLP), checks the logits against the un-kernelized model and that the exported ops ran
+   for LlamaMLP) and the exported flash_attention's hf_attention_forward (transformers'
+   AttentionInterface), checks the logits against the un-kernelized model and that the exported ops ran
    (profiler), and times a forward with and without.
 
 Writes OUT/hf-export-h200.json and .md. `--dry-run`: the same on the CPU with the CPU starters and
@@ -193,6 +194,14 @@ def kernelize_llama(pk, dev, cfg_kw, batch, seq, dtype, reps):
                for t, layer in (("rmsnorm", "RMSNorm"), ("fused_mlp", "LlamaMLP"))}
     with use_kernel_mapping(mapping, inherit_mapping=False):
         kernelize(model, mode=Mode.INFERENCE, device=device_key)
+    attn = "flash_attention" in pk
+    if attn:  # the exported attention through transformers' AttentionInterface (prefill on the kernel)
+        from transformers import AttentionInterface
+        from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, AttentionMaskInterface
+        fa = get_local_kernel_for(pk["flash_attention"], dev)
+        AttentionInterface.register("vladbud", fa.hf_attention_forward)
+        AttentionMaskInterface.register("vladbud", ALL_MASK_ATTENTION_FUNCTIONS["flash_attention_2"])
+        model.set_attn_implementation("vladbud")
     acts = [torch.profiler.ProfilerActivity.CPU] + ([torch.profiler.ProfilerActivity.CUDA] if dev == "cuda" else [])
     with torch.no_grad(), torch.profiler.profile(activities=acts) as prof:
         out = model(ids).logits.float()
@@ -202,10 +211,17 @@ def kernelize_llama(pk, dev, cfg_kw, batch, seq, dtype, reps):
     agree = (out.argmax(-1) == ref.argmax(-1)).float().mean().item()
     return {"config": cfg_kw, "batch": batch, "seq": seq, "dtype": dtype,
             "replaced": {"RMSNorm": model.model.norm.forward.__func__.__qualname__,
-                         "LlamaMLP": model.model.layers[0].mlp.forward.__func__.__qualname__},
+                         "LlamaMLP": model.model.layers[0].mlp.forward.__func__.__qualname__,
+                         "attention": model.config._attn_implementation},
             "ops_ran": ran, "logits_rel_err": rel_err(out, ref), "argmax_agreement": agree,
             "forward_us_original": t_eager, "forward_us_kernelized": t_kern,
             "speedup": t_eager / t_kern}
+
+
+def get_local_kernel_for(res, dev):
+    """The exported package of `res` through kernels.get_local_kernel (cached by kernels)."""
+    from kernels import get_local_kernel
+    return get_local_kernel(pathlib.Path(res["out"]), backend="cpu" if dev == "cpu" else None)
 
 
 def markdown(doc):
@@ -229,7 +245,8 @@ def markdown(doc):
     if k:
         L += ["", "## kernelize on an HF Llama (from a config)", "",
               f"Config {k['config']}, batch {k['batch']} x seq {k['seq']}, {k['dtype']}.", "",
-              f"- forwards replaced: RMSNorm -> `{k['replaced']['RMSNorm']}`, LlamaMLP -> `{k['replaced']['LlamaMLP']}`",
+              f"- forwards replaced: RMSNorm -> `{k['replaced']['RMSNorm']}`, LlamaMLP -> `{k['replaced']['LlamaMLP']}`, "
+              f"attention implementation `{k['replaced']['attention']}` (the exported hf_attention_forward)",
               f"- exported ops seen in the profiler: {k['ops_ran']}",
               f"- logits: relative error {k['logits_rel_err']:.2e} against the original model, argmax agreement "
               f"{100 * k['argmax_agreement']:.1f} %",
@@ -265,7 +282,7 @@ def main():
     kind = "cpu" if a.dry_run else "cuda"
     timer = Timer(dev, reps)
     pk = {}
-    for t in ("rmsnorm", "fused_mlp"):
+    for t in ("rmsnorm", "fused_mlp", "flash_attention"):
         try:
             res = export(kind, t, work / f"vb_{t}")
             k = get_local_kernel(pathlib.Path(res["out"]), backend="cpu" if a.dry_run else None)
@@ -282,12 +299,14 @@ def main():
             dtypes = ["fp32", "bf16"] if a.dry_run else ["fp32", "fp16", "bf16"]
             if t == "rmsnorm":
                 doc["ops"] += check_rmsnorm(k, dev, (256, 1024) if a.dry_run else (8192, 4096), dtypes, timer)
+            elif t == "flash_attention":
+                pass  # checked inside the Llama below (hf_attention_forward); the op by VladBud's own bench
             else:
                 doc["ops"] += check_fused_mlp(k, dev, (16, 256, 688) if a.dry_run else (512, 2048, 5632), dtypes, timer)
         except Exception as e:  # recorded, the other package still runs
             doc["errors"].append(f"{t}: {type(e).__name__}: {str(e)[-2000:]}")
         (out / "hf-export-h200.json").write_text(json.dumps(doc, indent=1, default=str))
-    if len(pk) == 2:
+    if "rmsnorm" in pk and "fused_mlp" in pk:
         try:
             cfg = (dict(vocab_size=512, hidden_size=256, intermediate_size=688, num_hidden_layers=2,
                         num_attention_heads=4, num_key_value_heads=2) if a.dry_run else

@@ -287,3 +287,37 @@ def test_local_kernels_override_serves_get_kernel_offline(built, monkeypatch):
     k = get_kernel("vladbud/vb-rmsnorm", version=1)
     x, w = torch.randn(4, 64), torch.randn(64)
     assert torch.allclose(k.rms_norm(x, w), torch.nn.functional.rms_norm(x, (64,), w, 1e-6), atol=1e-5, rtol=1e-5)
+
+
+def test_hf_attention_forward_runs_the_kernel_in_a_llama(tmp_path):
+    """The flash_attention package's hf_attention_forward, registered with transformers'
+    AttentionInterface: prefill on the kernel (logits as SDPA's), a padded batch and cached decode
+    steps on SDPA's path (same logits, same greedy tokens)."""
+    transformers = pytest.importorskip("transformers")
+    from kernels import get_local_kernel
+    from transformers import AttentionInterface
+    from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, AttentionMaskInterface
+    res = hx.export({"kernel": str(ROOT / "kernels" / "cpu" / "flash_attention.cpp"), "name": "vb_attn",
+                     "out": str(tmp_path / "vb_attn")})
+    k = get_local_kernel(Path(res["out"]), backend="cpu")
+    AttentionInterface.register("vb_attn_test", k.hf_attention_forward)
+    AttentionMaskInterface.register("vb_attn_test", ALL_MASK_ATTENTION_FUNCTIONS["flash_attention_2"])
+    cfg = transformers.LlamaConfig(vocab_size=512, hidden_size=128, intermediate_size=344, num_hidden_layers=2,
+                                   num_attention_heads=4, num_key_value_heads=2)
+    torch.manual_seed(0)
+    model = transformers.LlamaForCausalLM(cfg).eval()
+    ids = torch.randint(0, 512, (2, 16))
+    pad = torch.ones(2, 16, dtype=torch.long)
+    pad[1, :5] = 0
+    with torch.no_grad():
+        ref, ref_pad = model(ids).logits, model(ids, attention_mask=pad).logits
+    g_ref = model.generate(ids[:1], max_new_tokens=4, do_sample=False)
+    model.set_attn_implementation("vb_attn_test")
+    with torch.no_grad(), torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+        out = model(ids).logits
+    assert f"{res['op_namespace']}::flash_attention" in {e.name for e in prof.events()}
+    assert ((out - ref).norm() / ref.norm()).item() < 1e-5
+    with torch.no_grad():
+        out_pad = model(ids, attention_mask=pad).logits
+    assert ((out_pad[1, 5:] - ref_pad[1, 5:]).norm() / ref_pad[1, 5:].norm()).item() < 1e-5
+    assert torch.equal(model.generate(ids[:1], max_new_tokens=4, do_sample=False), g_ref)

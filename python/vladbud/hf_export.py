@@ -12,7 +12,9 @@ edition 5) for one kernel of one of the nine types, and builds the local variant
                                         schema (that of torch.ops.vladbud.<type>), its CPU or
                                         CUDA implementation (at::Tensor -> DLTensor -> the kernel's
                                         vb_kernel_run on torch's current stream) and a Meta one
-      torch-ext/<pkg>/__init__.py       the Python function(s), relative imports only
+      torch-ext/<pkg>/__init__.py       the Python function(s), relative imports only (a
+                                        flash_attention package: hf_attention_forward for
+                                        transformers' AttentionInterface)
       torch-ext/<pkg>/layers.py         kernelize layers (RMSNorm, LlamaMLP) where the type fits
       <pkg>_<backend>/                  the kernel source, verbatim, plus VladBud's SDK headers
       tests/test_<pkg>.py               checks the package against PyTorch (pytest)
@@ -447,8 +449,44 @@ def registration_h():
 """
 
 
+_HF_ATTENTION = '''
+
+def hf_attention_forward(module, query, key, value, attention_mask, dropout=0.0, scaling=None, is_causal=None,
+                         **kwargs):
+    """An attention function for transformers' AttentionInterface (query [B,H,S,D], key/value
+    [B,H_kv,S_kv,D]; returns ([B,S,H,D], None)). Register it, with a mask function that gives None
+    when nothing is padded (transformers' flash-attention one):
+
+        AttentionInterface.register("vladbud", k.hf_attention_forward)
+        AttentionMaskInterface.register("vladbud", ALL_MASK_ATTENTION_FUNCTIONS["flash_attention_2"])
+        model.set_attn_implementation("vladbud")
+
+    The kernel runs when there is no padding mask, no dropout and queries and keys have one length
+    (prefill; the kernel's causal mask is top-left aligned, as SDPA's); otherwise PyTorch's SDPA runs
+    with the padding mask and a bottom-right causal mask (decode steps with a cache)."""
+    causal = bool(is_causal if is_causal is not None else getattr(module, "is_causal", True))
+    scale = float(scaling) if scaling is not None else query.shape[-1] ** -0.5
+    S, Skv = query.shape[2], key.shape[2]
+    if attention_mask is None and (dropout == 0.0 or not module.training) and S == Skv:
+        out = ops.flash_attention(query, key, value, 1.0 if causal else 0.0, scale)
+    else:
+        allowed = None
+        if attention_mask is not None:
+            allowed = attention_mask.bool()
+            allowed = allowed[:, None, None, :] if allowed.dim() == 2 else allowed
+        if causal and S > 1:
+            tri = torch.ones(S, Skv, dtype=torch.bool, device=query.device).tril(Skv - S)
+            allowed = tri if allowed is None else allowed & tri
+        out = torch.nn.functional.scaled_dot_product_attention(
+            query, key, value, attn_mask=allowed, dropout_p=dropout if module.training else 0.0, scale=scale,
+            enable_gqa=key.shape[1] != query.shape[1])
+    return out.transpose(1, 2).contiguous(), None
+'''
+
+
 def init_py(type_, pkg, backend, source_label):
-    """torch-ext/<pkg>/__init__.py: the op as a Python function (relative imports only)."""
+    """torch-ext/<pkg>/__init__.py: the op as a Python function (relative imports only); a
+    flash_attention package also gets hf_attention_forward (transformers' AttentionInterface)."""
     spec = OPS[type_]
     first = spec["py_sig"].split(",")[0]
     body = (f"    shape = {first}.shape\n"
@@ -474,9 +512,9 @@ from ._ops import ops
 
 def {spec["py"]}({spec["py_sig"]}) -> torch.Tensor:
     """VladBud's {type_}: {_DOCS[type_]}"""
-{body}
+{body}{_HF_ATTENTION if type_ == "flash_attention" else ""}
 
-__all__ = ["{spec["py"]}", "ops"{', "layers"' if layers else ""}]
+__all__ = ["{spec["py"]}", "ops"{', "layers"' if layers else ""}{', "hf_attention_forward"' if type_ == "flash_attention" else ""}]
 '''
 
 

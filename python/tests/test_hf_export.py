@@ -321,3 +321,26 @@ def test_hf_attention_forward_runs_the_kernel_in_a_llama(tmp_path):
         out_pad = model(ids, attention_mask=pad).logits
     assert ((out_pad[1, 5:] - ref_pad[1, 5:]).norm() / ref_pad[1, 5:].norm()).item() < 1e-5
     assert torch.equal(model.generate(ids[:1], max_new_tokens=4, do_sample=False), g_ref)
+
+
+@pytest.mark.skipif(__import__("shutil").which("nvcc") is None and not os.path.isdir("/usr/local/cuda/bin"),
+                    reason="needs nvcc (the CUDA toolkit) to build a CUDA variant")
+def test_cuda_variant_builds_and_loads_without_a_gpu(tmp_path, monkeypatch):
+    """The CUDA starter's cu<NNN> variant: built with nvcc, loaded by get_local_kernel (the backend
+    torch's CUDA build selects), the op registered for CUDA and Meta (no GPU is needed for either),
+    and CPU tensors refused by the dispatcher. Running it needs a GPU: bench/hf_export_h200.sh."""
+    if torch.version.cuda is None:
+        pytest.skip("torch here has no CUDA build")
+    monkeypatch.setenv("PATH", os.environ.get("PATH", "") + os.pathsep + "/usr/local/cuda/bin")
+    from kernels import get_local_kernel
+    res = hx.export({"kernel": str(ROOT / "kernels" / "cuda" / "rmsnorm.cu"), "name": "vb_rms_cuda",
+                     "out": str(tmp_path / "vb_rms_cuda"), "cuda_archs": ["9.0a"]})
+    assert res["variant"] == hx.variant_name("cuda") and "-cu" in res["variant"]
+    meta = json.loads((Path(res["variant_dir"]) / "metadata.json").read_text())
+    assert meta["backend"] == {"type": "cuda", "archs": ["9.0a"]}
+    k = get_local_kernel(Path(res["out"]))
+    y = k.ops.rmsnorm(torch.empty(8, 64, device="meta"), torch.empty(64, device="meta"), 1e-6)
+    assert y.shape == (8, 64) and y.device.type == "meta"
+    with pytest.raises(NotImplementedError, match="CPU"):
+        k.ops.rmsnorm(torch.randn(8, 64), torch.randn(64), 1e-6)
+    assert k.layers.RMSNorm.can_torch_compile

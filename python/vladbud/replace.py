@@ -452,6 +452,20 @@ def _hf_modules():
             yield name, mod
 
 
+def _hub_wrapped(fn):
+    """The function under a Hugging Face `kernels` hub wrapper, else `fn`. With `kernels` installed,
+    transformers' @use_kernel_forward_from_hub("rotary_pos_emb") turns apply_rotary_pos_emb into an
+    nn.Module instance whose forward calls the function (kernels 0.16: _create_func_module's Func,
+    the function in forward's closure); its body and signature are the function's."""
+    fwd = getattr(type(fn), "forward", None)
+    if isinstance(fn, torch.nn.Module) and type(fn).__qualname__.endswith("_create_func_module.<locals>.Func") \
+            and getattr(fwd, "__closure__", None):
+        for cell in fwd.__closure__:
+            if inspect.isfunction(cell.cell_contents):
+                return cell.cell_contents
+    return fn
+
+
 def hf_rope_functions() -> list:
     """[(module name, function)] of the loaded Hugging Face modeling modules whose
     apply_rotary_pos_emb is the half-split (NeoX/rotate_half) one that `patched` replaces
@@ -459,7 +473,7 @@ def hf_rope_functions() -> list:
     RoPE are not in it: they keep running in PyTorch."""
     out = []
     for name, mod in _hf_modules():
-        fn = mod.__dict__.get("apply_rotary_pos_emb")
+        fn = _hub_wrapped(mod.__dict__.get("apply_rotary_pos_emb"))
         if callable(fn) and not hasattr(fn, "__wrapped_vladbud__") and _rope_signature(fn) is not None:
             out.append((name, fn))
     return out
@@ -605,7 +619,7 @@ class Patched:
         if "rotary_embedding" in t:
             done = {}
             for name, mod in _hf_modules():
-                fn = mod.__dict__.get("apply_rotary_pos_emb")
+                fn = _hub_wrapped(mod.__dict__.get("apply_rotary_pos_emb"))  # under kernels' hub wrapper
                 if not callable(fn) or hasattr(fn, "__wrapped_vladbud__"):  # an outer context's
                     continue
                 sig = _rope_signature(fn)

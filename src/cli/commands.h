@@ -22,6 +22,7 @@ void add_rank(CLI::App& app);
 void add_variants(CLI::App& app);
 void add_autotune(CLI::App& app);
 void add_kernelbench(CLI::App& app);
+void add_export(CLI::App& app);
 
 /// Exit codes shared by the subcommands.
 enum ExitCode : int {

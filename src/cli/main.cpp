@@ -49,6 +49,7 @@ int main(int argc, char** argv) {
   vb::cli::add_variants(app);
   vb::cli::add_autotune(app);
   vb::cli::add_kernelbench(app);
+  vb::cli::add_export(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

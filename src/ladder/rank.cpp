@@ -309,13 +309,19 @@ std::vector<TargetRanking> rank_variants(const KernelType& type,
     for (const auto& m : measured)
       if (m.target_id == t.id) attach_measured(climbs[ti], m);
   }
+  // When and where a target's rung-5 times come from: a file's date and name, else now.
+  auto measured_when = [&](std::size_t si) {
+    for (const auto& m : measured)
+      if (m.target_id == targets[si].id) return m.date + ", " + m.file;
+    return utc_now_iso8601();
+  };
   std::vector<TargetRanking> out;
   for (std::size_t ti = 0; ti < targets.size(); ++ti) {
     TargetRanking tr;
     tr.target = targets[ti];
     for (std::size_t si = 0; si < targets.size(); ++si) {
       if (si == ti || targets[si].family != targets[ti].family) continue;
-      auto cal = calibration_from(climbs[si], targets[si].family, utc_now_iso8601());
+      auto cal = calibration_from(climbs[si], targets[si].family, measured_when(si));
       if (!cal) continue;
       for (auto& r : climbs[ti]) apply_calibration(r, *cal);
       tr.calibration_applied = cal;
@@ -327,7 +333,7 @@ std::vector<TargetRanking> rank_variants(const KernelType& type,
       if (si == ti || targets[si].vendor != targets[ti].vendor ||
           targets[si].family == targets[ti].family)
         continue;
-      auto cal = calibration_from(climbs[si], targets[si].family, utc_now_iso8601());
+      auto cal = calibration_from(climbs[si], targets[si].family, measured_when(si));
       if (!cal) continue;
       cal->source += fmt::format(" (cross-family: {} -> {}; band widened x0.8 low, x1.25 high)",
                                  targets[si].family, targets[ti].family);

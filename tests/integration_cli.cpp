@@ -7,6 +7,7 @@
 #include "backends/backend.h"
 #include "core/paths.h"
 #include "core/process.h"
+#include "backends/cuda/gpu_ceilings.h"
 #include "support.h"
 #include "targets/nvidia_detect.h"
 
@@ -75,6 +76,71 @@ TEST(Cli, BenchOnABadKernelExitsNonzeroNamingTheGuard) {
                    d);
   EXPECT_EQ(t.exit_code, 3) << t.out;
   EXPECT_NE(t.out.find("guard: timeout"), std::string::npos) << t.out;
+}
+
+TEST(Cli, RankCalibrationFromAMeasuredFileCorrectsSiblingsAndOtherFamilies) {
+  // Issue 20 item 2: the H200's measured times (a file) correct the H100 (same family) and the
+  // B200 (another family of the vendor, band widened), and rank says which measurement did.
+  if (find_nvcc().empty()) GTEST_SKIP() << "nvcc not installed (compile-only rungs)";
+  const auto d = temp_dir("rank-cal");
+  fs::create_directories(d / "v");
+  const fs::path fx = test::repo_root() / "tests" / "fixtures" / "cuda" / "launch_geometry.cu";
+  fs::copy_file(fx, d / "v" / "a.cu");
+  fs::copy_file(fx, d / "v" / "b.cu");
+  const nlohmann::json m{{"target", "h200"},
+                         {"date", "2026-12-04T00:00:00Z"},
+                         {"types",
+                          {{"softmax",
+                            {{"a", {{"verdict", "PASS"}, {"median_us", 500.0}}},
+                             {"b", {{"verdict", "FAIL"}, {"median_us", 1.0}}}}}}}};
+  write_file_atomic(d / "m.json", m.dump());
+  auto r = vladbud({"rank", "softmax", "--targets", "h200,h100-sxm,b200", "--variants",
+                    (d / "v").string(), "--max-rung", "3", "--dtype", "bf16", "--calibration",
+                    (d / "m.json").string(), "--json"},
+                   d);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  ASSERT_EQ(j["targets"].size(), 3u);
+  const auto& h200 = j["targets"][0];
+  const auto& h100 = j["targets"][1];
+  const auto& b200 = j["targets"][2];
+  EXPECT_TRUE(h200["calibration"].is_null());
+  // Only the PASS time counts: "a" is measured, "b" (FAIL) keeps its estimate.
+  for (const auto& e : h200["ranking"])
+    EXPECT_EQ(e["confidence"], e["variant"] == "a" ? "measured" : "analytical") << e.dump();
+  ASSERT_FALSE(h100["calibration"].is_null());
+  EXPECT_EQ(h100["calibration"]["by"], "h200");
+  EXPECT_EQ(h100["calibration"]["samples"], 1);
+  EXPECT_NE(h100["calibration"]["source"].get<std::string>().find("m.json"), std::string::npos);
+  EXPECT_EQ(h100["calibration"]["source"].get<std::string>().find("cross-family"), std::string::npos);
+  ASSERT_FALSE(b200["calibration"].is_null());
+  EXPECT_NE(b200["calibration"]["source"].get<std::string>().find("cross-family"), std::string::npos);
+  // The factor is measured / estimated of the H200's variant "a".
+  double est = 0;
+  for (const auto& e : h200["ranking"])
+    for (const auto& ev : e["evidence"])
+      if (e["variant"] == "a" && ev["rung"] == 3) est = ev["data"]["estimate_us"].get<double>();
+  ASSERT_GT(est, 0);
+  EXPECT_NEAR(h100["calibration"]["factor"].get<double>(), 500.0 / est, 1e-6 * 500.0 / est);
+  fs::remove_all(d);
+}
+
+TEST(Cli, RankRefusesACalibrationFileItCannotUse) {
+  const auto d = temp_dir("rank-cal-bad");
+  write_file_atomic(d / "notjson.json", "{ nope");
+  write_file_atomic(d / "other.json", R"({"target": "h200", "types": {"matmul": {"x": {"verdict": "PASS", "median_us": 3}}}})");
+  write_file_atomic(d / "absent.json", R"({"target": "a100-sxm", "types": {"softmax": {"x": {"verdict": "PASS", "median_us": 3}}}})");
+  auto bad = vladbud({"rank", "softmax", "--targets", "h200", "--calibration", (d / "notjson.json").string()}, d);
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.err.find("cannot read it as JSON"), std::string::npos) << bad.err;
+  auto other = vladbud({"rank", "softmax", "--targets", "h200", "--calibration", (d / "other.json").string()}, d);
+  EXPECT_EQ(other.exit_code, 2);
+  EXPECT_NE(other.err.find("no passing measured time of softmax"), std::string::npos) << other.err;
+  EXPECT_NE(other.err.find("matmul"), std::string::npos) << "the error lists what the file holds";
+  auto absent = vladbud({"rank", "softmax", "--targets", "h200", "--calibration", (d / "absent.json").string()}, d);
+  EXPECT_EQ(absent.exit_code, 2);
+  EXPECT_NE(absent.err.find("add it to --targets"), std::string::npos) << absent.err;
+  fs::remove_all(d);
 }
 
 TEST(Cli, BadArgumentsGetAClearErrorAndExitCode2) {

@@ -8,7 +8,7 @@ space the optimizer searches. The configurations are listed below, chosen near t
 (one to three parameters changed) so that most pairs lie within 1.5x of each other, and never
 changed after the prediction is committed: the study's variant files are frozen copies.
 
-    python3 bench/ranking_variants.py [--out bench/variants/cuda-blind2] [--check]
+    python3 bench/ranking_variants.py [--study blind2|blind3] [--out DIR] [--check]
 
 --check verifies that the files on disk carry this script's configurations (header and
 #define lines); the starter text below them is the copy taken when the set was written (commit
@@ -26,7 +26,7 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 # type -> [(name, {param: value})]; parameters that matter at the GPU benchmark size
 # (src/kernels/<type>.cpp benchmark_size: layernorm 8192x8192, CE 512x128256, FA b2h16s4096d128,
 # fused_mlp b512d4096h11008, matmul 4096^3).
-SETS = {
+BLIND2 = {
     "layernorm": [
         ("v01_default", {}),
         ("v02_block128", {"BLOCK_THREADS": 128}),
@@ -84,10 +84,69 @@ SETS = {
     ],
 }
 
+# The third study (model 3, prepared 2026-12-04 for measurement in a later session): five types,
+# configurations none of the earlier studies measured (matmul's mma.sync path and wgmma group
+# sizes, fused_mlp tiles and depths, softmax/rmsnorm block and pack combinations, cross_entropy
+# ring shapes).
+BLIND3 = {
+    "matmul": [
+        ("v01_mma_128x128_k32_s4", {"USE_WGMMA": 0}),
+        ("v02_mma_128x128_k64_s3", {"USE_WGMMA": 0, "BLOCK_K": 64, "STAGES": 3}),
+        ("v03_mma_128x256_w2x4", {"USE_WGMMA": 0, "BLOCK_N": 256, "WARPS_N": 4}),
+        ("v04_mma_s5", {"USE_WGMMA": 0, "STAGES": 5}),
+        ("v05_mma_min2", {"USE_WGMMA": 0, "MIN_BLOCKS": 2}),
+        ("v06_wg_n256_s5", {"WG_STAGES": 5}),
+        ("v07_wg_n128_group4", {"WG_BLOCK_N": 128, "GROUP_M": 4}),
+        ("v08_wg_n256_group4_s3", {"GROUP_M": 4, "WG_STAGES": 3}),
+    ],
+    "fused_mlp": [
+        ("v01_default", {}),
+        ("v02_bk64_s2", {"BLOCK_K": 64, "STAGES": 2}),
+        ("v03_bk64_s3_bn64", {"BLOCK_K": 64, "STAGES": 3, "BLOCK_N": 64, "WARPS_N": 2}),
+        ("v04_warps2x2", {"WARPS_N": 2}),
+        ("v05_warps4x1", {"WARPS_M": 4, "WARPS_N": 1}),
+        ("v06_group4", {"GROUP_M": 4}),
+        ("v07_bm64_s3", {"BLOCK_M": 64, "WARPS_M": 1, "STAGES": 3}),
+        ("v08_bk64_s3_group1", {"BLOCK_K": 64, "STAGES": 3, "GROUP_M": 1}),
+    ],
+    "softmax": [
+        ("v01_block128_packs16", {"BLOCK_THREADS": 128, "MAX_PACKS": 16}),
+        ("v02_block256_grid8", {"MAX_BLOCKS_PER_SM": 8}),
+        ("v03_block128_grid16_vec8", {"BLOCK_THREADS": 128, "VEC_BYTES": 8, "MAX_PACKS": 16}),
+        ("v04_block512_packs2", {"BLOCK_THREADS": 512, "MAX_PACKS": 2}),
+        ("v05_stream512_u4", {"MAX_PACKS": 2, "LONG_BLOCK_THREADS": 512}),
+        ("v06_block256_grid32", {"MAX_BLOCKS_PER_SM": 32}),
+        ("v07_stream256_u8", {"MAX_PACKS": 2, "LONG_BLOCK_THREADS": 256, "UNROLL": 8}),
+        ("v08_block1024_packs1_vec16", {"BLOCK_THREADS": 1024, "MAX_PACKS": 1}),
+    ],
+    "rmsnorm": [
+        ("v01_block128_grid8", {"BLOCK_THREADS": 128, "MAX_BLOCKS_PER_SM": 8}),
+        ("v02_block512_packs2", {"BLOCK_THREADS": 512, "MAX_PACKS": 2}),
+        ("v03_vec8_block256", {"VEC_BYTES": 8}),
+        ("v04_block256_grid32", {"MAX_BLOCKS_PER_SM": 32}),
+        ("v05_stream512_u8", {"MAX_PACKS": 2, "LONG_BLOCK_THREADS": 512, "UNROLL": 8}),
+        ("v06_block1024_packs1", {"BLOCK_THREADS": 1024, "MAX_PACKS": 1}),
+        ("v07_block128_packs16", {"BLOCK_THREADS": 128, "MAX_PACKS": 16}),
+        ("v08_vec8_block128_grid4", {"VEC_BYTES": 8, "BLOCK_THREADS": 128, "MAX_PACKS": 16, "MAX_BLOCKS_PER_SM": 4}),
+    ],
+    "cross_entropy": [
+        ("v01_loads8", {"CHUNK_LOADS": 8}),
+        ("v02_stages4", {"CHUNK_STAGES": 4}),
+        ("v03_group4", {"CHUNK_GROUP": 4}),
+        ("v04_chunkgrid2", {"CHUNK_BLOCKS_PER_SM": 2}),
+        ("v05_chunk512_grid2", {"CHUNK_THREADS": 512, "CHUNK_BLOCKS_PER_SM": 2}),
+        ("v06_stages0", {"CHUNK_STAGES": 0}),
+        ("v07_split0_block1024", {"SPLIT_COLS": 0, "BLOCK_THREADS": 1024}),
+        ("v08_group32_stages2", {"CHUNK_GROUP": 32, "CHUNK_STAGES": 2}),
+    ],
+}
+
+STUDIES = {"blind2": ("cuda-blind2", BLIND2), "blind3": ("cuda-blind3", BLIND3)}
+
 PARAM_RE = re.compile(r"^//\s*@vb-param\s+(\w+)\s+(\S+)\s+\{([^}]*)\}", re.M)
 
 
-def render(kernel: str, name: str, cfg: dict) -> str:
+def render(kernel: str, name: str, cfg: dict, study: str = "blind2") -> str:
     src = (ROOT / "kernels" / "cuda" / f"{kernel}.cu").read_text()
     space = {m.group(1): m.group(3).split(",") for m in PARAM_RE.finditer(src)}
     for p, v in cfg.items():
@@ -96,22 +155,24 @@ def render(kernel: str, name: str, cfg: dict) -> str:
         if str(v) not in space[p]:
             sys.exit(f"ranking_variants: {kernel} {p}={v} is outside its space {{{','.join(space[p])}}}")
     what = ", ".join(f"{p}={v}" for p, v in cfg.items()) or "the starter's defaults"
-    head = f"// variant {name} of the blind ranking study 2 (bench/ranking_variants.py): {what}\n"
+    head = f"// variant {name} of the blind ranking study {study[-1]} (bench/ranking_variants.py): {what}\n"
     head += "".join(f"#define {p} {v}\n" for p, v in cfg.items())
     return head + src
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--out", default=str(ROOT / "bench" / "variants" / "cuda-blind2"))
+    ap.add_argument("--study", choices=sorted(STUDIES), default="blind2")
+    ap.add_argument("--out", help="folder (default bench/variants/<the study's folder>)")
     ap.add_argument("--check", action="store_true", help="verify the frozen files instead of writing")
     a = ap.parse_args()
-    out = pathlib.Path(a.out)
+    folder, sets = STUDIES[a.study]
+    out = pathlib.Path(a.out or ROOT / "bench" / "variants" / folder)
     bad = 0
-    for kernel, variants in SETS.items():
+    for kernel, variants in sets.items():
         for name, cfg in variants:
             f = out / kernel / f"{name}.cu"
-            text = render(kernel, name, cfg)
+            text = render(kernel, name, cfg, a.study)
             if a.check:
                 head = text.split("\n", len(cfg) + 1)[: len(cfg) + 1]
                 if not f.exists() or f.read_text().split("\n", len(cfg) + 1)[: len(cfg) + 1] != head:
@@ -121,7 +182,7 @@ def main() -> int:
                 f.parent.mkdir(parents=True, exist_ok=True)
                 f.write_text(text)
     if not a.check:
-        print(f"wrote {sum(len(v) for v in SETS.values())} variants of {len(SETS)} types under {out}")
+        print(f"wrote {sum(len(v) for v in sets.values())} variants of {len(sets)} types under {out}")
     return 1 if bad else 0
 
 

@@ -115,9 +115,12 @@ TEST(CudaStatic, FixtureKernelClimbsEveryArchitecture) {
         EXPECT_GT(k["sass"]["mufu"].get<long>(), 0);  // rsqrtf
       }
     }
-    if (sass) {
+    // The launch record (the launcher run under the stand-in runtime) gives the block size;
+    // without it, the kernel's __launch_bounds__.
+    if (r1.data["launch_record"]["available"].get<bool>() && r1.data["launch_record"]["ok"].get<bool>())
+      EXPECT_EQ(r1.data["block_threads_source"], "launch record");
+    else if (sass)
       EXPECT_EQ(r1.data["block_threads_source"], "__launch_bounds__ (EIATTR_MAX_THREADS)");
-    }
     EXPECT_GT(r1.data["occupancy"]["occupancy"].get<double>(), 0.4);
     EXPECT_EQ(rung(r, 2).status, "unavailable");
     EXPECT_NE(rung(r, 2).summary.find("no NVIDIA GPU emulator"), std::string::npos);
@@ -356,6 +359,20 @@ TEST(LaunchRecord, ALauncherThatReadsDeviceMemoryIsReportedAndTheModelFallsBack)
   EXPECT_FALSE(rec["ok"].get<bool>());
   EXPECT_NE(rec["error"].get<std::string>().find("crashed"), std::string::npos) << rec.dump();
   EXPECT_EQ(rung(r, 3).tool_version, "vb-nvidia-model-1");
+}
+
+TEST(LaunchRecord, ALauncherCannotCreateAProcess) {
+  REQUIRE_NVCC();
+  const KernelType& type = *find_kernel_type("softmax");
+  ClimbOptions o;
+  o.max_rung = 3;
+  const ClimbResult r =
+      ladder::nvidia_climb_source(fixture("launch_spawns.cu"), type, spec("h200"), o);
+  ASSERT_FALSE(r.rejected) << r.stop_reason;
+  const auto& rec = rung(r, 1).data["launch_record"];
+  if (!rec["available"].get<bool>()) GTEST_SKIP() << rec["why"].get<std::string>();
+  EXPECT_FALSE(rec["ok"].get<bool>());
+  EXPECT_NE(rec["error"].get<std::string>().find("fork refused"), std::string::npos) << rec.dump();
 }
 
 TEST(LaunchRecord, ACappedGridIsEstimatedSlowerThanAFullOne) {

@@ -22,6 +22,8 @@ constexpr double kSmL2BytesPerClk = 64;    // L2 -> SM, per SM (heuristic; see t
 constexpr double kSmemBytesPerClk = 128;   // shared memory, per SM (32 banks x 4 B)
 constexpr double kBarrierCost = 0.25;      // a barrier round, in DRAM round trips per 32 warps
 constexpr double kNextLaunchUs = 1.0;
+constexpr double kL2BytesPerClkPerSm = 40;  // L2 -> SM for operand tiles (heuristic; header)
+constexpr double kRingInFlight = 0.75;      // share of a staging ring in flight (heuristic)
 
 bool is_unverified(const TargetSpec& t, const std::string& field) {
   for (const auto& u : t.unverified)
@@ -163,6 +165,26 @@ GpuEstimate estimate_gpu_time(const GpuEstimateInput& in, const TargetSpec& t) {
     comp_eff *= factor("latency", std::min(1.0, warps / 4.0),
                        "one active warp per SM sub-partition feeds its tensor core "
                        "(architecture whitepapers)");
+    if (g && g->operand_bytes_per_flop > 0) {
+      // Operand tiles: L2 bandwidth, and bytes in flight of the staging ring (model 3).
+      const double clock = t.clock_ghz > 0 ? t.clock_ghz : 1.5;
+      const double roof_per_sm = *tc_peak * path * 1e12 / t.compute_units;  // FLOP/s per SM
+      const double need_bw = roof_per_sm * g->operand_bytes_per_flop;        // B/s per SM
+      const double l2_bw = kL2BytesPerClkPerSm * clock * 1e9;
+      double eff = std::min(1.0, l2_bw / need_bw);
+      std::string src = fmt::format(
+          "operand tiles: {:.4f} B/FLOP need {:.0f} GB/s per SM at the path's rate; L2 {:.0f} GB/s "
+          "per SM (40 B/clk, heuristic)",
+          g->operand_bytes_per_flop, need_bw / 1e9, l2_bw / 1e9);
+      if ((m.ldgsts > 0 || m.tma > 0) && g->smem_per_block > 0) {
+        const double in_flight = kRingInFlight * g->smem_per_block * resident_blocks;
+        const double ring_bw = in_flight / (kDramLatencyNs * 1e-9);
+        eff = std::min(eff, ring_bw / need_bw);
+        src += fmt::format("; ring: {:.0f} KB in flight per SM / {:.0f} ns = {:.0f} GB/s",
+                           in_flight / 1024, kDramLatencyNs, ring_bw / 1e9);
+      }
+      comp_eff *= factor("operands", std::clamp(eff, 0.05, 1.0), src);
+    }
     if (m.hgmma == 0 && m.hmma_flops > 0 && m.smem_read_bytes > 0) {
       // Shared-memory bandwidth per FLOP of the warp tile (mma.sync reads its fragments
       // through LDSM/LDS; wgmma reads shared memory in the tensor core and is not bound here).

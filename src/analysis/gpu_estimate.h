@@ -67,6 +67,14 @@
 //   smem        mma.sync: shared-memory bytes read per FLOP from the SASS (LDSM/LDS bytes over
 //               HMMA FLOPs) against 128 B/clk per SM (the shared-memory bandwidth of Volta to
 //               Hopper: 32 banks x 4 B per clock, CUDA C++ Programming Guide).
+//   operands    tensor-core kernels with a tiled contraction (model 3): the operand bytes per
+//               FLOP of the tile (KernelType::operand_bytes_per_flop at the recorded grid)
+//               against (a) the L2-to-SM bandwidth, 40 B/clk/SM (heuristic: chosen between the
+//               ~30 B/clk/SM measured on H100 PCIe by microbenchmarks and the per-SM cap of the
+//               memory path; the two blind studies' wgmma/mma.sync matmul variants order by it),
+//               and (b) for kernels that stage through cp.async or TMA, the bytes in flight:
+//               0.75 x shared memory per block x resident blocks per SM (the ring minus the stage
+//               being consumed, heuristic) over the same 1000 ns latency (Little's law).
 //   launch      2 us for the first launch, 1 us for each further launch in the call (heuristic).
 //
 // Band (heuristic): x0.7 .. x1.6 of t when the estimate rests on ptxas + SASS (model 2: x0.9 ..
@@ -101,6 +109,11 @@ struct LaunchGeometry {
   /// Bytes of one row of the first input (its last dimension): a block working on one row at a
   /// time cannot have more than this in flight. 0 = unknown (no cap).
   double row_bytes = 0;
+  /// Global bytes per FLOP the main kernel's tiles read (KernelType::operand_bytes_per_flop at
+  /// this grid); 0 = not a tiled contraction.
+  double operand_bytes_per_flop = 0;
+  /// Shared memory per block (static + dynamic), bytes: the staging ring of an async-copy kernel.
+  double smem_per_block = 0;
 };
 
 /// What the estimate knows about one kernel call.

@@ -11,6 +11,7 @@
 // of q/o, the KV head is bh / (H/HKV) = b·HKV + h/(H/HKV) of k/v (H/HKV divides H, so the batch
 // term stays exact).
 #include <fmt/format.h>
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -164,6 +165,16 @@ class FlashAttentionType final : public KernelType {
   // the FlashAttention benchmarks (Dao-AILab/flash-attention, benchmarks/
   // benchmark_flash_attention.py: flops(...) = 4·batch·seqlen²·nheads·headdim // (2 if causal)).
   // Softmax FLOPs are not counted.
+  // A CTA holds BQ = B*H*S/ctas query rows and streams all of K and V (S x D each) past them:
+  // 2*S*D*elem bytes for 4*BQ*S*D FLOPs (causal halves both) = elem / (2*BQ).
+  double operand_bytes_per_flop(const Problem& p, double ctas) const override {
+    if (!(ctas > 0)) return 0;
+    const double bq = std::max(1.0, static_cast<double>(p.dim("B")) *
+                                        static_cast<double>(p.dim("H")) *
+                                        static_cast<double>(p.dim("S")) / ctas);
+    return static_cast<double>(dtype_size(p.dtype)) / (2 * bq);
+  }
+
   double flops(const Problem& p) const override {
     const double S = static_cast<double>(p.dim("S"));
     const double f = 4.0 * static_cast<double>(p.dim("B")) * static_cast<double>(p.dim("H")) * S *

@@ -2,6 +2,7 @@
 // Variants Improve Transformer"), y[B,D] = (silu(x·w_gateᵀ) ⊙ (x·w_upᵀ))·w_downᵀ with
 // silu(z) = z/(1+e^-z) on the gate only (DESIGN §2). Weights are in nn.Linear layout [out, in].
 #include <fmt/format.h>
+#include <algorithm>
 #include <cmath>
 
 #include "core/random.h"
@@ -86,6 +87,15 @@ class FusedMlpType final : public KernelType {
   double flops(const Problem& p) const override {
     return 6.0 * static_cast<double>(p.dim("B")) * static_cast<double>(p.dim("D")) *
            static_cast<double>(p.dim("H"));
+  }
+
+  // Dominated by the gate/up GEMM (4 of its 6*B*D*H FLOPs): output tiles of h[B,H] of area
+  // B*H/ctas, depth D; elem / sqrt(area) as for matmul.
+  double operand_bytes_per_flop(const Problem& p, double ctas) const override {
+    if (!(ctas > 0)) return 0;
+    const double area = std::max(1.0, static_cast<double>(p.dim("B")) *
+                                          static_cast<double>(p.dim("H")) / ctas);
+    return static_cast<double>(dtype_size(p.dtype)) / std::sqrt(area);
   }
 
   Size smoke_size() const override { return bdh("b4d64h128", 4, 64, 128); }

@@ -34,6 +34,8 @@ std::string Problem::describe() const {
   return o.str();
 }
 
+double KernelType::operand_bytes_per_flop(const Problem&, double) const { return 0; }
+
 double KernelType::min_bytes(const Problem& p) const {
   double b = 0;
   for (const auto& t : p.inputs) b += static_cast<double>(t.nbytes());

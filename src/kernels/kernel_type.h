@@ -103,6 +103,13 @@ class KernelType {
   /// written once (int64 targets count 8 bytes). Types may override (none needs to today).
   virtual double min_bytes(const Problem& p) const;
 
+  /// Global-memory bytes per FLOP that a tiled implementation reads for its operands when its
+  /// output is split into `ctas` tiles (one per thread block): the tile-reuse term of the rung-3
+  /// GPU model (src/analysis/gpu_estimate.h). For a GEMM with square-ish tiles of area
+  /// A = M*N/ctas it is elem/sqrt(A) (each tile reads BM+BN panels of depth K for 2*BM*BN*K
+  /// FLOPs). 0 (the default) for types that are not tiled contractions.
+  virtual double operand_bytes_per_flop(const Problem& p, double ctas) const;
+
   /// Length of the "rows" the evaluator's localized check uses for output `output_index`:
   /// default the last dimension (one softmax row, one matmul row). Types whose outputs are
   /// independent scalars per element (reduce's y[M], cross_entropy's 0-d loss) return 1.

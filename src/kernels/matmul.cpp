@@ -1,5 +1,6 @@
 // matmul: C[M,N] = A[M,K] · B[K,N] (DESIGN §2), fp32 accumulation expected of kernels.
 #include <fmt/format.h>
+#include <algorithm>
 #include <cmath>
 #include <stdexcept>
 
@@ -72,6 +73,14 @@ class MatmulType final : public KernelType {
   double flops(const Problem& p) const override {
     return 2.0 * static_cast<double>(p.dim("M")) * static_cast<double>(p.dim("N")) *
            static_cast<double>(p.dim("K"));
+  }
+
+  // Tiles of area M*N/ctas, square-ish: elem / sqrt(area) (see KernelType).
+  double operand_bytes_per_flop(const Problem& p, double ctas) const override {
+    if (!(ctas > 0)) return 0;
+    const double area = std::max(1.0, static_cast<double>(p.dim("M")) *
+                                          static_cast<double>(p.dim("N")) / ctas);
+    return static_cast<double>(dtype_size(p.dtype)) / std::sqrt(area);
   }
 
   Size smoke_size() const override { return mnk("64x64x64", 64, 64, 64); }

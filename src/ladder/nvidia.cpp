@@ -474,6 +474,8 @@ ClimbResult NvidiaClimber::climb(const KernelType& type, const Variant& variant,
         if (!rp.inputs.empty() && !rp.inputs[0].shape.empty())
           gm.row_bytes = static_cast<double>(rp.inputs[0].shape.back()) *
                          static_cast<double>(dtype_size(rp.inputs[0].dtype));
+        gm.operand_bytes_per_flop = type.operand_bytes_per_flop(rp, static_cast<double>(gm.blocks));
+        gm.smem_per_block = static_cast<double>(main->ptxas->smem_bytes + dyn);
       }
       gm.memset_bytes = static_cast<double>(record.memset_bytes);
       gm.blocks_per_sm = analysis::compute_occupancy(

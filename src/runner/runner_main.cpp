@@ -39,12 +39,15 @@
 #include <tuple>
 #include <vector>
 
+#include "core/sandbox.h"
+
 #include "runner/device.h"
 #include "runner/protocol.h"
 
 namespace {
 
 using json = nlohmann::json;
+using vb::forbid_new_processes;
 using Clock = std::chrono::steady_clock;
 using KernelFn = int (*)(const DLTensor*, int, DLTensor*, int, const double*, int, void*);
 using ErrorFn = const char* (*)();
@@ -98,57 +101,7 @@ void on_segv(int sig, siginfo_t* info, void*) {
   ::signal(sig, SIG_DFL);  // not ours: fault again with the default action (a crash)
 }
 
-// ---- no processes of its own (issue 18 class 8) ------------------------------------------------
-//
-// Between timed calls the runner stops itself, which stops every thread of the candidate; a
-// process the candidate forked would keep running, see the next set's inputs as the parent
-// writes them (it inherits the shared arena) and do the work outside the call. A seccomp filter
-// therefore refuses every way to create a process: fork and vfork, clone without CLONE_THREAD
-// (EPERM), clone3 (ENOSYS, so that the C library falls back to clone for its threads), and any
-// system call of another ABI (x32, i386). Threads stay allowed. Returns "" or why the filter
-// could not be installed (e.g. under qemu-user, which refuses seccomp for its guests).
-std::string forbid_new_processes() {
-#if defined(__x86_64__)
-  constexpr unsigned kArch = AUDIT_ARCH_X86_64;
-#elif defined(__aarch64__)
-  constexpr unsigned kArch = AUDIT_ARCH_AARCH64;
-#else
-  return "no seccomp filter for this architecture";
-#endif
-#if defined(__x86_64__) || defined(__aarch64__)
-  constexpr unsigned kDeny = SECCOMP_RET_ERRNO | (EPERM & SECCOMP_RET_DATA);
-  constexpr unsigned kNoSys = SECCOMP_RET_ERRNO | (ENOSYS & SECCOMP_RET_DATA);
-  sock_filter f[] = {
-      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, arch)),
-      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, kArch, 1, 0),
-      BPF_STMT(BPF_RET | BPF_K, kDeny),
-      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, nr)),
-#if defined(__x86_64__)
-      BPF_JUMP(BPF_JMP | BPF_JGE | BPF_K, 0x40000000u /* __X32_SYSCALL_BIT */, 0, 1),
-      BPF_STMT(BPF_RET | BPF_K, kDeny),
-      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_fork, 0, 1),
-      BPF_STMT(BPF_RET | BPF_K, kDeny),
-      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_vfork, 0, 1),
-      BPF_STMT(BPF_RET | BPF_K, kDeny),
-#endif
-      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_clone3, 0, 1),
-      BPF_STMT(BPF_RET | BPF_K, kNoSys),
-      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_clone, 1, 0),
-      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
-      // clone(flags, ...): the low word of the first argument (little-endian).
-      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, args[0])),
-      BPF_JUMP(BPF_JMP | BPF_JSET | BPF_K, CLONE_THREAD, 0, 1),
-      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
-      BPF_STMT(BPF_RET | BPF_K, kDeny),
-  };
-  sock_fprog prog{static_cast<unsigned short>(sizeof f / sizeof f[0]), f};
-  if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0)
-    return std::string("PR_SET_NO_NEW_PRIVS: ") + std::strerror(errno);
-  if (::prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) != 0)
-    return std::string("PR_SET_SECCOMP: ") + std::strerror(errno);
-  return "";
-#endif
-}
+// ---- no processes of its own (issue 18 class 8): core/sandbox.h forbid_new_processes() ------
 
 // Maps the pages of the given inputs read-only until destroyed (then read-write again).
 class ReadOnlyInputs {

@@ -9,7 +9,9 @@
 // occupancy calculator as rung 1, src/analysis/occupancy.h), and record every kernel launch
 // (<<<>>>, cudaLaunchKernel, cudaLaunchKernelEx with its cluster attribute), memset and
 // allocation. Device memory is address space reserved with PROT_NONE: a launcher that reads
-// device memory on the host faults, and the parent reports the crash.
+// device memory on the host faults, and the parent reports the crash. The candidate's host code
+// runs under the runner's seccomp filter (core/sandbox.h: no new processes) and the parent's
+// 60 s timeout.
 //
 // Usage: vladbud-launch-record REQUEST.json   (prints one JSON object on stdout)
 //   REQUEST: {"library": PATH, "inputs": [{"dtype": "bf16", "shape": [..]}], "outputs": [..],
@@ -38,6 +40,7 @@
 #include <nlohmann/json.hpp>
 
 #include "analysis/occupancy.h"
+#include "core/sandbox.h"
 
 namespace {
 
@@ -349,6 +352,8 @@ int main(int argc, char** argv) {
     return 2;
   }
   nlohmann::json res{{"ok", false}};
+  // The library's host code is a candidate's: no processes of its own (as in vladbud-runner).
+  if (const std::string e = vb::forbid_new_processes(); !e.empty()) res["sandbox"] = e;
   void* lib = dlopen(req.at("library").get<std::string>().c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!lib) {
     res["error"] = std::string("dlopen: ") + dlerror() +

@@ -46,7 +46,9 @@
 //               cover the ~4-cycle FFMA latency with ILP, heuristic).
 //   t_launch    2 us per call (heuristic: launch-to-completion floor of a kernel).
 //
-// Model 2 (vb-nvidia-model-2), when the launch geometry is known (rung 1's launch record):
+// Model 2, when the launch geometry is known (rung 1's launch record; model 3 =
+// vb-nvidia-model-3 adds the operand-tile term below, 2026-12-04; model 2 made the second blind
+// study's prediction):
 //   resident    blocks resident per SM = min(occupancy blocks per SM, grid / SMs), and only
 //               min(grid, SMs) SMs busy: a small or capped grid supplies fewer warps than the
 //               theoretical occupancy (the in_flight and latency terms use these warps).

@@ -300,10 +300,13 @@ fs::path cross_runner(std::string* err) {
   // The runner's sources as CMakeLists.txt lists them for vladbud-runner; its CUDA device
   // (the driver loaded at run time, never used under QEMU) is part of the binary.
   const fs::path dir = home / "src" / "runner";
+  const fs::path core = home / "src" / "core";
   const std::vector<fs::path> sources{dir / "runner_main.cpp",        dir / "device.cpp",
                                       dir / "host_device.cpp",        dir / "cuda_runner_device.cpp",
-                                      dir / "cuda_device.cpp",        dir / "protocol.cpp"};
-  const std::vector<fs::path> headers{dir / "protocol.h", dir / "device.h", dir / "cuda_device.h"};
+                                      dir / "cuda_device.cpp",        dir / "protocol.cpp",
+                                      core / "sandbox.cpp"};
+  const std::vector<fs::path> headers{dir / "protocol.h", dir / "device.h", dir / "cuda_device.h",
+                                      core / "sandbox.h"};
   std::string text;
   for (const auto& f : sources) text += read_file(f);
   for (const auto& f : headers) text += read_file(f);

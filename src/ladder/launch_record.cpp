@@ -171,7 +171,11 @@ LaunchRecord record_launches(const fs::path& source, const Problem& p, const Tar
     }
   }
   if (out.is_null()) {
-    const fs::path req_file = dir / fmt::format("request.{}.json", ::getpid());
+    // A private name: threads of one process (two targets climbed at once) and processes
+    // (ctest -j) may record the same build at once.
+    const fs::path req_file =
+        dir / fmt::format("request.{}.{:x}.json", ::getpid(),
+                          std::hash<std::thread::id>{}(std::this_thread::get_id()));
     write_file_atomic(req_file, req_text);
     const ProcessResult run = run_process({recorder, req_file.string()}, std::chrono::seconds(60), dir);
     fs::remove(req_file, ec);
@@ -191,7 +195,12 @@ LaunchRecord record_launches(const fs::path& source, const Problem& p, const Tar
       r.error = std::string("vladbud-launch-record printed no JSON: ") + e.what();
       return r;
     }
-    write_file_atomic(result, out.dump());
+    {  // atomically, under a thread-private name (write_file_atomic's temp name is per process)
+      const fs::path tmp = result.string() + fmt::format(".{:x}", std::hash<std::thread::id>{}(
+                                                                     std::this_thread::get_id()));
+      write_file_atomic(tmp, out.dump());
+      fs::rename(tmp, result, ec);
+    }
   }
   r.ok = out.value("ok", false);
   r.error = out.value("error", std::string());

@@ -629,7 +629,7 @@ ClimbResult NvidiaClimber::climb(const KernelType& type, const Variant& variant,
   r3.rung = kAnalytical;
   r3.status = "pass";
   r3.tool = "roofline from the spec DB + rung-1 efficiency model";
-  r3.tool_version = geometry ? "vb-nvidia-model-2" : "vb-nvidia-model-1";
+  r3.tool_version = geometry ? "vb-nvidia-model-3" : "vb-nvidia-model-1";
   r3.data = analysis::to_json(est);
   r3.data["size"] = size.label;
   r3.data["dtype"] = std::string(dtype_name(opts.dtype));
@@ -653,7 +653,9 @@ ClimbResult NvidiaClimber::climb(const KernelType& type, const Variant& variant,
   // ---- rung 4: simulation -------------------------------------------------------------------
   res.evidence.push_back(unavailable(
       kSimulation, "none",
-      "unavailable: no GPU cycle simulator installed (Accel-Sim/GPGPU-Sim not installed)"));
+      "unavailable: no GPU cycle simulator is packaged for Debian or PyPI (checked 2026-12-04: "
+      "GPGPU-Sim and Accel-Sim are source-only builds; PyPI's \"accel-sim\" 0.1.0 is an unrelated "
+      "op-level estimator)"));
   if (opts.max_rung < kRealHardware) {
     res.stop_reason = "max rung reached";
     return finish();

@@ -149,7 +149,10 @@ std::string format_pool_summary(const nlohmann::json& summary);
 /// A Measurer whose measurements run as pool tasks on the workers owning the problem's device
 /// (Pool::device_resource): measure() submits (or finds the prefetched task) and waits;
 /// prefetch() submits a build task (any worker) and the measurement after it; interleave() is
-/// one "compare" task. A lost task comes back as verdict "LOST". `ext` is the source extension.
+/// one "compare" task. A lost task comes back as verdict "LOST". Past set_deadline()'s time a
+/// wait ends: verdict "CANCELLED" (interleave: `cancelled`) and the request and its build are
+/// cancelled (Pool::cancel); discard_prefetched() cancels every prefetched pair not collected.
+/// `ext` is the source extension.
 std::unique_ptr<Measurer> make_pool_measurer(Pool& pool, const KernelProblem& problem,
                                              const std::string& ext);
 

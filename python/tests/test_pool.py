@@ -235,3 +235,14 @@ def test_a_device_measures_the_earliest_request_first_and_cancelled_ones_never_r
             p.wait()
     assert got == [1, 2, 3, 6], got
     assert len(spans.read_text().splitlines()) == 4  # 4 and 5 never started
+
+
+def test_a_host_with_gpus_of_two_architectures_is_refused(monkeypatch):
+    """A local pool builds every CUDA candidate for one architecture: GPUs of two compute
+    capabilities on the host are refused before any worker starts, naming the way out."""
+    pytest.importorskip("distributed", reason="Dask distributed is not installed (scripts/setup.sh)")
+    monkeypatch.setattr(pool, "local_gpus", lambda: ["NVIDIA H200", "NVIDIA A100-SXM4-80GB"])
+    monkeypatch.setattr(pool, "local_gpu_caps", lambda: ["9.0", "8.0"])
+    args = pool.parse_args(["--workers", "3", "--backends", "cuda", "--cuda-arch", "sm_90a"])
+    with pytest.raises(RuntimeError, match=r"differ in compute capability \(8\.0, 9\.0\).*--scheduler"):
+        pool.Pool(args)

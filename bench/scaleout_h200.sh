@@ -15,6 +15,10 @@
 #      SCALE_BACKEND (cuda, or cpu for the path testable here), SCALE_RUNS ("seq pool" by default).
 # GPU busy: nvidia-smi utilization sampled every 0.5 s (share of samples > 0 and the mean), and
 # the share of the wall time spent inside measurement tasks (quick/full/compare) per the pool log.
+# Per task op (pool log): count, mean seconds, how many measuring tasks found their build in the
+# cache (built=cached) or compiled it themselves (built=compiled: a build done ahead was not
+# reused), and the evaluator's own seconds (the rest of a task is its vladbud process and the
+# Dask hop). Overshoot: wall time minus the budget (the pool counts its start-up in the budget).
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$here"
@@ -148,13 +152,28 @@ for name in runs.split():
         if u:
             r["gpu_util_mean_pct"] = round(statistics.mean(u), 1)
             r["gpu_busy_sample_share"] = round(sum(1 for v in u if v > 0) / len(u), 3)
+    m_b = re.fullmatch(r"(?:(\d+)h)?(?:(\d+)m)?(?:(\d+(?:\.\d+)?)s?)?", budget.strip())
+    if m_b and any(m_b.groups()):
+        b_s = 3600 * float(m_b.group(1) or 0) + 60 * float(m_b.group(2) or 0) + float(m_b.group(3) or 0)
+        r["budget_s"] = b_s
+        r["overshoot_s"] = round(wall - b_s, 1)
     log = os.path.join(d, "workspace", "cache", "pool.log")
     if os.path.exists(log):
-        per = {}
-        for m in re.finditer(r"vb-pool task op=(\w+) id=\d+ worker=(\S*) seconds=([\d.]+)", open(log).read()):
-            per.setdefault(m.group(1), []).append(float(m.group(3)))
-        r["task_seconds"] = {op: {"n": len(v), "mean": round(statistics.mean(v), 2), "sum": round(sum(v), 1)}
+        per, built, evals = {}, {}, {}
+        for m in re.finditer(r"vb-pool task op=(\w+) id=\d+ worker=(\S*) seconds=([\d.]+)"
+                             r"(?: eval=([\d.]+))?(?: built=(\w+))?", open(log).read()):
+            op = m.group(1)
+            per.setdefault(op, []).append(float(m.group(3)))
+            if m.group(4):
+                evals.setdefault(op, []).append(float(m.group(4)))
+            if m.group(5):
+                built.setdefault(op, {}).setdefault(m.group(5), 0)
+                built[op][m.group(5)] += 1
+        r["task_seconds"] = {op: {"n": len(v), "mean": round(statistics.mean(v), 2), "sum": round(sum(v), 1),
+                                  "eval_mean": round(statistics.mean(evals[op]), 2) if op in evals else None,
+                                  "built": built.get(op, {})}
                              for op, v in per.items()}
+        r["cancelled_tasks"] = len(re.findall(r"vb-pool task op=\w+ id=\d+ cancelled", open(log).read()))
         meas = sum(sum(v) for op, v in per.items() if op in ("quick", "full", "compare", "timing"))
         r["measure_task_share_of_wall"] = round(meas / max(wall, 1e-9), 3)
     try:
@@ -170,10 +189,10 @@ json.dump(res, open(os.path.join(out, "scaleout.json"), "w"), indent=2)
 L = [f"# Optimizer scale-out ({backend}): sequential loop vs Dask worker pool\n",
      f"* date: {res['date']}; budget {budget} per run; pool: --workers {workers}",
      "* same kernel folders (bench/optimizer.sh's), fresh build cache per run\n",
-     "| run | experiments | wall (s) | experiments/hour | kept | lost | GPU util mean (%) | GPU samples busy | measure-task s / wall (summed over device workers) |",
-     "|---|---|---|---|---|---|---|---|---|"]
+     "| run | experiments | wall (s) | over budget (s) | experiments/hour | kept | lost | GPU util mean (%) | GPU samples busy | measure-task s / wall (summed over device workers) |",
+     "|---|---|---|---|---|---|---|---|---|---|"]
 for name, r in res["runs"].items():
-    L.append(f"| {name} | {r['experiments']} | {r['wall_s']} | **{r['experiments_per_hour']}** | {r['kept']} | {r['lost']} | "
+    L.append(f"| {name} | {r['experiments']} | {r['wall_s']} | {r.get('overshoot_s', 'n/a')} | **{r['experiments_per_hour']}** | {r['kept']} | {r['lost']} | "
              f"{r.get('gpu_util_mean_pct', 'n/a')} | {r.get('gpu_busy_sample_share', 'n/a')} | {r.get('measure_task_share_of_wall', 'n/a')} |")
 if res.get("ratio_pool_over_seq") is not None:
     L.append(f"\npool / sequential: **{res['ratio_pool_over_seq']}x**" +
@@ -181,9 +200,12 @@ if res.get("ratio_pool_over_seq") is not None:
 for name, r in res["runs"].items():
     if "task_seconds" in r:
         L.append(f"\nTask time in the {name} run (pool log; build = compile on any worker, the others on the device's worker):\n")
-        L.append("| task | n | mean (s) | sum (s) |\n|---|---|---|---|")
+        L.append("| task | n | mean (s) | sum (s) | evaluator mean (s) | build cached / compiled |\n|---|---|---|---|---|---|")
         for op, v in sorted(r["task_seconds"].items()):
-            L.append(f"| {op} | {v['n']} | {v['mean']} | {v['sum']} |")
+            b = v.get("built") or {}
+            L.append(f"| {op} | {v['n']} | {v['mean']} | {v['sum']} | {v.get('eval_mean') if v.get('eval_mean') is not None else 'n/a'} | "
+                     f"{b.get('cached', 0)} / {b.get('compiled', 0)} |")
+        L.append(f"\ncancelled at the deadline: {r.get('cancelled_tasks', 0)} task(s)")
 open(os.path.join(out, "scaleout.md"), "w").write("\n".join(L) + "\n")
 print("\n".join(L))
 PY

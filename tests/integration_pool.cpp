@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "backends/cuda/gpu_ceilings.h"
 #include "core/paths.h"
 #include "core/process.h"
 #include "support.h"
@@ -91,6 +92,43 @@ std::vector<std::string> decisions(const fs::path& d) {
 json last_json(const std::string& out) {
   const auto p = out.find('{');
   return p == std::string::npos ? json() : json::parse(out.substr(p));
+}
+
+TEST(PoolCli, ABuildDoneAheadIsReusedByTheMeasuringTask) {
+  // The H200 run of 2026-12-04: every quick task rebuilt its candidate (16 s each) because the
+  // CUDA build key held the task's temporary folder. Here pool.py's own run_task runs a build
+  // task, then a quick task of the same text (each in its own temporary folder, as on two
+  // workers), both with the VB_CUDA_ARCH a local pool gives every worker: the quick task must
+  // find the build in the cache. No GPU is needed: the build happens before the runner starts.
+  if (find_nvcc().empty()) GTEST_SKIP() << "nvcc not installed (set VB_NVCC)";
+  const std::string py = project_python();
+  if (!have_program(py)) GTEST_SKIP() << "no Python (" << py << "): run scripts/setup.sh";
+  const fs::path cache = fs::temp_directory_path() / ("vb-pool-ahead-" + std::to_string(::getpid()));
+  fs::remove_all(cache);
+  const std::string code = R"(
+import json, sys
+from vladbud import pool
+src = open(sys.argv[1]).read()
+problem = {"kernel": "softmax", "dtype": "fp32", "backend": "cuda", "time_share": 1.0,
+           "size": {"label": "t", "dims": {"R": 64, "C": 256}}}
+task = {"problem": problem, "ext": ".cu", "source": src, "vladbud": sys.argv[2]}
+print(json.dumps([pool.run_task(dict(task, op=op), 600) for op in ("build", "quick")]))
+)";
+  const ProcessResult r = run_process(
+      {"env", "PYTHONPATH=" + (vladbud_home() / "python").string(), "VB_CACHE_DIR=" + cache.string(),
+       "VB_CUDA_ARCH=sm_90a", "VB=" + bin(), "VB_POOL_TASK_CMD=", py, "-c", code,
+       (vladbud_home() / "kernels" / "cuda" / "softmax.cu").string(), bin()},
+      std::chrono::minutes(5));
+  fs::remove_all(cache);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json j = json::parse(r.out.substr(r.out.rfind('[')));
+  ASSERT_EQ(j.size(), 2u) << r.out;
+  ASSERT_TRUE(j[0].value("ok", false)) << j[0].dump();
+  EXPECT_FALSE(j[0].value("cached", true)) << "a fresh cache: the build task compiles";
+  ASSERT_TRUE(j[1].contains("build_cached")) << j[1].dump();
+  EXPECT_TRUE(j[1]["build_cached"].get<bool>())
+      << "the quick task rebuilt what the build task had built: " << j[1].dump();
+  EXPECT_EQ(j[1].value("build_seconds", -1.0), 0.0) << j[1].dump();
 }
 
 TEST(PoolCli, BadFlagsAreRefusedBeforeAnythingStarts) {

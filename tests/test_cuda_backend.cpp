@@ -146,6 +146,37 @@ TEST(CudaBackend, BuildsASmallKernelAndHitsTheCache) {
   fs::remove_all(dir);
 }
 
+TEST(CudaBackend, TheBuildKeyIgnoresWhereTheSourceLiesNotWhatItSays) {
+  // nvcc -E's line markers and __FILE__ spell the source's path: a pool's build worker and its
+  // measuring worker write the same candidate into different temporary folders.
+  auto pre = [](const std::string& path, const std::string& body) {
+    return "# 0 \"" + path + "\"\n# 1 \"/usr/local/cuda/include/cuda_runtime.h\" 1 3 4\n# 1 \"" +
+           path + "\"\n# 1 \"" + fs::path(path).parent_path().string() + "/helper.cuh\"\n" + body +
+           "\nconst char* f = \"" + path + "\";\n";
+  };
+  const std::string flags = "-std=c++17 -O3 -gencode arch=compute_90a,code=sm_90a";
+  const std::string nv = "Cuda compilation tools, release 13.0, V13.0.88";
+  const std::string a = cuda_build_key(pre("/tmp/vb-pool-x1/cand.cu", "int k;"),
+                                       "/tmp/vb-pool-x1/cand.cu", flags, nv);
+  EXPECT_EQ(a.size(), 16u);
+  // Another folder, another file name, the same text: the same build.
+  EXPECT_EQ(a, cuda_build_key(pre("/tmp/vb-pool-y2/cand.cu", "int k;"), "/tmp/vb-pool-y2/cand.cu",
+                              flags, nv));
+  EXPECT_EQ(a, cuda_build_key(pre("/ws/kernels/01_softmax/tried/0a1b.cu", "int k;"),
+                              "/ws/kernels/01_softmax/tried/0a1b.cu", flags, nv));
+  // Other text, flags (architecture) or nvcc release: another build.
+  EXPECT_NE(a, cuda_build_key(pre("/tmp/vb-pool-x1/cand.cu", "int j;"), "/tmp/vb-pool-x1/cand.cu",
+                              flags, nv));
+  EXPECT_NE(a, cuda_build_key(pre("/tmp/vb-pool-x1/cand.cu", "int k;"), "/tmp/vb-pool-x1/cand.cu",
+                              "-std=c++17 -O3 -gencode arch=compute_90,code=sm_90", nv));
+  EXPECT_NE(a, cuda_build_key(pre("/tmp/vb-pool-x1/cand.cu", "int k;"), "/tmp/vb-pool-x1/cand.cu",
+                              flags, "Cuda compilation tools, release 12.8, V12.8.93"));
+  // Only the source's own location is taken out: a system header moved is a new build.
+  std::string moved = pre("/tmp/vb-pool-y2/cand.cu", "int k;");
+  moved.replace(moved.find("/usr/local/cuda/"), 16, "/opt/cuda-13.1/");
+  EXPECT_NE(a, cuda_build_key(moved, "/tmp/vb-pool-y2/cand.cu", flags, nv));
+}
+
 TEST(CudaBackend, CompileErrorIsReportedByFileAndLine) {
   if (find_nvcc().empty()) GTEST_SKIP() << "nvcc not installed (set VB_NVCC)";
   set_cuda_arch("sm_90a");

@@ -9,9 +9,13 @@
 #include <fstream>
 #include <future>
 #include <map>
+#include <condition_variable>
+#include <memory>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <sstream>
+#include <thread>
 
 #include "backends/backend.h"
 #include "core/paths.h"
@@ -664,6 +668,186 @@ TEST(OptimizeBatch, ALostExperimentIsOneRowNeverCachedAndTheRunGoesOn) {
   EXPECT_EQ(lost, 1);
   EXPECT_EQ(read_file(ws / "cache" / "measurements.jsonl").find("LOST"), std::string::npos);
   EXPECT_EQ(read_kernel_state(d).value("experiments", 0), 6);
+  fs::remove_all(ws);
+}
+
+TEST(OptimizeBatch, EachCandidateIsJudgedAsSoonAsItsScreenIsBackAndTheNextJoins) {
+  // The order in which the loop starts screens ahead (P, prefetch) and collects them (M,
+  // measure): with a window of 2, two candidates go ahead, then each judgement lets one more
+  // join, so the device always has the next screen queued (never a whole batch judged before
+  // the next is proposed: P P M M P P M M).
+  class Recorder : public SyntheticMeasurer {
+   public:
+    Recorder() : SyntheticMeasurer(0.0) {}
+    Measurement measure(const fs::path& f, EvalMode mode) override {
+      if (mode == EvalMode::Quick) events += "M";
+      return SyntheticMeasurer::measure(f, mode);
+    }
+    void prefetch(const std::vector<fs::path>& sources, EvalMode mode) override {
+      if (mode == EvalMode::Quick) events += std::string(sources.size(), 'P');
+    }
+    std::string events;
+  } m;
+  const fs::path ws = temp_dir("window");
+  const fs::path d = make_kernel_folder(ws);
+  OptimizeOptions o;
+  o.max_experiments = 8;
+  o.measurer = &m;
+  o.git = false;
+  o.seed = 5;
+  o.batch = 2;
+  const KernelSummary s = optimize_kernel(d, o);
+  EXPECT_EQ(s.experiments, 8);
+  // The starter (built ahead, then screened), then the window.
+  EXPECT_EQ(m.events, "PM" "PPM" "PMPMPMPMPMPM" "M");
+  fs::remove_all(ws);
+}
+
+namespace {
+
+// A device queue like a pool's: one thread runs the quick screens one at a time, each taking
+// `task_s`, the most recently queued first (Dask ran the H200 run's queued screens in no
+// particular order); measure() of a prefetched screen waits for it until the deadline, then
+// answers CANCELLED, as the pool's measurer does; discard_prefetched() drops queued screens.
+class QueueMeasurer : public Measurer {
+ public:
+  explicit QueueMeasurer(double task_s) : task_s_(task_s), worker_([this] { serve(); }) {}
+  ~QueueMeasurer() override {
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      quit_ = true;
+    }
+    cv_.notify_all();
+    worker_.join();
+  }
+  Measurement measure(const fs::path& f, EvalMode mode) override {
+    if (mode != EvalMode::Quick) {
+      std::lock_guard<std::mutex> lk(mu_);
+      return inner_.measure(f, mode);
+    }
+    std::unique_lock<std::mutex> lk(mu_);
+    std::shared_ptr<Job> j = take_or_queue(f, lk);
+    const bool done = deadline_ ? cv_.wait_until(lk, *deadline_, [&] { return j->done; })
+                                : (cv_.wait(lk, [&] { return j->done; }), true);
+    if (!done) {
+      j->dropped = true;
+      Measurement m;
+      m.verdict = "CANCELLED";
+      m.reason = "deadline";
+      return m;
+    }
+    return j->result;
+  }
+  void prefetch(const std::vector<fs::path>& sources, EvalMode mode) override {
+    if (mode != EvalMode::Quick) return;
+    std::unique_lock<std::mutex> lk(mu_);
+    for (const auto& f : sources) ahead_[read_file(f)] = queue(f);
+    cv_.notify_all();
+  }
+  void discard_prefetched() override {
+    std::lock_guard<std::mutex> lk(mu_);
+    for (auto& [k, j] : ahead_) j->dropped = true;
+    ahead_.clear();
+  }
+  void set_deadline(std::chrono::steady_clock::time_point d) override {
+    std::lock_guard<std::mutex> lk(mu_);
+    deadline_ = d;
+  }
+  std::string target() const override { return "synthetic device queue"; }
+  int started = 0, started_after_deadline = 0;  ///< read after optimize_kernel returned
+
+ private:
+  struct Job {
+    fs::path file;
+    bool done = false, dropped = false;
+    Measurement result;
+  };
+  std::shared_ptr<Job> queue(const fs::path& f) {
+    auto j = std::make_shared<Job>();
+    j->file = f;
+    jobs_.push_back(j);
+    return j;
+  }
+  std::shared_ptr<Job> take_or_queue(const fs::path& f, std::unique_lock<std::mutex>&) {
+    auto it = ahead_.find(read_file(f));
+    if (it != ahead_.end()) {
+      auto j = it->second;
+      ahead_.erase(it);
+      return j;
+    }
+    auto j = queue(f);
+    cv_.notify_all();
+    return j;
+  }
+  void serve() {
+    std::unique_lock<std::mutex> lk(mu_);
+    while (true) {
+      cv_.wait(lk, [&] {
+        if (quit_) return true;
+        for (const auto& j : jobs_)
+          if (!j->dropped) return true;
+        return false;
+      });
+      if (quit_) return;
+      std::shared_ptr<Job> j;
+      for (auto it = jobs_.rbegin(); it != jobs_.rend(); ++it)
+        if (!(*it)->dropped) {
+          j = *it;
+          jobs_.erase(std::next(it).base());
+          break;
+        }
+      ++started;
+      if (deadline_ && std::chrono::steady_clock::now() > *deadline_) ++started_after_deadline;
+      lk.unlock();
+      std::this_thread::sleep_for(std::chrono::duration<double>(task_s_));
+      lk.lock();
+      // A screen given up meanwhile is not read (the test may have removed its workspace).
+      if (!j->dropped) j->result = inner_.measure(j->file, EvalMode::Quick);
+      j->done = true;
+      cv_.notify_all();
+    }
+  }
+  double task_s_;
+  SyntheticMeasurer inner_{0.0};
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<std::shared_ptr<Job>> jobs_;
+  std::map<std::string, std::shared_ptr<Job>> ahead_;
+  std::optional<std::chrono::steady_clock::time_point> deadline_;
+  bool quit_ = false;
+  std::thread worker_;
+};
+
+}  // namespace
+
+TEST(OptimizeBatch, AQueuedDeviceNeverTakesTheRunPastItsBudgetByMoreThanOneTask) {
+  // 0.3 s screens, 1.5 s budget, a window of 8 on a queue that serves the newest first: the
+  // oldest candidate (judged first) would come back last, ~2.7 s in. Candidates join only
+  // while the budget covers their wait, and the wait ends at the deadline.
+  const double task = 0.3, budget = 1.5;
+  QueueMeasurer m(task);
+  const fs::path ws = temp_dir("deadline");
+  const fs::path d = make_kernel_folder(ws);
+  OptimizeOptions o;
+  o.budget_s = budget;
+  o.measurer = &m;
+  o.git = false;
+  o.seed = 5;
+  o.batch = 8;
+  const auto t0 = std::chrono::steady_clock::now();
+  const KernelSummary s = optimize_kernel(d, o);
+  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_EQ(s.stop_reason, "budget");
+  EXPECT_LT(wall, budget + task + 0.6) << "the run overshot its budget by more than one task";
+  EXPECT_LE(m.started_after_deadline, 1) << "screens kept starting after the budget ran out";
+  // Not a whole window of screens queued: the budget covered ~4 at the start (0.3 s each).
+  EXPECT_LE(m.started, 1 + 5);
+  // Nothing half-done was recorded: every row is a decision, state.json agrees.
+  const auto rows = rows_of(ws / "results.tsv");
+  ASSERT_GE(rows.size(), 1u);
+  for (const auto& r : rows) EXPECT_NE(r[7], "CANCELLED") << r[9];
+  EXPECT_EQ(read_kernel_state(d).value("experiments", -1), static_cast<int>(rows.size()) - 1);
+  EXPECT_EQ(read_file(ws / "cache" / "measurements.jsonl").find("CANCELLED"), std::string::npos);
   fs::remove_all(ws);
 }
 

@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import time as _t
 
 import pytest
 
@@ -30,8 +31,11 @@ def test_one_worker_per_gpu_the_rest_build():
     assert s["gpu0"]["nthreads"] == 3 and s["host0"]["nthreads"] == 1
     assert s["gpu1"]["env"]["CUDA_VISIBLE_DEVICES"] == "1"
     assert s["host0"]["resources"] == {} and s["host0"]["env"]["CUDA_VISIBLE_DEVICES"] == ""
-    # Build workers see no GPU: they build for the GPUs' architecture (same build-cache key).
-    assert s["host0"]["env"]["VB_CUDA_ARCH"] == "sm_90a" and "VB_CUDA_ARCH" not in s["gpu0"]["env"]
+    # One architecture for every worker, the one the optimizer passed (--cuda-arch): a build
+    # worker (no GPU) and the GPU worker measuring its build compute the same build-cache key.
+    assert {v["env"]["VB_CUDA_ARCH"] for v in s.values()} == {"sm_90a"}
+    # No architecture given: none set (workers inherit VB_CUDA_ARCH, if any).
+    assert all("VB_CUDA_ARCH" not in v["env"] for v in pool.worker_specs(2, ["cuda"], ["H200"], 4).values())
     # The CPU backend: every worker owns a group of cores.
     c = pool.worker_specs(2, ["cpu"], [], 16)
     assert all(list(v["resources"]) == [pool.cpu_resource()] for v in c.values())
@@ -40,11 +44,27 @@ def test_one_worker_per_gpu_the_rest_build():
     assert list(pool.worker_specs(1, ["cuda"], ["A", "B"], 4)) == ["gpu0"]
 
 
+def test_measurement_slots_count_timed_tasks_at_once():
+    # A local GPU worker owns gpu-h200=2 (two full-stage checks at once) but times alone: 1 slot.
+    assert pool.measurement_slots([{"resources": {"gpu-h200": 2}}, {"resources": {}}]) == {"gpu-h200": 1}
+    # Two such workers (two GPUs): 2; CPU workers owning one group of cores each: one each.
+    assert pool.measurement_slots([{"resources": {"gpu-h200": 2}}] * 2) == {"gpu-h200": 2}
+    cpu = pool.measurement_slots([{"resources": {"cpu-x": 1}}] * 3)
+    assert cpu == {"cpu-x": 3}
+    # A worker owning twice the fewest units runs two timed tasks at once; non-device resources
+    # ("memory") and zero units are no slots.
+    assert pool.measurement_slots([{"resources": {"gpu-a": 1, "memory": 8}}, {"resources": {"gpu-a": 2}},
+                                   {"resources": {"gpu-b": 0}}]) == {"gpu-a": 3}
+
+
 def test_bad_flags_are_refused():
     with pytest.raises(ValueError, match="at least 1"):
         pool.worker_specs(0, ["cpu"], [], 2)
+    with pytest.raises(ValueError, match="not a CUDA architecture name"):
+        pool.worker_specs(2, ["cuda"], ["H200"], 4, "hopper")
     for argv in (["--workers", "0"], ["--workers", "2", "--scheduler", "tcp://h:1"], [],
-                 ["--workers", "1", "--task-timeout", "0"], ["--workers", "1", "--check-slots", "0"]):
+                 ["--workers", "1", "--task-timeout", "0"], ["--workers", "1", "--check-slots", "0"],
+                 ["--workers", "1", "--cuda-arch", "90a"]):
         with pytest.raises(SystemExit) as e:
             pool.parse_args(argv)
         assert e.value.code == 2
@@ -84,6 +104,7 @@ def test_protocol_over_a_local_cluster(tmp_path):
     try:
         ready = json.loads(p.stdout.readline())
         assert ready["ready"] and ready["workers"] == 2 and ready["resources"] == {res: 2}
+        assert ready["slots"] == {res: 2}
         assert ready["scheduler"].startswith("tcp://127.0.0.1:")
         for r in reqs:
             p.stdin.write(json.dumps(r) + "\n")
@@ -170,3 +191,58 @@ c.close()
     quick = [x for x in s if x[0] == "quick"][0]
     assert any(overlap(a, b) for i, a in enumerate(fulls) for b in fulls[i + 1:]), s
     assert not any(overlap(quick, f) for f in fulls), s
+
+
+def test_a_device_measures_the_earliest_request_first_and_cancelled_ones_never_run(tmp_path):
+    """One device slot, its worker busy with request 1 while 2..6 queue, sent newest first and
+    far enough apart that Dask alone would run them in arrival order: they run in request order
+    (the optimizer judges in that order), and 4 and 5, cancelled while queued, never run and
+    get no reply (the optimizer stopped waiting for them)."""
+    pytest.importorskip("distributed", reason="Dask distributed is not installed (scripts/setup.sh)")
+    spans = tmp_path / "spans.txt"
+    env = dict(os.environ, VB_POOL_TASK_CMD=f"{sys.executable} {STANDIN}",
+               PYTHONPATH=os.path.join(ROOT, "python"), VB_STANDIN_SLEEP="1.2",
+               VB_STANDIN_SPANS=str(spans))
+    p = subprocess.Popen([sys.executable, "-m", "vladbud.pool", "--workers", "1", "--backends", "cpu"],
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                         text=True, env=env)
+    try:
+        ready = json.loads(p.stdout.readline())
+        res = pool.cpu_resource()
+        assert ready["slots"] == {res: 1}
+        base = {"op": "quick", "resource": res, "problem": {}, "ext": ".cpp"}
+        send = lambda obj: (p.stdin.write(json.dumps(obj) + "\n"), p.stdin.flush())
+        # UNROLL tells the spans apart: request i measures UNROLL {1,2,4,8,1,2}[i-1] with MODE=i.
+        unroll = {1: 1, 2: 2, 3: 4, 4: 8, 5: 1, 6: 2}
+        send(dict(base, id=1, source=f"#define UNROLL 1\n#define MODE 0\n"))
+        _t.sleep(0.2)  # request 1 is running: the rest queue behind it, newest first on the wire
+        for i in (6, 5, 4, 3, 2):  # > Dask's fifo_timeout (100 ms) apart: one generation each
+            send(dict(base, id=i, source=f"#define UNROLL {unroll[i]}\n#define MODE 0\n#define REQ {i}\n"))
+            _t.sleep(0.15)
+        send({"op": "cancel", "id": 4})
+        send({"op": "cancel", "id": 5})
+        got = []
+        while len(got) < 4:
+            line = json.loads(p.stdout.readline())
+            if "id" in line:
+                assert line.get("ok"), line
+                got.append(line["id"])
+        send({"op": "shutdown"})
+        assert p.wait(timeout=60) == 0
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    assert got == [1, 2, 3, 6], got
+    assert len(spans.read_text().splitlines()) == 4  # 4 and 5 never started
+
+
+def test_a_host_with_gpus_of_two_architectures_is_refused(monkeypatch):
+    """A local pool builds every CUDA candidate for one architecture: GPUs of two compute
+    capabilities on the host are refused before any worker starts, naming the way out."""
+    pytest.importorskip("distributed", reason="Dask distributed is not installed (scripts/setup.sh)")
+    monkeypatch.setattr(pool, "local_gpus", lambda: ["NVIDIA H200", "NVIDIA A100-SXM4-80GB"])
+    monkeypatch.setattr(pool, "local_gpu_caps", lambda: ["9.0", "8.0"])
+    args = pool.parse_args(["--workers", "3", "--backends", "cuda", "--cuda-arch", "sm_90a"])
+    with pytest.raises(RuntimeError, match=r"differ in compute capability \(8\.0, 9\.0\).*--scheduler"):
+        pool.Pool(args)

@@ -34,13 +34,19 @@ the optimizer records the experiment as lost. Workers joining and leaving are re
 Protocol (one JSON object per line):
 
 * startup reply: ``{"ready": true, "scheduler": ADDR, "workers": N, "resources": {NAME: count},
-  "threads": T}`` or ``{"error": "..."}`` (then exit status 2)
+  "threads": T, "slots": {NAME: timed tasks at once}}`` or ``{"error": "..."}`` (then exit
+  status 2)
 * request: ``{"id": int, "op": "build"|"quick"|"full"|"timing"|"compare", "resource": NAME or "",
   "problem": {problem.json}, "ext": ".cpp", "source": TEXT, "best": TEXT (compare),
   "rounds": int (compare), "vladbud": PATH, "after": [ids] (optional: run after these)}``
 * reply: ``{"id": int, "ok": true, "result": {...}, "worker": ADDR, "seconds": s}`` or
   ``{"id": int, "lost": true, "reason": "..."}``
+* ``{"op": "cancel", "id": N}``: give up request N (the optimizer's budget ran out while it
+  waited): a queued task never starts, a running one's result is dropped; no reply for N.
 * ``{"op": "shutdown"}`` or end of stdin: close the client (and the local cluster), exit 0.
+
+Requests run earliest id first among the tasks ready on a worker (Dask ``priority``): the
+optimizer judges candidates in the order it proposed them.
 """
 
 from __future__ import annotations
@@ -96,19 +102,21 @@ def local_gpus() -> list[str]:
     return [l.strip() for l in r.stdout.splitlines() if l.strip()]
 
 
-def local_cuda_arch() -> str:
-    """The first local GPU's CUDA architecture as vladbud's CUDA backend names it ("9.0" ->
-    "sm_90a", "8.0" -> "sm_80"), from nvidia-smi's compute_cap; "" without one."""
+def local_gpu_caps() -> list[str]:
+    """Compute capabilities of this host's NVIDIA GPUs in CUDA order ("9.0"), from nvidia-smi;
+    [] without a driver. Only compared with each other: the architecture name every worker
+    builds for comes from the optimizer (``--cuda-arch``, vladbud's own cuda_arch())."""
     try:
         r = subprocess.run(["nvidia-smi", "--query-gpu=compute_cap", "--format=csv,noheader"],
                            capture_output=True, text=True, timeout=30)
     except (OSError, subprocess.TimeoutExpired):
-        return ""
-    m = re.match(r"\s*(\d+)\.(\d+)", r.stdout) if r.returncode == 0 else None
-    if not m:
-        return ""
-    major, minor = m.group(1), m.group(2)
-    return f"sm_{major}{minor}" + ("a" if (major, minor) == ("9", "0") else "")
+        return []
+    if r.returncode != 0:
+        return []
+    return [l.strip() for l in r.stdout.splitlines() if l.strip()]
+
+
+CUDA_ARCH = re.compile(r"^sm_\d+[af]?$")
 
 
 def gpu_resource(name: str) -> str:
@@ -123,22 +131,27 @@ def gpu_resource(name: str) -> str:
 def worker_specs(n: int, backends: list[str], gpus: list[str], cores: int, cuda_arch: str = "",
                  check_slots: int = 2) -> dict:
     """The local cluster's workers: one per GPU (CUDA_VISIBLE_DEVICES=i, its gpu resource,
-    2 threads: one measures, one may build), the rest build workers, which see no GPU and build
-    for `cuda_arch` (VB_CUDA_ARCH, so that their builds land under the same cache key as the
-    GPU worker's); for the cpu backend every worker also owns a group of cores (the
-    "cpu-<model>" resource, OMP_NUM_THREADS = its share).
+    check_slots + 1 threads: the checks, and one more may build), the rest build workers, which
+    see no GPU; every worker, GPU or not, builds for `cuda_arch` (VB_CUDA_ARCH = the one string
+    the optimizer computed, so a build done ahead on a build worker has the very cache key the
+    measuring GPU worker computes); for the cpu backend every worker also owns a group of cores
+    (the "cpu-<model>" resource, OMP_NUM_THREADS = its share).
 
     :param n: number of workers (>= 1)
     :param backends: backends of the kernel folders ("cpu", "cuda", ...)
     :param gpus: local GPU names (local_gpus())
     :param cores: logical cores of this host
-    :param cuda_arch: the GPUs' architecture (local_cuda_arch()); ignored when VB_CUDA_ARCH is set
+    :param cuda_arch: the architecture CUDA candidates are built for ("sm_90a", from the
+        optimizer's --cuda-arch); "" sets nothing (workers inherit VB_CUDA_ARCH, if any)
     :param check_slots: units of its gpu resource each GPU worker owns (full-stage checks at once;
         timed tasks take them all); its threads are check_slots + 1 (one more may build)
     :returns: {name: {"resources": {...}, "env": {...}, "nthreads": int}}
     """
     if n < 1:
         raise ValueError(f"--workers must be at least 1 (got {n})")
+    if cuda_arch and not CUDA_ARCH.match(cuda_arch):
+        raise ValueError(f"--cuda-arch '{cuda_arch}' is not a CUDA architecture name; use e.g. "
+                         "sm_90a, sm_90, sm_80")
     specs: dict = {}
     n_gpu = min(n, len(gpus)) if "cuda" in backends or "triton" in backends else 0
     share = max(1, cores // n)
@@ -151,13 +164,26 @@ def worker_specs(n: int, backends: list[str], gpus: list[str], cores: int, cuda_
             name = f"gpu{i}"
         else:
             env["CUDA_VISIBLE_DEVICES"] = ""
-            if cuda_arch:
-                env["VB_CUDA_ARCH"] = cuda_arch
             name = f"host{i - n_gpu}"
+        if cuda_arch:
+            env["VB_CUDA_ARCH"] = cuda_arch
         if "cpu" in backends:
             res[cpu_resource()] = 1
         specs[name] = {"resources": res, "env": env, "nthreads": check_slots + 1 if i < n_gpu else 1}
     return specs
+
+
+def measurement_slots(workers) -> dict:
+    """Timed tasks (quick, timing, compare) that can run at once on each device resource: a
+    timed task takes the fewest units any worker of that device owns (Pool.units), so each
+    worker runs floor(its units / that) of them. `workers`: the scheduler's worker records
+    ({"resources": {NAME: units}, ...}). Returns {NAME: slots}, only devices ("gpu-*", "cpu-*")."""
+    have: dict[str, list[float]] = {}
+    for w in workers:
+        for k, v in (w.get("resources") or {}).items():
+            if float(v) > 0 and (k.startswith("gpu-") or k.startswith("cpu-")):
+                have.setdefault(k, []).append(float(v))
+    return {k: int(sum(int(u // max(1.0, min(v))) for u in v)) for k, v in have.items()}
 
 
 def run_task(task: dict, timeout_s: float) -> dict:
@@ -231,9 +257,14 @@ class Pool:
 
             backends = [b for b in args.backends.split(",") if b]
             gpus = local_gpus()
-            arch = os.environ.get("VB_CUDA_ARCH") or (local_cuda_arch() if gpus else "")
-            specs = worker_specs(args.workers, backends, gpus, os.cpu_count() or 1, arch,
-                                 args.check_slots)
+            caps = sorted(set(local_gpu_caps())) if gpus and "cuda" in backends else []
+            if len(caps) > 1:
+                raise RuntimeError(
+                    f"this host's GPUs differ in compute capability ({', '.join(caps)}): a local "
+                    "pool builds every CUDA candidate for one architecture; start one `dask "
+                    "worker` per GPU model (each with its own VB_CUDA_ARCH) and pass --scheduler")
+            specs = worker_specs(args.workers, backends, gpus, os.cpu_count() or 1,
+                                 args.cuda_arch, args.check_slots)
             workers = {
                 name: {"cls": Nanny, "options": {"nthreads": s["nthreads"], "resources": s["resources"],
                                                  "env": s["env"], "memory_limit": 0,
@@ -264,7 +295,7 @@ class Pool:
             for k, v in (w.get("resources") or {}).items():
                 res[k] = res.get(k, 0) + int(v)
         return {"scheduler": self.client.scheduler.address, "workers": len(workers),
-                "resources": res, "threads": threads}
+                "resources": res, "threads": threads, "slots": measurement_slots(workers.values())}
 
     def units(self, resource: str) -> int:
         """Units of `resource` a timed task takes: the fewest any worker owning it has (>= 1)."""
@@ -294,7 +325,10 @@ class Pool:
             for a in req.get("after") or []:
                 if a in self.futures:
                     deps.append(self.futures[a])
-        kw = {"pure": False, "key": f"vb-{op}-{rid}-{os.getpid()}"}
+        # Earlier requests first (Dask runs the highest priority among a worker's ready tasks):
+        # the optimizer judges candidates in the order it asked for them, so a device must not
+        # measure the last one proposed while the first waits (FIFO by request id).
+        kw = {"pure": False, "key": f"vb-{op}-{rid}-{os.getpid()}", "priority": -rid}
         if resource:
             kw["resources"] = {resource: self.units(resource) if op in TIMED else 1}
         fut = self.client.submit(_task_entry, req, self.args.task_timeout, deps, **kw)
@@ -302,7 +336,24 @@ class Pool:
             self.futures[rid] = fut
         fut.add_done_callback(lambda f, rid=rid, op=op: self._done(rid, f, op))
 
+    def cancel(self, rid) -> None:
+        """Gives up request `rid` (the optimizer stopped waiting: its budget ran out): a queued
+        task never starts; a running one finishes on its worker and its result is dropped. No
+        reply is sent for it."""
+        with self.lock:
+            fut = self.futures.get(rid)
+        if fut is None:
+            return
+        fut._vb_cancelled = True
+        fut.cancel()
+
     def _done(self, rid: int, fut, op: str = "") -> None:
+        if getattr(fut, "_vb_cancelled", False):
+            with self.lock:
+                self.futures.pop(rid, None)
+            print(f"vb-pool task op={op} id={rid} cancelled t={time.time():.3f}", file=sys.stderr,
+                  flush=True)
+            return
         try:
             if fut.status == "cancelled":
                 reason = getattr(fut, "_vb_reason", "cancelled")
@@ -325,9 +376,21 @@ class Pool:
         if "timeout" in res:
             self.send({"id": rid, "lost": True, "reason": res["timeout"]})
         else:
-            # One line per task on stderr (the pool's log): where the time goes (bench/scaleout_h200.sh).
+            # One line per task on stderr (the pool's log): where the time goes
+            # (bench/scaleout_h200.sh): the task's wall time on its worker, the evaluator's own
+            # (eval; the rest is the vladbud process and its start), and whether the candidate's
+            # build came from the cache (built=cached) or was compiled in the task (built=compiled).
+            r = res.get("result", {}) if isinstance(res.get("result"), dict) else {}
+            extra = ""
+            if "build_cached" in r:
+                extra = (f" eval={float(r.get('seconds', 0.0)):.3f} built="
+                         f"{'cached' if r['build_cached'] else 'compiled'}"
+                         f" build_s={float(r.get('build_seconds', 0.0)):.3f}")
+            elif op == "build" and "cached" in r:
+                extra = f" built={'cached' if r['cached'] else 'compiled'}"
             print(f"vb-pool task op={op} id={rid} worker={res.get('worker', '')} "
-                  f"seconds={res.get('seconds', 0.0):.3f} t={time.time():.3f}", file=sys.stderr, flush=True)
+                  f"seconds={res.get('seconds', 0.0):.3f}{extra} t={time.time():.3f}",
+                  file=sys.stderr, flush=True)
             self.send({"id": rid, "ok": True, "result": res.get("result", res),
                        "worker": res.get("worker", ""), "seconds": res.get("seconds", 0.0)})
 
@@ -404,6 +467,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     g.add_argument("--workers", type=int, help="start a local cluster of N workers on loopback")
     g.add_argument("--scheduler", help="join an existing Dask scheduler (tcp://HOST:8786)")
     p.add_argument("--backends", default="cpu", help="backends of the kernel folders (cpu,cuda)")
+    p.add_argument("--cuda-arch", default="",
+                   help="local cluster: the architecture every worker builds CUDA candidates for "
+                        "(VB_CUDA_ARCH on each; the optimizer passes its own, e.g. sm_90a)")
     p.add_argument("--check-slots", type=int, default=2,
                    help="local cluster: full-stage checks a GPU worker runs at once (timing is "
                         "always alone on the device)")
@@ -418,6 +484,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     a = p.parse_args(argv)
     if a.workers is not None and a.workers < 1:
         p.error(f"--workers must be at least 1 (got {a.workers})")
+    if a.cuda_arch and not CUDA_ARCH.match(a.cuda_arch):
+        p.error(f"--cuda-arch '{a.cuda_arch}' is not a CUDA architecture name; use e.g. sm_90a")
     if not 1 <= a.check_slots <= 16:
         p.error(f"--check-slots must be in [1, 16] (got {a.check_slots})")
     for name in ("task_timeout", "no_worker_timeout", "connect_timeout", "worker_ttl"):
@@ -457,6 +525,9 @@ def main(argv: list[str] | None = None) -> int:
                 continue
             if req.get("op") == "shutdown":
                 break
+            if req.get("op") == "cancel":
+                pool.cancel(req.get("id"))
+                continue
             pool.submit(req)
             with pool.lock:
                 fut = pool.futures.get(req.get("id"))

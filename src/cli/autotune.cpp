@@ -140,7 +140,7 @@ void run_autotune(AutotuneArgs a) {
   } catch (const std::invalid_argument& e) {
     usage(e.what());
   }
-  if (a.batch < 0 || a.batch > 64) usage("--batch must be in [1, 64] (0: the pool's worker count)");
+  if (a.batch < 0 || a.batch > 64) usage("--batch must be in [1, 64] (0: the device's measurement slots + 1)");
   if (a.batch > 0 && !opt::pool_requested(po))
     usage("--batch needs --workers N or --scheduler ADDRESS");
   ProfileRequest preq;
@@ -363,10 +363,8 @@ void run_autotune(AutotuneArgs a) {
     }
     oo.loop.pool = pool.get();
     oo.parallel = opt::parallel_folders(*pool);
-    oo.loop.batch = a.batch > 0 ? a.batch : std::max(2, pool->workers());
-    log << fmt::format("  worker pool: {} workers at {} (resources {}), batches of {}\n",
-                       pool->workers(), pool->scheduler(), opt::format_resources(*pool),
-                       oo.loop.batch);
+    oo.loop.batch = a.batch;  // 0: each folder's device's measurement slots + 1
+    log << "  " << opt::format_pool_line(*pool, a.batch) << "\n";
   }
   json orch;
   {
@@ -602,7 +600,9 @@ void add_autotune(CLI::App& app) {
                                  "optimize --help`)");
   c->add_option("--scheduler", a->scheduler,
                 "optimize over an existing Dask cluster (tcp://HOST:8786)");
-  c->add_option("--batch", a->batch, "with a pool: candidates judged per batch (default: workers)");
+  c->add_option("--batch", a->batch,
+                "with a pool: candidates in flight per kernel folder (default: the measurement "
+                "slots of the folder's device + 1)");
   c->callback([a] { run_autotune(*a); });
 }
 

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <csignal>
 #include <iostream>
 
@@ -100,7 +101,8 @@ void run_optimize(const OptimizeArgs& a) {
   } catch (const std::invalid_argument& e) {
     usage_error(e.what());
   }
-  if (a.batch < 0 || a.batch > 64) usage_error("--batch must be in [1, 64] (0: the pool's worker count)");
+  if (a.batch < 0 || a.batch > 64)
+    usage_error("--batch must be in [1, 64] (0: the device's measurement slots + 1)");
   if (a.batch > 0 && !opt::pool_requested(po))
     usage_error("--batch needs --workers N or --scheduler ADDRESS (without them the loop judges "
                 "one candidate at a time)");
@@ -146,12 +148,16 @@ void run_optimize(const OptimizeArgs& a) {
                                                           : std::vector<std::filesystem::path>{a.kernel});
       po.log = (a.kernel.empty() ? std::filesystem::path(a.workspace)
                                  : opt::default_workspace(a.kernel)) / "cache" / "pool.log";
+      const auto t_pool = std::chrono::steady_clock::now();
       pool = std::make_unique<opt::Pool>(po);
       o.pool = pool.get();
-      o.batch = a.batch > 0 ? a.batch : std::max(2, pool->workers());
-      o.progress(fmt::format("worker pool: {} workers at {} (resources {}), batches of {}",
-                             pool->workers(), pool->scheduler(), opt::format_resources(*pool),
-                             o.batch));
+      o.batch = a.batch;  // 0: each folder's device's measurement slots + 1
+      // Starting the workers is part of the run: the budget left is what the loops get.
+      const double start_s =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - t_pool).count();
+      o.budget_s = std::max(1e-3, budget - start_s);
+      o.progress(fmt::format("{}; started in {:.1f} s of the {:.0f} s budget",
+                             opt::format_pool_line(*pool, a.batch), start_s, budget));
     }
     if (!a.kernel.empty()) {
       o.plateau_k = 0;  // one folder: run for the whole budget
@@ -169,7 +175,7 @@ void run_optimize(const OptimizeArgs& a) {
         usage_error("workspace '" + a.workspace +
                     "' does not exist: run `vladbud extract` first, or pass --kernel DIR");
       opt::OrchestratorOptions oo;
-      oo.budget_s = budget;
+      oo.budget_s = o.budget_s;
       oo.plateau_k = a.plateau;
       oo.ceiling_pct = a.ceiling;
       oo.loop = o;
@@ -246,8 +252,9 @@ void add_optimize(CLI::App& app) {
                 "fan the experiments out over an existing Dask cluster (tcp://HOST:8786; workers "
                 "join with `dask worker ADDRESS --resources \"gpu-h200=1\"`)");
   c->add_option("--batch", a->batch,
-                "with a pool: candidates proposed, built and screened at once, then judged in "
-                "order (default: the pool's worker count, at least 2)");
+                "with a pool: candidates in flight per kernel folder, each built and screened "
+                "ahead, judged in proposal order as soon as its screen is back (default: the "
+                "measurement slots of the folder's device + 1)");
   c->add_option("--task-timeout", a->task_timeout,
                 "with a pool: seconds one task may run before it is recorded as lost (a hung "
                 "device)")->capture_default_str();

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cmath>
 #include <ctime>
+#include <deque>
 #include <fstream>
 #include <mutex>
 #include <regex>
@@ -255,6 +256,9 @@ class Loop {
     key_suffix_ = fmt::format("|{}|{}|{}|{}|{}", problem_.kernel, problem_.size.label, dims,
                               dtype_name(problem_.dtype), machine_);
     if (!meas_->cache_scope().empty()) key_suffix_ += "|" + meas_->cache_scope();
+    window_size_ = o.batch > 0 ? o.batch
+                   : (o.pool && !o.measurer) ? default_batch(*o.pool, problem_.backend)
+                                             : 1;
   }
 
   KernelSummary run() {
@@ -263,14 +267,19 @@ class Loop {
     s.dir = dir_.string();
     s.kernel = problem_.kernel;
     setup();
+    // From here on a measurement still queued when the budget ends is given up (the starter's
+    // measurement in setup() always completes: the loop needs its baseline).
+    meas_->set_deadline(start_ + std::chrono::duration_cast<Clock::duration>(
+                                     std::chrono::duration<double>(opt_.budget_s)));
+    loop_start_ = Clock::now();
     while (true) {
       std::string why = stop_reason();
       if (!why.empty()) {
         s.stop_reason = why;
         break;
       }
-      if (opt_.batch > 1) {
-        const std::string r = run_batch();
+      if (window_size_ > 1) {
+        const std::string r = run_window();
         if (!r.empty()) {
           s.stop_reason = r;
           break;
@@ -290,10 +299,19 @@ class Loop {
         break;
       }
       Feedback fb = experiment(*p);
+      if (cancelled_) {
+        s.stop_reason = "budget";
+        break;
+      }
+      ++judged_;
       if (!fb.lost) proposer_->observe(*p, fb);
       save_state();
       live();
     }
+    // Candidates still in the window are not experiments: their queued work is given up (they
+    // stay in the proposer's tried set, as a stopped run's do).
+    window_.clear();
+    meas_->discard_prefetched();
     save_state();
     s.experiments = experiments_;
     s.experiments_run = experiments_ - experiments_at_start_;
@@ -310,49 +328,61 @@ class Loop {
   }
 
  private:
-  // One batch: up to opt_.batch proposals from the same best, their candidates written and
-  // prefetched (built on any worker, screened on the device's workers), then each judged in
-  // proposal order by experiment(), exactly as the one-at-a-time loop does. Returns a stop
-  // reason ("exhausted", "interrupted", or stop_reason()'s) or "" to go on.
-  std::string run_batch() {
-    std::vector<Proposal> props;
-    for (int i = 0; i < opt_.batch; ++i) {
-      if (i > 0 && opt_.max_experiments > 0 &&
-          experiments_ - experiments_at_start_ + i >= opt_.max_experiments)
+  // The window (a pool): up to window_size_ candidates proposed ahead, each built on any
+  // worker and screened on the device's workers as soon as it is proposed (prefetch); the
+  // oldest is judged by experiment() as soon as its screen is back, exactly as the
+  // one-at-a-time loop judges it, then the next candidate joins. Decisions thus follow the
+  // proposal order whatever did the work (a fixed seed and window give the same results.tsv
+  // with 1 worker or 9). A candidate joins only when the budget left covers its wait (the
+  // candidates ahead of it and itself, at this call's mean time per judged experiment), so no
+  // work is queued that the budget cannot judge. Returns a stop reason ("exhausted",
+  // "interrupted", "budget") or "" to go on.
+  std::string run_window() {
+    while (static_cast<int>(window_.size()) < window_size_ && !exhausted_) {
+      const int ahead = static_cast<int>(window_.size());
+      if (opt_.max_experiments > 0 &&
+          experiments_ - experiments_at_start_ + ahead >= opt_.max_experiments)
         break;
+      if (!budget_covers(ahead)) break;
       ProposeContext ctx{best_text_, dir_, src_.filename().string(), problem_.backend,
-                         experiments_ + 1 + i, recent_results()};
+                         experiments_ + 1 + ahead, recent_results()};
       std::optional<Proposal> p = proposer_->propose(ctx);
-      if (!p) break;
-      props.push_back(std::move(*p));
+      if (!p) {
+        exhausted_ = true;
+        break;
+      }
+      if (p->reject_reason.empty()) {
+        const std::string h = content_hash(p->source);
+        const fs::path cand = dir_ / "tried" / (h + ext_);
+        if (!fs::exists(cand)) {
+          fs::create_directories(cand.parent_path());
+          write_file_atomic(cand, p->source);
+        }
+        if (!cache_->get("quick|" + h + key_suffix_)) meas_->prefetch({cand}, EvalMode::Quick);
+      }
+      window_.push_back(std::move(*p));
     }
-    if (props.empty()) return "exhausted";
+    if (window_.empty()) return exhausted_ ? "exhausted" : "budget";
     if (stopping()) return "interrupted";
-    std::vector<fs::path> ahead;
-    for (const auto& p : props) {
-      if (!p.reject_reason.empty()) continue;
-      const std::string h = content_hash(p.source);
-      const fs::path cand = dir_ / "tried" / (h + ext_);
-      if (!fs::exists(cand)) {
-        fs::create_directories(cand.parent_path());
-        write_file_atomic(cand, p.source);
-      }
-      if (!cache_->get("quick|" + h + key_suffix_)) ahead.push_back(cand);
-    }
-    meas_->prefetch(ahead, EvalMode::Quick);
-    for (std::size_t i = 0; i < props.size(); ++i) {
-      // The budget and the other stops hold between the experiments of a batch too; the
-      // candidates not judged stay in the proposer's tried set (as a stopped run's do).
-      if (i > 0) {
-        const std::string why = stop_reason();
-        if (!why.empty()) return why;
-      }
-      Feedback fb = experiment(props[i]);
-      if (!fb.lost) proposer_->observe(props[i], fb);
-      save_state();
-      live();
-    }
+    const Proposal p = std::move(window_.front());
+    window_.pop_front();
+    Feedback fb = experiment(p);
+    if (cancelled_) return "budget";
+    ++judged_;
+    if (!fb.lost) proposer_->observe(p, fb);
+    save_state();
+    live();
     return "";
+  }
+
+  // True when the budget left covers a candidate that joins the window behind `ahead` others:
+  // (ahead + 1) x the mean wall time per judged experiment of this call (before the first
+  // judgement: the starter's screen in setup(), a build and a screen).
+  bool budget_covers(int ahead) const {
+    const double per =
+        judged_ > 0 ? std::chrono::duration<double>(Clock::now() - loop_start_).count() / judged_
+                    : setup_quick_s_;
+    return elapsed() + (ahead + 1) * per <= opt_.budget_s;
   }
 
   double elapsed() const { return std::chrono::duration<double>(Clock::now() - start_).count(); }
@@ -407,7 +437,10 @@ class Loop {
       last_keep_ = st.value("last_keep", 0);
       experiments_ = std::max(experiments_, max_experiment_in_rows(kernel_rows(results_, kdir_)));
       // The machine may be busier or quieter than when the run stopped: measure the best now.
+      if (window_size_ > 1) meas_->prefetch({best_file_}, EvalMode::Quick);
+      const auto t_quick = Clock::now();
       const Measurement m = meas_->measure(best_file_, EvalMode::Quick);
+      setup_quick_s_ = std::chrono::duration<double>(Clock::now() - t_quick).count();
       if (!m.correct() || !m.timed)
         throw std::runtime_error(fmt::format(
             "{}: the saved best version fails the quick checks now ({} {}: {}); inspect it or "
@@ -420,7 +453,12 @@ class Loop {
       if (best_pct_ <= 0) best_pct_ = m.pct_peak;
     } else {
       best_text_ = read_file(src_);
+      // With a window (a pool): the starter builds on any worker, then is screened on the
+      // device, as every candidate is (several folders' starters build at once).
+      if (window_size_ > 1) meas_->prefetch({src_}, EvalMode::Quick);
+      const auto t_quick = Clock::now();
       const Measurement m = meas_->measure(src_, EvalMode::Quick);
+      setup_quick_s_ = std::chrono::duration<double>(Clock::now() - t_quick).count();
       if (!m.correct() || !m.timed)
         throw std::runtime_error(fmt::format(
             "{}: the starting source fails the quick checks ({} in {}, guard {}: {}); the loop "
@@ -562,7 +600,7 @@ class Loop {
       return measurement_from_json(*j);
     }
     const Measurement m = meas_->measure(f, mode);
-    if (!m.lost()) cache_->put(key, measurement_to_json(m));
+    if (!m.lost() && !m.cancelled()) cache_->put(key, measurement_to_json(m));
     return m;
   }
 
@@ -606,8 +644,15 @@ class Loop {
     }
     bool hit_q = false, hit_f = false, hit_c = false;
     const std::string key = h + key_suffix_;
+    // Given up at the deadline (a pool's queue): no row, the run stops (run() sees cancelled_).
+    auto cancelled = [&] {
+      cancelled_ = true;
+      fb.lost = true;  // not fed back to the proposer
+      return fb;
+    };
     const Measurement q = cached_measure("quick|" + key, cand, EvalMode::Quick, &hit_q);
     const std::string cached_note = hit_q ? " [replayed from the cache]" : "";
+    if (q.cancelled()) return cancelled();
     if (q.lost()) return lost(fb, q.reason, head, repro, q);
     fb.correct = q.correct() && q.timed;
     fb.cand_us = q.median_us;
@@ -623,6 +668,7 @@ class Loop {
     }
     if (stopping()) return fb;  // interrupted: no row for an unfinished experiment
     const Measurement f = cached_measure("full|" + key, cand, EvalMode::Full, &hit_f);
+    if (f.cancelled()) return cancelled();
     if (f.lost()) return lost(fb, f.reason, head, repro, q);
     if (!f.correct()) {
       Measurement shown = q;
@@ -642,6 +688,7 @@ class Loop {
       hit_c = true;
     } else {
       const Interleaved iv = meas_->interleave(best_file_, cand, opt_.rounds);
+      if (iv.cancelled) return cancelled();
       if (iv.lost) return lost(fb, iv.error, head, repro, q);
       if (!iv.error.empty()) {
         cmp = {{"keep", false}, {"error", iv.error}, {"verdict", iv.last_cand.verdict},
@@ -734,8 +781,14 @@ class Loop {
   std::unique_ptr<Measurer> owned_;
   Measurer* meas_ = nullptr;
   std::unique_ptr<Proposer> proposer_;
-  Clock::time_point start_;
+  Clock::time_point start_, loop_start_;
   int experiments_ = 0, experiments_at_start_ = 0, kept_ = 0, last_keep_ = 0, lost_ = 0;
+  int window_size_ = 1;          ///< candidates in flight (OptimizeOptions::batch, resolved)
+  std::deque<Proposal> window_;  ///< proposed, prefetched, not judged yet (oldest first)
+  bool exhausted_ = false;       ///< the proposer has nothing left
+  bool cancelled_ = false;       ///< a measurement was given up at the deadline
+  int judged_ = 0;               ///< experiments judged in this call (not cancelled)
+  double setup_quick_s_ = 0;     ///< wall time of setup()'s screen of the starting version
   double baseline_us_ = 0, best_us_ = 0, best_quick_us_ = 0, best_pct_ = 0, speedup_ = 1.0;
 };
 

@@ -50,11 +50,14 @@ struct OptimizeOptions {
   /// measurements run as its tasks on the workers owning the folder's device. nullptr = today's
   /// loop in this process.
   Pool* pool = nullptr;
-  /// Candidates proposed at once (the search proposer's batch): all are built and screened
-  /// ahead (Measurer::prefetch), then judged one by one, in proposal order, against the best
-  /// by the same keep rule, so the decisions do not depend on how many workers did the work.
-  /// 1 = one candidate at a time (today's loop).
-  int batch = 1;
+  /// The window: candidates in flight at once. Each is proposed, built and screened ahead
+  /// (Measurer::prefetch) as soon as it joins; the oldest is judged as soon as its screen is
+  /// back, in proposal order, against the current best by the same keep rule, then the next
+  /// joins; so the decisions do not depend on how many workers did the work. A candidate
+  /// joins only when the budget left covers its wait. 1 = one candidate at a time (today's
+  /// loop). 0 = the default: with `pool` (and no `measurer`), default_batch() (the measurement
+  /// slots of the folder's device + 1), else 1.
+  int batch = 0;
   /// Times PyTorch on the folder's problem (same shapes, dtype, device; see
   /// time_pytorch_baseline in measure.h) when problem.json has no "pytorch_us" yet: the loop
   /// stores "pytorch_us" and "pytorch_op" in problem.json (atomically) before the first

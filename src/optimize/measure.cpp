@@ -14,7 +14,8 @@ json measurement_to_json(const Measurement& m) {
   return {{"verdict", m.verdict}, {"guard", m.guard},      {"failed_stage", m.failed_stage},
           {"reason", m.reason},   {"timed", m.timed},      {"median_us", m.median_us},
           {"noise", m.noise},     {"reps", m.reps},        {"pct_peak", m.pct_peak},
-          {"tflops", m.tflops},   {"gbs", m.gbs},          {"seconds", m.seconds}};
+          {"tflops", m.tflops},   {"gbs", m.gbs},          {"seconds", m.seconds},
+          {"build_cached", m.build_cached}, {"build_seconds", m.build_seconds}};
 }
 
 Measurement measurement_from_json(const json& j) {
@@ -31,6 +32,8 @@ Measurement measurement_from_json(const json& j) {
   m.tflops = j.value("tflops", 0.0);
   m.gbs = j.value("gbs", 0.0);
   m.seconds = j.value("seconds", 0.0);
+  m.build_cached = j.value("build_cached", false);
+  m.build_seconds = j.value("build_seconds", 0.0);
   return m;
 }
 
@@ -126,8 +129,12 @@ class EvaluatorMeasurer : public Measurer {
     }
     Measurement m;
     EvalReport r;
+    bool build_cached = false;
+    double build_seconds = 0;
     try {
       r = evaluate(type_, backend_, source, o);
+      build_cached = r.build.cached;  // the first evaluation's build (a retry finds it cached)
+      build_seconds = r.build.seconds;
       // The timer cross-check of a short batch trips when the machine descheduled the runner
       // (a loaded machine); a runner that lies about its times trips it every time. Retry.
       for (int retry = 0; retry < 2 && mode != EvalMode::Full && r.verdict == "INVALID" &&
@@ -150,6 +157,8 @@ class EvaluatorMeasurer : public Measurer {
     m.failed_stage = r.failed_stage;
     m.reason = r.reason;
     m.seconds = r.seconds;
+    m.build_cached = build_cached;
+    m.build_seconds = build_seconds;
     if (r.timing) {
       m.timed = true;
       m.median_us = r.timing->median_us;

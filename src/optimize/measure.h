@@ -3,6 +3,7 @@
 // the only file that knows EvalOptions.
 #pragma once
 
+#include <chrono>
 #include <filesystem>
 #include <functional>
 #include <memory>
@@ -33,10 +34,17 @@ struct Measurement {
   int reps = 0;
   double pct_peak = 0, tflops = 0, gbs = 0;
   double seconds = 0;  ///< wall time of the evaluation
+  /// The candidate's build came from the build cache (a pool's build worker built it ahead, or
+  /// an earlier evaluation did); build_seconds is the compile time when it did not (0 if it did).
+  bool build_cached = false;
+  double build_seconds = 0;
   bool correct() const { return verdict == "PASS"; }
   /// True when the measurement never came back (a pool's worker died every time it ran it, or
   /// it hung past the task timeout): verdict "LOST", `reason` says why. Never cached.
   bool lost() const { return verdict == "LOST"; }
+  /// True when the optimizer gave up waiting for it because its budget ran out (verdict
+  /// "CANCELLED", a pool measurer with a deadline): no results.tsv row, never cached.
+  bool cancelled() const { return verdict == "CANCELLED"; }
 };
 
 /// Interleaved ABBA rounds of the best version (A) and a candidate (B) on one device.
@@ -45,6 +53,7 @@ struct Interleaved {
   Measurement last_cand;                 ///< the candidate's last round (pct_peak, TFLOP/s, GB/s)
   std::string error;  ///< non-empty when a side failed a round ("the candidate failed ...")
   bool lost = false;  ///< the comparison never came back (pool); `error` says why
+  bool cancelled = false;  ///< given up at the deadline (Measurer::set_deadline); no decision
 };
 
 /// A Measurement as JSON (the measurement cache's and the pool protocol's form) and back.
@@ -77,6 +86,14 @@ class Measurer {
   /// Extra text for the measurement cache's keys (e.g. the pool's device resource, so that
   /// results from one device never answer for another); default "".
   virtual std::string cache_scope() const { return ""; }
+  /// The optimizer's budget ends at `deadline` (steady clock): a measurer whose work waits in
+  /// a queue (the pool's) stops waiting then and answers verdict "CANCELLED" (interleave():
+  /// `cancelled`), so that a run overshoots its budget by at most the task running at that
+  /// moment. Default: ignored (the evaluator runs in this process, one phase at a time).
+  virtual void set_deadline(std::chrono::steady_clock::time_point deadline) { (void)deadline; }
+  /// Gives up the work started by prefetch() that no measure() collected (the loop stopped
+  /// with candidates still in its window): a pool cancels their queued tasks. Default: nothing.
+  virtual void discard_prefetched() {}
 };
 
 /// The worker side of a pool task (`vladbud optimize --kernel DIR --measure FILE --mode MODE`):

@@ -15,6 +15,7 @@
 
 #include "core/paths.h"
 #include "core/process.h"
+#include "backends/cuda/cuda_backend.h"
 #include "core/util.h"
 #include "optimize/cache.h"
 
@@ -80,6 +81,19 @@ Pool::Pool(const PoolOptions& o) {
   std::string backends;
   for (const auto& b : o.backends) backends += (backends.empty() ? "" : ",") + b;
   if (!backends.empty()) argv.insert(argv.end(), {"--backends", backends});
+  if (o.workers > 0) {
+    // One function names the architecture for the build workers and the GPU workers alike:
+    // the evaluator's own cuda_arch() (VB_CUDA_ARCH, else the first GPU's compute capability).
+    std::string arch = o.cuda_arch;
+    if (arch.empty() && std::find(o.backends.begin(), o.backends.end(), "cuda") != o.backends.end()) {
+      try {
+        arch = cuda_arch();
+      } catch (const std::exception&) {
+        // No GPU and no VB_CUDA_ARCH: no GPU worker either; device_resource() says so.
+      }
+    }
+    if (!arch.empty()) argv.insert(argv.end(), {"--cuda-arch", arch});
+  }
   argv.insert(argv.end(), {"--task-timeout", fmt::format("{}", o.task_timeout_s),
                            "--no-worker-timeout", fmt::format("{}", o.no_worker_timeout_s),
                            "--connect-timeout", fmt::format("{}", o.connect_timeout_s)});
@@ -158,6 +172,8 @@ Pool::Pool(const PoolOptions& o) {
   workers_ = ready.value("workers", 0);
   const json res = ready.value("resources", json::object());
   for (const auto& [k, v] : res.items()) resources_[k] = v.get<int>();
+  const json slots = ready.value("slots", json::object());
+  for (const auto& [k, v] : slots.items()) slots_[k] = v.get<int>();
   // The reader keeps the remaining buffered bytes.
   reader_ = std::thread([this, buf]() mutable {
     std::string line;
@@ -172,8 +188,10 @@ Pool::Pool(const PoolOptions& o) {
       if (j.contains("event")) {
         events_.push_back({j.value("event", ""), j.value("worker", ""), j.value("time", 0.0)});
       } else if (j.contains("id") && j["id"].is_number_integer()) {
+        const int id = j["id"].get<int>();
+        if (cancelled_.count(id)) continue;  // given up: nobody waits for it
         if (j.value("lost", false)) ++lost_;
-        replies_[j["id"].get<int>()] = j;
+        replies_[id] = j;
       }
       cv_.notify_all();
     }
@@ -246,6 +264,41 @@ json Pool::wait(int id) {
   return r;
 }
 
+std::optional<json> Pool::wait_until(int id, std::chrono::steady_clock::time_point deadline) {
+  std::unique_lock<std::mutex> lk(mu_);
+  if (!cv_.wait_until(lk, deadline, [&] { return replies_.count(id) || dead_; })) return std::nullopt;
+  auto it = replies_.find(id);
+  if (it == replies_.end()) {
+    ++lost_;
+    return json{{"id", id}, {"lost", true}, {"reason", dead_reason_}};
+  }
+  json r = std::move(it->second);
+  replies_.erase(it);
+  return r;
+}
+
+void Pool::cancel(int id) {
+  std::lock_guard<std::mutex> lk(mu_);
+  cancelled_.insert(id);
+  auto it = replies_.find(id);
+  if (it != replies_.end()) {
+    if (it->second.value("lost", false)) --lost_;  // it arrived lost before anyone waited
+    replies_.erase(it);
+  }
+  if (dead_) return;
+  const std::string line = json{{"op", "cancel"}, {"id", id}}.dump() + "\n";
+  (void)!::write(in_fd_, line.data(), line.size());
+}
+
+int Pool::slots(const std::string& resource) const {
+  auto it = slots_.find(resource);
+  return it == slots_.end() ? 0 : it->second;
+}
+
+int default_batch(const Pool& pool, const std::string& backend) {
+  return std::max(1, pool.slots(pool.device_resource(backend))) + 1;
+}
+
 std::string Pool::device_resource(const std::string& backend) const {
   const std::string prefix = backend == "cpu" ? "cpu-" : "gpu-";
   std::string best;
@@ -308,6 +361,22 @@ std::string format_resources(const Pool& pool) {
   return s.empty() ? "none" : s;
 }
 
+std::string format_pool_line(const Pool& pool, int batch) {
+  std::string slots, windows;
+  for (const auto& [k, v] : pool.resources()) {
+    const int n = pool.slots(k);
+    if (n <= 0) continue;
+    slots += fmt::format("{}{}={}", slots.empty() ? "" : ", ", k, n);
+    windows += fmt::format("{}{} on {}", windows.empty() ? "" : ", ", std::max(1, n) + 1, k);
+  }
+  return fmt::format("worker pool: {} workers at {} (resources {}); measurement slots {}; "
+                     "candidates in flight per folder: {}",
+                     pool.workers(), pool.scheduler(), format_resources(pool),
+                     slots.empty() ? "none" : slots,
+                     batch > 0 ? fmt::format("{} (--batch)", batch)
+                               : (windows.empty() ? "2" : windows) + " (the slots + 1)");
+}
+
 json pool_summary(const Pool& pool) {
   json ev = json::array();
   for (const auto& e : pool.events())
@@ -348,14 +417,21 @@ class PoolMeasurer : public Measurer {
   Measurement measure(const fs::path& source, EvalMode mode) override {
     const std::string text = read_file(source);
     const std::string key = std::string(mode_name(mode)) + "|" + content_hash(text);
-    int id = -1;
+    Ahead a;
     {
       std::lock_guard<std::mutex> lk(mu_);
       auto it = pending_.find(key);
-      if (it != pending_.end()) id = it->second, pending_.erase(it);
+      if (it != pending_.end()) a = it->second, pending_.erase(it);
     }
-    if (id < 0) id = pool_.submit(request(mode_name(mode), text, resource_));
-    return to_measurement(pool_.wait(id));
+    if (a.id < 0) a.id = pool_.submit(request(mode_name(mode), text, resource_));
+    const auto reply = wait(a);
+    if (!reply) {
+      Measurement m;
+      m.verdict = "CANCELLED";
+      m.reason = "the optimizer's budget ran out before this measurement came back";
+      return m;
+    }
+    return to_measurement(*reply);
   }
 
   void prefetch(const std::vector<fs::path>& sources, EvalMode mode) override {
@@ -373,16 +449,40 @@ class PoolMeasurer : public Measurer {
       m["after"] = {b};
       const int id = pool_.submit(m);
       std::lock_guard<std::mutex> lk(mu_);
-      pending_[key] = id;
+      pending_[key] = {id, b};
     }
+  }
+
+  void discard_prefetched() override {
+    std::map<std::string, Ahead> drop;
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      drop.swap(pending_);
+    }
+    for (const auto& [k, a] : drop) {
+      pool_.cancel(a.id);
+      if (a.build >= 0) pool_.cancel(a.build);
+    }
+  }
+
+  void set_deadline(std::chrono::steady_clock::time_point d) override {
+    std::lock_guard<std::mutex> lk(mu_);
+    deadline_ = d;
   }
 
   Interleaved interleave(const fs::path& best, const fs::path& cand, int rounds) override {
     json r = request("compare", read_file(cand), resource_);
     r["best"] = read_file(best);
     r["rounds"] = rounds;
-    const json reply = pool_.wait(pool_.submit(r));
+    const auto got = wait({pool_.submit(r), -1});
     Interleaved out;
+    if (!got) {
+      out.cancelled = true;
+      out.error = "the optimizer's budget ran out before the interleaved timing came back";
+      out.last_cand.verdict = "CANCELLED";
+      return out;
+    }
+    const json& reply = *got;
     if (reply.value("lost", false)) {
       out.lost = true;
       out.error = "the interleaved timing was lost: " + reply.value("reason", std::string("unknown"));
@@ -403,6 +503,27 @@ class PoolMeasurer : public Measurer {
   std::string cache_scope() const override { return resource_; }
 
  private:
+  struct Ahead {
+    int id = -1;     ///< the measurement's request
+    int build = -1;  ///< the build before it (prefetched), -1 when none
+  };
+
+  // The reply to `a.id`, or nullopt when the deadline passed first (then `a` is cancelled).
+  std::optional<json> wait(const Ahead& a) {
+    std::optional<std::chrono::steady_clock::time_point> d;
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      d = deadline_;
+    }
+    if (!d) return pool_.wait(a.id);
+    auto r = pool_.wait_until(a.id, *d);
+    if (!r) {
+      pool_.cancel(a.id);
+      if (a.build >= 0) pool_.cancel(a.build);
+    }
+    return r;
+  }
+
   json request(const std::string& op, const std::string& text, const std::string& resource) const {
     return {{"op", op},          {"resource", resource}, {"problem", problem_.raw},
             {"ext", ext_},       {"source", text},       {"vladbud", self_}};
@@ -430,7 +551,8 @@ class PoolMeasurer : public Measurer {
   KernelProblem problem_;
   std::string ext_, resource_, self_;
   std::mutex mu_;
-  std::map<std::string, int> pending_;  ///< prefetched: mode|hash -> request id
+  std::map<std::string, Ahead> pending_;  ///< prefetched: mode|hash -> its requests
+  std::optional<std::chrono::steady_clock::time_point> deadline_;
 };
 
 }  // namespace

@@ -8,12 +8,15 @@
 // stays here (loop.cpp). Without either flag nothing here runs: the loop is today's.
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <filesystem>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <optional>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -26,6 +29,10 @@ namespace vb::opt {
 /// How to reach the workers.
 struct PoolOptions {
   int workers = 0;          ///< --workers N: a local cluster of N workers (0: not set)
+  /// A local cluster's CUDA architecture: every worker builds for it (VB_CUDA_ARCH), so a build
+  /// done ahead has the key the measuring GPU worker computes. "" = cuda_arch() when a folder
+  /// is CUDA and it can be determined (a GPU or VB_CUDA_ARCH here), else none.
+  std::string cuda_arch;
   std::string scheduler;    ///< --scheduler tcp://HOST:PORT: an existing Dask scheduler
   std::vector<std::string> backends;  ///< backends of the kernel folders ("cpu", "cuda")
   double task_timeout_s = 1800;      ///< one task longer than this is given up (lost)
@@ -64,11 +71,22 @@ class Pool {
   /// Waits for the reply to `id` ({"ok": true, "result": ...} or {"lost": true, "reason"}).
   /// A pool process that died answers every pending request as lost.
   nlohmann::json wait(int id);
+  /// wait() until `deadline` (steady clock): the reply, or nullopt when the deadline passed
+  /// first (the request is then still pending; cancel() it or wait again).
+  std::optional<nlohmann::json> wait_until(int id, std::chrono::steady_clock::time_point deadline);
+  /// Gives up request `id`: a queued task never starts, a running one's result is dropped on
+  /// arrival; it never counts as lost and wait() must not be called for it afterwards.
+  void cancel(int id);
 
   /// The scheduler's address, worker count, and resources ({"gpu-h200": 1, ...}) at start.
   const std::string& scheduler() const { return scheduler_; }
   int workers() const { return workers_; }
   const std::map<std::string, int>& resources() const { return resources_; }
+  /// Measurements (timed tasks: quick, timing, compare) the workers owning device resource
+  /// `resource` run at once: the timed task takes every unit of one worker, so one per worker
+  /// owning it (pool.py's measurement_slots; a worker started with --resources "gpu-h200=2"
+  /// is still one). 0 when no worker owns it.
+  int slots(const std::string& resource) const;
   /// The device resource measurements of `backend` go to: for "cpu" the "cpu-*" resource held
   /// by the most workers, for a GPU backend the "gpu-*" one (ties: the first by name). Throws
   /// std::runtime_error naming the fix when no worker owns such a device.
@@ -83,7 +101,8 @@ class Pool {
   int pid_ = -1, in_fd_ = -1, out_fd_ = -1;
   std::string scheduler_;
   int workers_ = 0;
-  std::map<std::string, int> resources_;
+  std::map<std::string, int> resources_, slots_;
+  std::set<int> cancelled_;  ///< ids given up: their replies are dropped
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::map<int, nlohmann::json> replies_;
@@ -101,6 +120,12 @@ std::vector<std::filesystem::path> kernel_folders(const std::filesystem::path& w
 /// The distinct backends named by the folders' problem.json files (unreadable ones skipped).
 std::vector<std::string> folder_backends(const std::vector<std::filesystem::path>& dirs);
 
+/// The default window of a folder's loop over `pool` (OptimizeOptions::batch 0): the
+/// measurement slots of the device its `backend` measures on, plus one candidate built ahead.
+/// A larger window only queues screens on the device and delays the decisions (each candidate
+/// is judged in proposal order, as soon as its screen is back). Throws like device_resource().
+int default_batch(const Pool& pool, const std::string& backend);
+
 /// Kernel folders the orchestrator runs at once over `pool`: the number of device units the
 /// workers own (the "gpu-*" and "cpu-*" resources summed), at least 2 (so that one folder's
 /// candidates build while another's are measured).
@@ -108,6 +133,11 @@ int parallel_folders(const Pool& pool);
 
 /// "gpu-h200=1, cpu-amd-epyc=8" (or "none").
 std::string format_resources(const Pool& pool);
+
+/// The run's pool line: "worker pool: 9 workers at tcp://... (resources gpu-h200=2); measurement
+/// slots gpu-h200=1; candidates in flight per folder: 2 (the slots + 1)" (or "N (--batch)" when
+/// `batch` > 0).
+std::string format_pool_line(const Pool& pool, int batch);
 
 /// The pool's part of a run summary: {"scheduler", "workers", "resources", "lost",
 /// "events": [{"event", "worker", "time"}]}.
@@ -119,7 +149,10 @@ std::string format_pool_summary(const nlohmann::json& summary);
 /// A Measurer whose measurements run as pool tasks on the workers owning the problem's device
 /// (Pool::device_resource): measure() submits (or finds the prefetched task) and waits;
 /// prefetch() submits a build task (any worker) and the measurement after it; interleave() is
-/// one "compare" task. A lost task comes back as verdict "LOST". `ext` is the source extension.
+/// one "compare" task. A lost task comes back as verdict "LOST". Past set_deadline()'s time a
+/// wait ends: verdict "CANCELLED" (interleave: `cancelled`) and the request and its build are
+/// cancelled (Pool::cancel); discard_prefetched() cancels every prefetched pair not collected.
+/// `ext` is the source extension.
 std::unique_ptr<Measurer> make_pool_measurer(Pool& pool, const KernelProblem& problem,
                                              const std::string& ext);
 

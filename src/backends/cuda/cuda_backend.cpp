@@ -162,17 +162,16 @@ class CudaBackend final : public Backend {
     r.compiler_version = nvcc_release(nvcc);
     std::vector<std::string> flags = common_flags();
     flags.insert(flags.end(), arch.begin(), arch.end());
-    // Key: the preprocessed source (an edited header is a new build), flags, nvcc release. A
-    // source that does not preprocess is keyed by its text and built to show the diagnostics.
+    // Key: the preprocessed source (an edited header is a new build) with the source's own
+    // location taken out (cuda_build_key), flags, nvcc release. A source that does not
+    // preprocess is keyed by its text and built to show the diagnostics.
     std::vector<std::string> pp{nvcc};
     pp.insert(pp.end(), flags.begin(), flags.end());
     pp.insert(pp.end(), {"-E", source.string()});
     const auto pre = run_process(pp, std::chrono::minutes(2));
     std::string text;
     if (!pre.ok()) text = read_file(source) + "\n" + pre.err;
-    const std::string material =
-        (pre.ok() ? pre.out : text) + "\n--tc--\n" + join(flags) + "\n" + r.compiler_version;
-    r.cache_key = runner::hex64(runner::fnv1a64(material.data(), material.size()));
+    r.cache_key = cuda_build_key(pre.ok() ? pre.out : text, source, join(flags), r.compiler_version);
     const fs::path dir = cache_dir() / "build" / "cuda" / r.cache_key;
     r.library = dir / "kernel.so";
     const fs::path tmp = dir / ("kernel.so.tmp." + std::to_string(::getpid()));
@@ -231,6 +230,32 @@ std::string cuda_arch() {
   const auto& g = gpus.front();
   return fmt::format("sm_{}{}{}", g.cc_major, g.cc_minor,
                      (g.cc_major == 9 && g.cc_minor == 0) ? "a" : "");
+}
+
+std::string cuda_build_key(std::string preprocessed, const fs::path& source,
+                           const std::string& flags, const std::string& nvcc_release) {
+  // The line markers (# 1 "/tmp/vb-pool-x1/cand.cu") and any __FILE__ spell where the source
+  // lies; a pool's build worker and its measuring worker write the same text into different
+  // temporary folders. The whole path first, then the folder (a header next to the source).
+  auto replace_all = [&](const std::string& from, const std::string& to) {
+    if (from.empty()) return;
+    std::string out;
+    out.reserve(preprocessed.size());
+    std::size_t pos = 0;
+    for (std::size_t hit; (hit = preprocessed.find(from, pos)) != std::string::npos;
+         pos = hit + from.size())
+      out.append(preprocessed, pos, hit - pos).append(to);
+    out.append(preprocessed, pos, std::string::npos);
+    preprocessed.swap(out);
+  };
+  const std::string path = source.string();
+  if (source.is_absolute() && path.size() > 1) {
+    replace_all(path, "<source>");
+    const std::string dir = source.parent_path().string();
+    if (dir.size() > 1) replace_all(dir + "/", "<source-dir>/");
+  }
+  const std::string material = preprocessed + "\n--tc--\n" + flags + "\n" + nvcc_release;
+  return runner::hex64(runner::fnv1a64(material.data(), material.size()));
 }
 
 std::vector<std::string> cuda_gencode_flags(const std::string& arch) {

@@ -4,6 +4,7 @@
 // (libcuda.so.1) at run time; VladBud itself builds without CUDA.
 #pragma once
 
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -24,6 +25,18 @@ std::string cuda_arch();
 /// nvcc -gencode flags for an architecture name: "sm_90a" -> {"-gencode",
 /// "arch=compute_90a,code=sm_90a"}. Throws std::invalid_argument for a malformed name.
 std::vector<std::string> cuda_gencode_flags(const std::string& arch);
+
+/// The build cache key of a CUDA source (16 hex digits, FNV-1a 64): its preprocessed text
+/// (`nvcc -E`, line markers included, so an edited header is a new build), the nvcc flags and
+/// the nvcc release. The source's own location is not part of it: every occurrence of the
+/// absolute path `source` becomes "<source>" and of its folder "<source-dir>/", so the same
+/// text preprocessed from another folder or under another file name is the same build (a
+/// worker pool's build worker and its measuring worker write a candidate into different
+/// temporary folders; the optimizer's tried/<hash>.cu and the editable source are one build).
+/// The cached library then carries the path it was first built from in its line info (as the
+/// CPU backend's vectorization report does). A relative `source` is left as spelled.
+std::string cuda_build_key(std::string preprocessed, const std::filesystem::path& source,
+                           const std::string& flags, const std::string& nvcc_release);
 
 /// Rewrites nvcc/cudafe diagnostics "k.cu(12): error: ..." into the GCC form
 /// "k.cu:12: error: ..." (host-compiler lines are already in that form), so every compiler

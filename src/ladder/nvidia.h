@@ -9,12 +9,17 @@
 //           reject the candidate.
 //   rung 1  the ptxas numbers per kernel, the SASS instruction mix (cuobjdump --dump-sass),
 //           __launch_bounds__ (cuobjdump -elf, EIATTR_MAX_THREADS) and the theoretical
-//           occupancy from the target's limits at the block size: the launch bound, else the
+//           occupancy from the target's limits at the block size; and the launch record
+//           (ladder/launch_record.h: the host code run under a stand-in CUDA runtime that answers
+//           for the target) which names the launched kernels, their grid, block and dynamic
+//           shared memory. Block size: the launch record, else the launch bound, else the
 //           source's `@vb-param BLOCK_THREADS N` (or THREADS, BLOCK_SIZE, ...), else 256 (noted).
+//           (DESIGN §6 lists ptxas, SASS mix and occupancy for this rung; the launch record is
+//           an addition of issue 20.)
 //   rung 2  unavailable (no NVIDIA GPU emulator here) unless the target is the local GPU: then
 //           the evaluator's correctness stages through the "cuda" backend when it is built in.
 //   rung 3  analytical time at the ranking size (analysis/gpu_estimate.h), data "estimate_us".
-//   rung 4  unavailable: no GPU cycle simulator installed.
+//   rung 4  unavailable: no GPU cycle simulator is packaged for Debian or PyPI.
 //   rung 5  only on the local GPU: the evaluator's timing (data "measured_us"); calibration of
 //           siblings is the ladder core's.
 //

@@ -346,6 +346,39 @@ TEST(LaunchRecord, RecordsTheGridTheLauncherComputesForEachTarget) {
   }
 }
 
+TEST(LaunchRecord, AnAnonymousNamespaceKernelIsAnsweredWhicheverFileNameBuiltTheRecording) {
+  // The recording build is cached by content, so it may come from a copy of the source under
+  // another name (CI, stop 17: a copy called a.cu), whose anonymous namespace nvcc names after
+  // that file; the ptxas build of the target names it after this one. Both must still meet.
+  REQUIRE_NVCC();
+  const KernelType& type = *find_kernel_type("softmax");
+  const fs::path dir =
+      fs::temp_directory_path() / ("vb_anon_ns_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir / "cache");
+  fs::copy_file(fixture("launch_geometry.cu"), dir / "a.cu");
+  const char* before = std::getenv("VB_CACHE_DIR");
+  const std::string saved = before ? before : "";
+  ::setenv("VB_CACHE_DIR", (dir / "cache").c_str(), 1);
+  ClimbOptions o;
+  o.max_rung = 1;
+  o.dtype = DType::BF16;
+  const ClimbResult first = ladder::nvidia_climb_source(dir / "a.cu", type, spec("h200"), o);
+  const ClimbResult r =
+      ladder::nvidia_climb_source(fixture("launch_geometry.cu"), type, spec("a100-sxm"), o);
+  if (before) ::setenv("VB_CACHE_DIR", saved.c_str(), 1); else ::unsetenv("VB_CACHE_DIR");
+  fs::remove_all(dir);
+  ASSERT_FALSE(first.rejected) << first.stop_reason;
+  ASSERT_FALSE(r.rejected) << r.stop_reason;
+  const auto& rec = rung(r, 1).data["launch_record"];
+  if (!rec["available"].get<bool>()) GTEST_SKIP() << rec["why"].get<std::string>();
+  ASSERT_TRUE(rec["ok"].get<bool>()) << rec.dump();
+  EXPECT_TRUE(rec["unanswered"].empty()) << rec.dump();
+  ASSERT_EQ(rec["launches"].size(), 1u) << rec.dump();
+  // The launch names the kernel as the target's ptxas build does, so rung 3 can use it.
+  EXPECT_EQ(rec["launches"][0]["kernel"], rung(r, 1).data["main_kernel"]) << rung(r, 1).data.dump();
+}
+
 TEST(LaunchRecord, ALauncherThatReadsDeviceMemoryIsReportedAndTheModelFallsBack) {
   REQUIRE_NVCC();
   const KernelType& type = *find_kernel_type("softmax");

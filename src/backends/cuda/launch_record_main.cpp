@@ -27,6 +27,8 @@
 #include <dlpack/dlpack.h>
 #include <sys/mman.h>
 
+#include <algorithm>
+#include <cctype>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -78,9 +80,46 @@ void* reserve(size_t bytes) {
   return p == MAP_FAILED ? nullptr : p;
 }
 
+// A kernel in an anonymous namespace is mangled with a name nvcc derives from the source file's
+// name and a hash (`36_GLOBAL__N__43a081a2_4_a_cu_5c686896`): the recording build and the
+// ptxas build that measured the resources may see the same text under different paths (the
+// recording build is cached by content), so names are compared with that identifier replaced
+// by `11_GLOBAL__N_`. The length prefix bounds the identifier exactly (Itanium ABI <source-name>).
+std::string without_anonymous_namespace_id(const std::string& mangled) {
+  static const std::string tag = "_GLOBAL__N_";
+  std::string out;
+  size_t i = 0;
+  while (i < mangled.size()) {
+    const size_t at = mangled.find(tag, i);
+    if (at == std::string::npos) break;
+    size_t d = at;
+    while (d > i && std::isdigit(static_cast<unsigned char>(mangled[d - 1]))) --d;
+    const size_t len = d < at ? std::stoul(mangled.substr(d, at - d)) : 0;
+    if (len < tag.size() || at + len > mangled.size()) {  // not a length-prefixed source name
+      out += mangled.substr(i, at + tag.size() - i);
+      i = at + tag.size();
+      continue;
+    }
+    out += mangled.substr(i, d - i) + "11" + tag;
+    i = at + len;
+  }
+  return out + mangled.substr(std::min(i, mangled.size()));
+}
+
+// The registered device name as the request spells it: exact, or the one request kernel that
+// is equal once anonymous-namespace identifiers are set aside (none if two are).
 std::string kernel_name(const void* f) {
   auto it = st().names.find(f);
-  return it == st().names.end() ? std::string("<unregistered host function>") : it->second;
+  if (it == st().names.end()) return "<unregistered host function>";
+  if (st().kernels.count(it->second)) return it->second;
+  const std::string key = without_anonymous_namespace_id(it->second);
+  const std::string* match = nullptr;
+  for (const auto& [name, k] : st().kernels)
+    if (without_anonymous_namespace_id(name) == key) {
+      if (match) return it->second;
+      match = &name;
+    }
+  return match ? *match : it->second;
 }
 
 const KernelResources* resources_of(const void* f) {

@@ -7,6 +7,7 @@
 #include <spawn.h>
 #include <sys/wait.h>
 
+#include <atomic>
 #include <chrono>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -132,6 +133,63 @@ TEST(OptimizeCli, BrokenAndCheatingAgentCandidatesAreNeverKept) {
     EXPECT_NE(last.find("\tFAIL\t"), std::string::npos) << name << ": " << last;
     EXPECT_EQ(read_file(d / "softmax.cpp"), starter) << name;
   }
+  fs::remove_all(ws);
+}
+
+// Issue 16: on a shared 2-core machine the keep rule must keep a 2x faster candidate and not
+// keep an equal one, with the other core busy. The planted kernels are the rmsnorm starter
+// (one thread) run REPS times per call: the best and the "equal" candidate (a comment apart)
+// run it twice, the fast candidate once.
+TEST(OptimizeCli, UnderLoadA2xFasterCandidateIsKeptAndAnEqualOneIsNot) {
+  const fs::path ws = temp_ws("load");
+  const fs::path d = kernel_folder(ws, "01_rmsnorm", "rmsnorm", R"({"M":256,"N":4096})", 0.5);
+  std::string text = read_file(d / "rmsnorm.cpp");
+  const auto at = text.find("#define NUM_THREADS 0");
+  ASSERT_NE(at, std::string::npos) << "the rmsnorm starter no longer defines NUM_THREADS 0";
+  text.replace(at, 21, "#define NUM_THREADS 1");
+  auto planted = [&](int reps, const std::string& note) {
+    return "// planted (issue 16 test): the starter run " + std::to_string(reps) + " time(s) per call" +
+           note + "\n#define vb_kernel_run vb_planted_once\n" + text +
+           "\n#undef vb_kernel_run\n"
+           "extern \"C\" int vb_kernel_run(const DLTensor* i, int ni, DLTensor* o, int no,\n"
+           "                             const double* a, int na, void* s) {\n"
+           "  int e = 0;\n"
+           "  for (int r = 0; r < " + std::to_string(reps) + " && e == 0; ++r) {\n"
+           "    e = vb_planted_once(i, ni, o, no, a, na, s);\n"
+           "    asm volatile(\"\" ::: \"memory\");\n"
+           "  }\n"
+           "  return e;\n"
+           "}\n";
+  };
+  std::ofstream(d / "rmsnorm.cpp") << planted(2, "");
+  std::ofstream(ws / "equal.cpp") << planted(2, " (the same, another comment)");
+  std::ofstream(ws / "fast.cpp") << planted(1, "");
+  // The artificial load: a thread spinning on the other core for the whole comparison.
+  std::atomic<bool> stop{false};
+  std::thread load([&] {
+    volatile unsigned long x = 0;
+    while (!stop.load(std::memory_order_relaxed)) x = x + 1;
+  });
+  auto propose = [&](const fs::path& f) {
+    return vladbud({"optimize", "--kernel", d.string(), "--proposer", "agent", "--agent-cmd",
+                    "cp " + f.string() + " rmsnorm.cpp", "--max-experiments", "1", "--no-git",
+                    "--json"});
+  };
+  const auto eq = propose(ws / "equal.cpp");
+  const auto fast = propose(ws / "fast.cpp");
+  stop = true;
+  load.join();
+  ASSERT_EQ(eq.exit_code, 0) << eq.out << eq.err;
+  ASSERT_EQ(fast.exit_code, 0) << fast.out << fast.err;
+  const auto rows = lines_of(ws / "results.tsv");
+  ASSERT_GE(rows.size(), 3u);
+  const std::string& eq_row = rows[rows.size() - 2];
+  const std::string& fast_row = rows.back();
+  EXPECT_EQ(nlohmann::json::parse(eq.out)["kept"].get<int>(), 0) << eq_row;
+  EXPECT_NE(eq_row.find("\trevert\t"), std::string::npos) << eq_row;
+  EXPECT_EQ(nlohmann::json::parse(fast.out)["kept"].get<int>(), 1) << fast_row;
+  EXPECT_NE(fast_row.find("\tkeep\t"), std::string::npos) << fast_row;
+  EXPECT_EQ(read_file(d / "best" / "rmsnorm.cpp"), read_file(ws / "fast.cpp"));
   fs::remove_all(ws);
 }
 

@@ -34,7 +34,7 @@ struct OptimizeArgs {
               reproduce;
   double agent_timeout = 900, ceiling = 90;
   std::uint64_t seed = 1;
-  int plateau = 20, max_experiments = 0, rounds = 3;
+  int plateau = 20, max_experiments = 0, rounds = 3, max_rounds = 0;
   bool json = false, no_git = false, verbose = false, no_pytorch = false;
   // The worker pool (issue 21).
   int workers = 0, batch = 0;
@@ -119,6 +119,8 @@ void run_optimize(const OptimizeArgs& a) {
     usage_error("--proposer agent needs --agent-cmd 'COMMAND' (run in the kernel folder, which "
                 "holds program.md)");
   if (a.rounds < 2 || a.rounds > 20) usage_error("--rounds must be in [2, 20]");
+  if (a.max_rounds != 0 && (a.max_rounds < a.rounds || a.max_rounds > 60))
+    usage_error("--max-rounds must be 0 (4 x --rounds) or in [--rounds, 60]");
   if (!a.reproduce.empty()) {
     if (a.kernel.empty()) usage_error("--reproduce needs --kernel DIR (the folder's problem.json)");
     return reproduce(a);
@@ -134,6 +136,7 @@ void run_optimize(const OptimizeArgs& a) {
   o.seed = a.seed;
   o.max_experiments = a.max_experiments;
   o.rounds = a.rounds;
+  o.max_rounds = a.max_rounds;
   o.ceiling_pct = a.ceiling;
   o.git = !a.no_git;
   if (!a.no_pytorch) o.pytorch_baseline = opt::time_pytorch_baseline;
@@ -235,6 +238,11 @@ void add_optimize(CLI::App& app) {
   c->add_option("--ceiling", a->ceiling, "stop a kernel at this % of its roofline ceiling")->capture_default_str();
   c->add_option("--max-experiments", a->max_experiments, "stop after N experiments (0: budget only)");
   c->add_option("--rounds", a->rounds, "interleaved timing rounds per side before a keep")->capture_default_str();
+  c->add_option("--max-rounds", a->max_rounds,
+                "most rounds per side one comparison may take: an undecided candidate (consistent "
+                "wins the noise threshold cannot confirm, e.g. on a loaded machine) gets --rounds "
+                "more until the signed-rank test keeps it or can no longer (0 = 4 x --rounds)")
+      ->capture_default_str();
   c->add_option("--reproduce", a->reproduce,
                 "evaluate one candidate file (from a results.tsv row) at the folder's problem, "
                 "all five stages and timing, then exit");

@@ -25,12 +25,66 @@ double median_of(std::vector<double> v) {
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
+double signed_rank_upper_p(const std::vector<double>& ranks, double w) {
+  if (ranks.empty()) return 1;
+  // Doubled ranks are integers (averaged ties are k + 0.5 at worst).
+  std::vector<int> r2;
+  int total = 0;
+  for (double r : ranks) {
+    r2.push_back(static_cast<int>(std::lround(2 * r)));
+    total += r2.back();
+  }
+  std::vector<double> ways(static_cast<std::size_t>(total) + 1, 0.0);
+  ways[0] = 1;
+  int reach = 0;
+  for (int v : r2) {
+    for (int s = reach; s >= 0; --s)
+      if (ways[static_cast<std::size_t>(s)] > 0) ways[static_cast<std::size_t>(s + v)] += ways[static_cast<std::size_t>(s)];
+    reach += v;
+  }
+  const long w2 = std::lround(2 * w);
+  double tail = 0, all = 0;
+  for (int s = 0; s <= total; ++s) {
+    all += ways[static_cast<std::size_t>(s)];
+    if (s >= w2) tail += ways[static_cast<std::size_t>(s)];
+  }
+  return tail / all;
+}
+
+namespace {
+
+// Ranks of |x| (1-based, ties averaged), for the non-zero entries of x, in x's order.
+std::vector<double> abs_ranks(const std::vector<double>& x) {
+  std::vector<std::size_t> idx(x.size());
+  for (std::size_t i = 0; i < x.size(); ++i) idx[i] = i;
+  std::sort(idx.begin(), idx.end(),
+            [&](std::size_t a, std::size_t b) { return std::fabs(x[a]) < std::fabs(x[b]); });
+  std::vector<double> rank(x.size(), 0);
+  for (std::size_t i = 0; i < idx.size();) {
+    std::size_t j = i;
+    while (j + 1 < idx.size() && std::fabs(x[idx[j + 1]]) == std::fabs(x[idx[i]])) ++j;
+    for (std::size_t k = i; k <= j; ++k) rank[idx[k]] = 0.5 * static_cast<double>(i + j) + 1;
+    i = j + 1;
+  }
+  return rank;
+}
+
+}  // namespace
+
 KeepDecision decide_keep(const std::vector<TimingSample>& base,
-                         const std::vector<TimingSample>& cand, double strictness) {
+                         const std::vector<TimingSample>& cand, double strictness,
+                         int max_rounds) {
   if (base.empty() || base.size() != cand.size())
     throw std::invalid_argument(
         "decide_keep needs the same non-zero number of baseline and candidate rounds");
   KeepDecision d;
+  for (const auto* side : {&base, &cand})
+    for (const auto& s : *side)
+      if (!(s.median_us > 0) || !std::isfinite(s.median_us)) {
+        d.reason = fmt::format("a round's latency is not positive and finite ({} us): no decision",
+                               s.median_us);
+        return d;
+      }
   const std::size_t n = base.size();
   std::vector<double> b, c;
   for (std::size_t i = 0; i < n; ++i) {
@@ -41,10 +95,7 @@ KeepDecision decide_keep(const std::vector<TimingSample>& base,
   d.pairs = static_cast<int>(n);
   d.base_us = median_of(b);
   d.cand_us = median_of(c);
-  if (!(d.base_us > 0)) {
-    d.reason = "baseline latency is not positive";
-    return d;
-  }
+  // ---- the noise threshold ------------------------------------------------------------------
   // (a) spread of the round medians, pooled over both sides. With an odd number of rounds
   // one deviation per side is zero by construction (the median itself): leave it out.
   std::vector<double> dev;
@@ -73,13 +124,42 @@ KeepDecision decide_keep(const std::vector<TimingSample>& base,
   d.threshold = strictness * t_critical(static_cast<int>(2 * n - 2)) * se_diff / d.base_us;
   const bool beats_noise = d.gain > d.threshold;
   const bool consistent = d.pairs_faster * 5 >= d.pairs * 4;
-  d.keep = beats_noise && consistent;
+  // ---- the paired signed-rank test -----------------------------------------------------------
+  std::vector<double> r;  // ln(base_i / cand_i) > 0: the candidate won pair i
+  for (std::size_t i = 0; i < n; ++i) r.push_back(std::log(b[i] / c[i]));
+  std::vector<double> nz;
+  for (double x : r)
+    if (x != 0) nz.push_back(x);
+  const std::vector<double> rk = abs_ranks(nz);
+  double w_plus = 0;
+  for (std::size_t i = 0; i < nz.size(); ++i)
+    if (nz[i] > 0) w_plus += rk[i];
+  d.p_value = signed_rank_upper_p(rk, w_plus);
+  d.alpha = kRankAlpha / std::max(strictness, 1e-9);
+  const double median_ratio = median_of(r);
+  const bool rank_keep = d.p_value <= d.alpha && consistent && median_ratio > 0;
+  d.keep = (beats_noise && consistent) || rank_keep;
+  d.test = beats_noise && consistent ? "noise threshold" : rank_keep ? "signed-rank" : "";
+  // ---- could more rounds decide? -------------------------------------------------------------
+  const std::size_t cap = max_rounds > 0 ? static_cast<std::size_t>(max_rounds) : n;
+  if (!d.keep && n < cap && median_ratio > 0) {
+    const std::size_t lost = n - static_cast<std::size_t>(d.pairs_faster);
+    // Best case: every new pair won, by more than any so far (ranks n'+1 .. n'+k).
+    std::vector<double> best_ranks = rk;
+    double best_w = w_plus;
+    for (std::size_t k = nz.size() + 1; k <= nz.size() + (cap - n); ++k) {
+      best_ranks.push_back(static_cast<double>(k));
+      best_w += static_cast<double>(k);
+    }
+    d.more_rounds = lost * 5 <= cap && signed_rank_upper_p(best_ranks, best_w) <= d.alpha;
+  }
   d.reason = fmt::format(
       "interleaved {} rounds: best {:.2f} us, candidate {:.2f} us, gain {:+.2f}% vs noise "
-      "threshold {:.2f}% ({}/{} pairs faster){}",
+      "threshold {:.2f}% ({}/{} pairs faster, signed-rank p {:.3g} vs {:.3g}){}",
       n, d.base_us, d.cand_us, 100 * d.gain, 100 * d.threshold, d.pairs_faster, d.pairs,
-      d.keep          ? ": keep"
-      : !beats_noise  ? ": gain within noise"
+      d.p_value, d.alpha,
+      d.keep          ? ": keep (" + d.test + ")"
+      : !beats_noise && !rank_keep ? ": gain within noise"
                       : ": not faster in enough pairs");
   return d;
 }

@@ -687,17 +687,38 @@ class Loop {
       cmp = *c;
       hit_c = true;
     } else {
-      const Interleaved iv = meas_->interleave(best_file_, cand, opt_.rounds);
+      Interleaved iv = meas_->interleave(best_file_, cand, opt_.rounds);
+      const int max_rounds = opt_.max_rounds > 0 ? opt_.max_rounds : 4 * opt_.rounds;
+      KeepDecision d;
+      if (iv.error.empty() && !iv.lost && !iv.cancelled)
+        d = decide_keep(iv.best, iv.cand, opt_.strictness, max_rounds);
+      // Undecided (a loaded machine: consistent wins that the noise threshold cannot confirm):
+      // more rounds, until the signed-rank test keeps it or can no longer.
+      while (iv.error.empty() && !iv.lost && !iv.cancelled && !d.keep && d.more_rounds &&
+             !stopping()) {
+        const int add = std::min<int>(opt_.rounds, max_rounds - static_cast<int>(iv.best.size()));
+        const Interleaved more = meas_->interleave(best_file_, cand, add);
+        iv.best.insert(iv.best.end(), more.best.begin(), more.best.end());
+        iv.cand.insert(iv.cand.end(), more.cand.begin(), more.cand.end());
+        iv.error = more.error;
+        iv.lost = more.lost;
+        iv.cancelled = more.cancelled;
+        if (more.last_cand.timed) iv.last_cand = more.last_cand;
+        iv.best.resize(std::min(iv.best.size(), iv.cand.size()));
+        iv.cand.resize(iv.best.size());
+        if (iv.error.empty() && !iv.lost && !iv.cancelled)
+          d = decide_keep(iv.best, iv.cand, opt_.strictness, max_rounds);
+      }
       if (iv.cancelled) return cancelled();
       if (iv.lost) return lost(fb, iv.error, head, repro, q);
       if (!iv.error.empty()) {
         cmp = {{"keep", false}, {"error", iv.error}, {"verdict", iv.last_cand.verdict},
                {"guard", iv.last_cand.guard}};
       } else {
-        const KeepDecision d = decide_keep(iv.best, iv.cand, opt_.strictness);
         const Measurement& last_b = iv.last_cand;
         cmp = {{"keep", d.keep},         {"reason", d.reason}, {"base_us", d.base_us},
                {"cand_us", d.cand_us},   {"gain", d.gain},     {"threshold", d.threshold},
+               {"p_value", d.p_value},   {"rounds", d.pairs},  {"test", d.test},
                {"pct_peak", last_b.pct_peak * d.cand_us / std::max(last_b.median_us, 1e-12)},
                {"tflops", last_b.tflops}, {"gbs", last_b.gbs}};
       }

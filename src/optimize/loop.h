@@ -39,7 +39,11 @@ struct OptimizeOptions {
   double ceiling_pct = 90;   ///< stop when the best reaches this % of its ceiling (0 = never)
   int max_experiments = 0;   ///< stop after this many experiments in this call (0 = no limit)
   int rounds = 3;            ///< interleaved ABBA rounds per side before a keep
-  double strictness = 1.0;   ///< multiplier of the noise threshold (decide_keep)
+  /// The most rounds per side one comparison may take: while decide_keep says more rounds
+  /// could still keep the candidate (KeepDecision::more_rounds), `rounds` more are timed.
+  /// 0 = 4 x rounds (12 by default: the signed-rank test needs 9 won pairs at strictness 1).
+  int max_rounds = 0;
+  double strictness = 1.0;   ///< multiplier of the noise threshold, divisor of the rank test's level
   std::filesystem::path workspace;  ///< empty = derived from the folder (see above)
   bool git = true;                  ///< commit kept versions when inside a git repository
   /// The ladder's rung-0 static screen (issue 4), run after the built-in one. May be empty.

@@ -437,6 +437,98 @@ std::vector<std::vector<std::string>> rows_of(const fs::path& tsv) {
 
 }  // namespace
 
+namespace {
+
+// SyntheticMeasurer's answers, but the first `contended` measurements are timed "while other
+// tasks compete for the cores": 300x slower and flagged (issue 16: a starter recorded at
+// 7990.5 us under load measures 26 us).
+class ContendedMeasurer : public SyntheticMeasurer {
+ public:
+  explicit ContendedMeasurer(int contended) : SyntheticMeasurer(0.0), left_(contended) {}
+  Measurement measure(const fs::path& f, EvalMode mode) override {
+    Measurement m = SyntheticMeasurer::measure(f, mode);
+    if (left_ > 0 && m.timed) {
+      --left_;
+      m.median_us *= 300;
+      m.other_runnable = 2;
+    }
+    return m;
+  }
+
+ private:
+  int left_;
+};
+
+}  // namespace
+
+TEST(OptimizeLoop, ABaselineTimedUnderContentionIsRetriedFlaggedAndReplacedByARerun) {
+  const fs::path ws = temp_dir("contended");
+  // No candidate is faster (UNROLL=8 is 1 % slower), so nothing is ever kept.
+  const std::string src =
+      "// @vb-param UNROLL 1 {1,8}  unroll factor\n#ifndef UNROLL\n#define UNROLL 1\n#endif\n"
+      "// @vb-param MODE 0 {0,1}  0 honest, 1 broken\n#ifndef MODE\n#define MODE 0\n#endif\n";
+  const fs::path d = make_kernel_folder(ws, src);
+  OptimizeOptions o;
+  o.budget_s = 1e-3;  // setup, and at most an experiment that started before the budget ran out
+  auto baseline_rows = [&] {
+    std::vector<std::vector<std::string>> b;
+    for (const auto& r : rows_of(ws / "results.tsv"))
+      if (r[1] == "baseline") b.push_back(r);
+    return b;
+  };
+  o.git = false;
+  {
+    // Contended once: the second try is quiet and becomes the baseline.
+    ContendedMeasurer m(1);
+    o.measurer = &m;
+    const KernelSummary s = optimize_kernel(d, o);
+    EXPECT_NEAR(s.baseline_us, 100, 1e-9);
+    EXPECT_GE(m.calls, 2);
+  }
+  fs::remove_all(ws);
+  const fs::path d2 = make_kernel_folder(ws, src);
+  {
+    // Contended at all three tries: stored, but flagged in best.json and in the row.
+    ContendedMeasurer m(3);
+    o.measurer = &m;
+    const KernelSummary s = optimize_kernel(d2, o);
+    EXPECT_NEAR(s.baseline_us, 30000, 1e-6);
+    EXPECT_GE(m.calls, 3);
+    const auto meta = nlohmann::json::parse(read_file(d2 / "best" / "best.json"));
+    EXPECT_TRUE(meta["baseline_contended"].get<bool>());
+    const auto rows = baseline_rows();
+    ASSERT_EQ(rows.size(), 1u);
+    EXPECT_NE(rows[0][9].find("suspect"), std::string::npos) << rows[0][9];
+  }
+  {
+    // The re-run times it quietly: that figure replaces it everywhere the summary, state,
+    // best.json and report read.
+    ContendedMeasurer m(0);
+    o.measurer = &m;
+    const KernelSummary s = optimize_kernel(d2, o);
+    EXPECT_NEAR(s.baseline_us, 100, 1e-9);
+    const auto meta = nlohmann::json::parse(read_file(d2 / "best" / "best.json"));
+    EXPECT_FALSE(meta["baseline_contended"].get<bool>());
+    EXPECT_NEAR(meta["baseline_us"].get<double>(), 100, 1e-9);
+    const auto rows = baseline_rows();
+    ASSERT_EQ(rows.size(), 2u);
+    EXPECT_EQ(rows[1][1], "baseline");
+    EXPECT_NE(rows[1][9].find("re-measured"), std::string::npos) << rows[1][9];
+    write_report(ws);
+    const std::string md = read_file(ws / "report.md");
+    EXPECT_NE(md.find("| 100.00 | 100.00 |"), std::string::npos) << md;
+    EXPECT_EQ(md.find("30000.00"), std::string::npos) << md;
+  }
+  {
+    // A quiet baseline is never replaced by a re-run.
+    ContendedMeasurer m(5);
+    o.measurer = &m;
+    EXPECT_NEAR(optimize_kernel(d2, o).baseline_us, 100, 1e-9);
+    EXPECT_EQ(baseline_rows().size(), 2u);
+  }
+  fs::remove_all(ws);
+}
+
 TEST(OptimizeLoop, KeepsRealGainsOnlyAndNeverBrokenOrCheatingCandidates) {
   const fs::path ws = temp_dir("loop");
   const fs::path d = make_kernel_folder(ws);

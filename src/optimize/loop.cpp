@@ -451,25 +451,67 @@ class Loop {
                                                                    : m.median_us;
       if (baseline_us_ <= 0) baseline_us_ = m.median_us;
       if (best_pct_ <= 0) best_pct_ = m.pct_peak;
+      baseline_contended_ = meta.value("baseline_contended", false);
+      // Nothing kept yet, so the best is the starting source: a baseline measured under
+      // contention is replaced by this measurement when this one is quieter (a re-run
+      // replaces it: issue 16's 7990 us starter that measures 26 us).
+      if (kept_ == 0 && baseline_contended_ && m.other_runnable == 0) {
+        const double old = baseline_us_;
+        baseline_us_ = best_us_ = m.median_us;
+        baseline_contended_ = false;
+        best_pct_ = m.pct_peak;
+        meta["best_us"] = best_us_;
+        meta["baseline_us"] = baseline_us_;
+        meta["baseline_contended"] = false;
+        meta["pct_peak"] = best_pct_;
+        write_file_atomic(best_dir / "best.json", meta.dump(2));
+        ResultsRow row = base_row("baseline", m);
+        row.description = prefix(0) + fmt::format(
+            "baseline re-measured: the starting source {} measured {:.2f} us before, while other "
+            "tasks competed for the cores; {:.2f} us now with none; reproduce: {}",
+            src_.filename().string(), old, m.median_us, reproduce_cmd(best_file_));
+        append_results_row(results_, row);
+        say(fmt::format("{}: baseline re-measured: {:.2f} us (was {:.2f} us under contention)",
+                        kdir_, m.median_us, old));
+      }
     } else {
       best_text_ = read_file(src_);
       // With a window (a pool): the starter builds on any worker, then is screened on the
       // device, as every candidate is (several folders' starters build at once).
       if (window_size_ > 1) meas_->prefetch({src_}, EvalMode::Quick);
       const auto t_quick = Clock::now();
-      const Measurement m = meas_->measure(src_, EvalMode::Quick);
-      setup_quick_s_ = std::chrono::duration<double>(Clock::now() - t_quick).count();
+      Measurement m = meas_->measure(src_, EvalMode::Quick);
       if (!m.correct() || !m.timed)
         throw std::runtime_error(fmt::format(
             "{}: the starting source fails the quick checks ({} in {}, guard {}: {}); the loop "
             "needs a correct baseline (try `vladbud bench --kernel {} --source {}`)",
             src_.string(), m.verdict, m.failed_stage, m.guard, m.reason, problem_.kernel,
             src_.string()));
+      // Other work competed for the cores while it was timed: up to two more tries, the least
+      // contended (then the fastest) kept. Still contended: stored with a flag, replaced by
+      // the next run's quieter measurement (above) while nothing has been kept.
+      for (int i = 0; i < 2 && m.other_runnable > 0 && !stopping(); ++i) {
+        say(fmt::format("{}: the starting source was timed while {} other task(s) competed for "
+                        "the cores: measuring it again",
+                        kdir_, m.other_runnable));
+        const Measurement again = meas_->measure(src_, EvalMode::Quick);
+        if (again.correct() && again.timed &&
+            (again.other_runnable < m.other_runnable ||
+             (again.other_runnable == m.other_runnable && again.median_us < m.median_us)))
+          m = again;
+      }
+      setup_quick_s_ = std::chrono::duration<double>(Clock::now() - t_quick).count();
+      baseline_contended_ = m.other_runnable > 0;
       baseline_us_ = best_us_ = best_quick_us_ = m.median_us;
       best_pct_ = m.pct_peak;
       install(best_text_, 0);
       ResultsRow row = base_row("baseline", m);
       row.description = prefix(0) + "baseline: the starting source " + src_.filename().string() +
+                        (baseline_contended_
+                             ? fmt::format(" (timed while {} other task(s) competed for the "
+                                           "cores: suspect; the next run re-measures it)",
+                                           m.other_runnable)
+                             : std::string()) +
                         "; reproduce: " + reproduce_cmd(src_);
       append_results_row(results_, row);
     }
@@ -575,6 +617,7 @@ class Loop {
                            {"experiment", n},
                            {"best_us", best_us_},
                            {"baseline_us", baseline_us_},
+                           {"baseline_contended", baseline_contended_},
                            {"pct_peak", best_pct_},
                            {"speedup", speedup_},
                            {"source", src_.filename().string()},
@@ -811,6 +854,9 @@ class Loop {
   int judged_ = 0;               ///< experiments judged in this call (not cancelled)
   double setup_quick_s_ = 0;     ///< wall time of setup()'s screen of the starting version
   double baseline_us_ = 0, best_us_ = 0, best_quick_us_ = 0, best_pct_ = 0, speedup_ = 1.0;
+  /// The baseline was timed while other tasks competed for the cores (Measurement::
+  /// other_runnable): flagged in best.json, replaced by a quieter measurement at the next run.
+  bool baseline_contended_ = false;
 };
 
 }  // namespace

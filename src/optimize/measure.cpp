@@ -14,6 +14,7 @@ json measurement_to_json(const Measurement& m) {
   return {{"verdict", m.verdict}, {"guard", m.guard},      {"failed_stage", m.failed_stage},
           {"reason", m.reason},   {"timed", m.timed},      {"median_us", m.median_us},
           {"noise", m.noise},     {"reps", m.reps},        {"pct_peak", m.pct_peak},
+          {"other_runnable", m.other_runnable},
           {"tflops", m.tflops},   {"gbs", m.gbs},          {"seconds", m.seconds},
           {"build_cached", m.build_cached}, {"build_seconds", m.build_seconds}};
 }
@@ -28,6 +29,7 @@ Measurement measurement_from_json(const json& j) {
   m.median_us = j.value("median_us", 0.0);
   m.noise = j.value("noise", 0.0);
   m.reps = j.value("reps", 0);
+  m.other_runnable = j.value("other_runnable", 0);
   m.pct_peak = j.value("pct_peak", 0.0);
   m.tflops = j.value("tflops", 0.0);
   m.gbs = j.value("gbs", 0.0);
@@ -164,6 +166,7 @@ class EvaluatorMeasurer : public Measurer {
       m.median_us = r.timing->median_us;
       m.noise = r.timing->noise;
       m.reps = r.timing->reps;
+      m.other_runnable = r.timing->other_runnable;
       m.pct_peak = r.timing->roofline.pct_peak;
       m.tflops = r.timing->roofline.achieved_tflops;
       m.gbs = r.timing->roofline.achieved_gbs;

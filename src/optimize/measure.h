@@ -32,6 +32,10 @@ struct Measurement {
   bool timed = false;
   double median_us = 0, noise = 0;  ///< latency and MAD/median of the timed calls
   int reps = 0;
+  /// Most other runnable tasks the evaluator saw just before its timing batches
+  /// (TimingResult::other_runnable): >= 1 means other work competed for the cores and the
+  /// latency is suspect (0 for measurers that do not know).
+  int other_runnable = 0;
   double pct_peak = 0, tflops = 0, gbs = 0;
   double seconds = 0;  ///< wall time of the evaluation
   /// The candidate's build came from the build cache (a pool's build worker built it ahead, or

@@ -148,7 +148,8 @@ TEST(OptimizeDecision, OnALoadedMachineA2xFasterCandidateIsKeptAndAnEqualOneIsNo
     equal_keeps += decide_with_more_rounds(rng, 32.0, 32.0, 3, &used).keep;
     equal_rounds += used;
   }
-  // At most 0.5 % (the level is 0.2 % per look; a comparison looks at 9 and 12 rounds).
+  // At most 0.5 % (the level is 0.2 % per look; a comparison looks at 9 and 12 rounds; 12 in
+  // 10000 when written).
   EXPECT_LE(equal_keeps, 50) << "an equal candidate kept " << equal_keeps << " times in 10000";
   // The extra rounds are spent on the winners, not on every equal candidate.
   EXPECT_LT(equal_rounds / 10000.0, 6.0) << "mean rounds per equal candidate";

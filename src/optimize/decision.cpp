@@ -142,7 +142,7 @@ KeepDecision decide_keep(const std::vector<TimingSample>& base,
   d.test = beats_noise && consistent ? "noise threshold" : rank_keep ? "signed-rank" : "";
   // ---- could more rounds decide? -------------------------------------------------------------
   const std::size_t cap = max_rounds > 0 ? static_cast<std::size_t>(max_rounds) : n;
-  if (!d.keep && n < cap && median_ratio > 0) {
+  if (!d.keep && n < cap && 1 - std::exp(-median_ratio) >= kMinGainForMoreRounds) {
     const std::size_t lost = n - static_cast<std::size_t>(d.pairs_faster);
     // Best case: every new pair won, by more than any so far (ranks n'+1 .. n'+k).
     std::vector<double> best_ranks = rk;

@@ -33,7 +33,8 @@ struct KeepDecision {
   double p_value = 1;
   double alpha = 0;  ///< the signed-rank test's level: kRankAlpha / strictness
   /// Not kept, but more rounds (up to decide_keep's max_rounds) could still make the signed-rank
-  /// test keep it: the median ratio favours the candidate, the pairs it lost still leave room
+  /// test keep it: the median pair says the candidate saves >= kMinGainForMoreRounds of the
+  /// best's time, the pairs it lost still leave room
   /// for 80 % by max_rounds, and the p-value reachable if every new pair is won by the largest
   /// margin yet is <= alpha. False once max_rounds are in.
   bool more_rounds = false;
@@ -45,6 +46,11 @@ struct KeepDecision {
 /// (2^-9 = 0.00195): a candidate no faster than the best is kept by it in at most ~0.2 % of
 /// comparisons per look (a few looks per comparison: rounds, 2 x rounds, ... max_rounds).
 inline constexpr double kRankAlpha = 0.002;
+
+/// Extra rounds are spent only on a candidate whose median pair saves at least 3 % of the best's
+/// time: smaller gains are what a loaded machine cannot confirm cheaply (a GPT-2 LM-head round
+/// costs ~3 s here), and on a quiet one the noise threshold decides them in the first rounds.
+inline constexpr double kMinGainForMoreRounds = 0.03;
 
 /// Decides on interleaved rounds (base[i] and cand[i] timed back to back). The noise is a robust
 /// sigma of one round's median: the larger of (a) 1.4826 x the pooled MAD of the round medians

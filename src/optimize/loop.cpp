@@ -110,6 +110,15 @@ json read_kernel_state(const fs::path& dir) {
 
 namespace {
 
+/// A screen lost by this factor or more triggers a re-timing of the best (see experiment()).
+constexpr double kSuspectScreenLoss = 1.5;
+/// The best re-timed at this factor or more of its recorded screen: the machine runs slow.
+constexpr double kSlowPhase = 1.5;
+
+}  // namespace
+
+namespace {
+
 std::string git_out(const fs::path& dir, std::vector<std::string> args, const std::string& index,
                     bool* ok) {
   std::vector<std::string> argv;
@@ -693,8 +702,8 @@ class Loop {
       fb.lost = true;  // not fed back to the proposer
       return fb;
     };
-    const Measurement q = cached_measure("quick|" + key, cand, EvalMode::Quick, &hit_q);
-    const std::string cached_note = hit_q ? " [replayed from the cache]" : "";
+    Measurement q = cached_measure("quick|" + key, cand, EvalMode::Quick, &hit_q);
+    std::string cached_note = hit_q ? " [replayed from the cache]" : "";
     if (q.cancelled()) return cancelled();
     if (q.lost()) return lost(fb, q.reason, head, repro, q);
     fb.correct = q.correct() && q.timed;
@@ -705,9 +714,36 @@ class Loop {
                                 q.guard, q.reason, cached_note));
     }
     if (q.median_us >= best_quick_us_) {
-      return finish(base_row("revert", q),
-                    fmt::format("quick screen: {:.2f} us vs best {:.2f} us: not faster{}",
-                                q.median_us, best_quick_us_, cached_note));
+      double vs = best_quick_us_;
+      // A loss by a wide margin may be the machine's doing: a slow phase (on a shared VM,
+      // memory-bandwidth contention from neighbours that no runnable-task count shows: the
+      // same reduce screen measured 1.9 and 15 ms minutes apart) stretches every timing.
+      // The best is re-timed now; when it too runs >= kSlowPhase x its recorded screen, the
+      // candidate is re-screened and judged against that fresh, same-phase figure (and the
+      // re-screen replaces a cached screen).
+      if (q.median_us >= kSuspectScreenLoss * best_quick_us_ && !stopping()) {
+        const Measurement b = meas_->measure(best_file_, EvalMode::Quick);
+        if (b.cancelled()) return cancelled();
+        if (b.correct() && b.timed && b.median_us >= kSlowPhase * best_quick_us_) {
+          const Measurement q2 = meas_->measure(cand, EvalMode::Quick);
+          if (q2.cancelled()) return cancelled();
+          if (q2.lost()) return lost(fb, q2.reason, head, repro, q);
+          if (q2.correct() && q2.timed) {
+            cache_->put("quick|" + key, measurement_to_json(q2));
+            cached_note = fmt::format(
+                " (re-screened: the machine ran slow, the best measured {:.2f} us now vs its "
+                "screen's {:.2f} us; first screen {:.2f} us)",
+                b.median_us, best_quick_us_, q.median_us);
+            q = q2;
+            vs = b.median_us;
+            fb.cand_us = q.median_us;
+          }
+        }
+      }
+      if (q.median_us >= vs)
+        return finish(base_row("revert", q),
+                      fmt::format("quick screen: {:.2f} us vs best {:.2f} us: not faster{}",
+                                  q.median_us, vs, cached_note));
     }
     if (stopping()) return fb;  // interrupted: no row for an unfinished experiment
     const Measurement f = cached_measure("full|" + key, cand, EvalMode::Full, &hit_f);

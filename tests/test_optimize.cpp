@@ -601,6 +601,26 @@ TEST(OptimizeLoop, AScreenLostToASlowPhaseOfTheMachineIsReScreened) {
     EXPECT_NE(rows[1][9].find("re-screened"), std::string::npos) << rows[1][9];
     EXPECT_NE(rows[1][9].find("not faster"), std::string::npos) << rows[1][9];
   }
+  {
+    // A screen lost in a slow phase that was over when the best was re-timed is cached; the
+    // same candidate proposed again later is re-screened rather than replayed, and kept.
+    const fs::path d = folder("{1,4}");
+    SlowPhaseMeasurer m(2, 3);
+    o.measurer = &m;
+    EXPECT_EQ(optimize_kernel(d, o).kept, 0);
+    const std::string fast = apply_config(read_file(d / "softmax.cpp"), {{"UNROLL", "4"}});
+    std::ofstream(ws / "fast.cpp") << fast;
+    SlowPhaseMeasurer quiet(0, 0);
+    OptimizeOptions a = o;
+    a.measurer = &quiet;
+    a.proposer = "agent";
+    a.agent_cmd = "cp " + (ws / "fast.cpp").string() + " softmax.cpp";
+    EXPECT_EQ(optimize_kernel(d, a).kept, 1);
+    const auto rows = rows_of(ws / "results.tsv");
+    ASSERT_EQ(rows.size(), 3u);
+    EXPECT_EQ(rows[2][1], "keep") << rows[2][9];
+    EXPECT_NE(rows[2][9].find("timed at another moment"), std::string::npos) << rows[2][9];
+  }
   fs::remove_all(ws);
 }
 

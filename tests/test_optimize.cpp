@@ -602,6 +602,22 @@ TEST(OptimizeLoop, AScreenLostToASlowPhaseOfTheMachineIsReScreened) {
     EXPECT_NE(rows[1][9].find("not faster"), std::string::npos) << rows[1][9];
   }
   {
+    // The starting source timed in a slow moment (5x) at setup: the first interleaved rounds
+    // time it at its real 100 us, which replaces the implausible baseline (a "baseline" row).
+    const fs::path d = folder("{1,8}");
+    SlowPhaseMeasurer m(1, 2);
+    o.measurer = &m;
+    const KernelSummary s = optimize_kernel(d, o);
+    EXPECT_EQ(s.kept, 0);
+    EXPECT_NEAR(s.baseline_us, 100, 1e-9);
+    const auto rows = rows_of(ws / "results.tsv");
+    ASSERT_EQ(rows.size(), 3u);
+    EXPECT_EQ(rows[2][1], "baseline");
+    EXPECT_NE(rows[2][9].find("implausible"), std::string::npos) << rows[2][9];
+    const auto meta = nlohmann::json::parse(read_file(d / "best" / "best.json"));
+    EXPECT_NEAR(meta["baseline_us"].get<double>(), 100, 1e-9);
+  }
+  {
     // A screen lost in a slow phase that was over when the best was re-timed is cached; the
     // same candidate proposed again later is re-screened rather than replayed, and kept.
     const fs::path d = folder("{1,4}");

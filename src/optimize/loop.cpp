@@ -726,31 +726,45 @@ class Loop {
       // candidate is re-screened and judged against that fresh, same-phase figure (and the
       // re-screen replaces the cached screen).
       // A screen replayed from the cache was timed at another moment: such a loss is always
-      // re-screened (against the best's current screen).
-      if (q.median_us >= kSuspectScreenLoss * best_quick_us_ && !stopping()) {
+      // re-screened (against the best's current screen). A screen timed while other tasks
+      // competed for the cores (Measurement::other_runnable) is re-done back to back with the
+      // best, and the better of the candidate's two screens is judged against that fresh
+      // figure: a single screen under load can be off by 2x either way (a 2x faster rmsnorm
+      // measured 872 vs 783 us with a compiler on both cores), and the screen only filters:
+      // the full stages and the interleaved rounds still decide.
+      const bool contended = q.other_runnable > 0;
+      if ((q.median_us >= kSuspectScreenLoss * best_quick_us_ || contended) && !stopping()) {
         Measurement b;
-        if (!hit_q) {
+        if (!hit_q || contended) {
           b = meas_->measure(best_file_, EvalMode::Quick);
           if (b.cancelled()) return cancelled();
         }
-        const bool slow = !hit_q && b.correct() && b.timed &&
-                          b.median_us >= kSlowPhase * best_quick_us_;
-        if (hit_q || slow) {
+        const bool fresh_best = (!hit_q || contended) && b.correct() && b.timed;
+        const bool slow = fresh_best && b.median_us >= kSlowPhase * best_quick_us_;
+        const bool paired = fresh_best && contended;
+        if (hit_q || slow || paired) {
           const Measurement q2 = meas_->measure(cand, EvalMode::Quick);
           if (q2.cancelled()) return cancelled();
           if (q2.lost()) return lost(fb, q2.reason, head, repro, q);
           if (q2.correct() && q2.timed) {
+            const double first = q.median_us;
+            const Measurement better = paired && q.median_us < q2.median_us ? q : q2;
             cache_->put("quick|" + key, measurement_to_json(q2));
             cached_note =
-                slow ? fmt::format(" (re-screened: the machine ran slow, the best measured {:.2f} "
-                                   "us now vs its screen's {:.2f} us; first screen {:.2f} us)",
-                                   b.median_us, best_quick_us_, q.median_us)
-                     : fmt::format(" (re-screened: the cached screen, {:.2f} us, was timed at "
-                                   "another moment)",
-                                   q.median_us);
+                paired ? fmt::format(" (re-screened back to back with the best, {:.2f} us: the "
+                                     "first screen, {:.2f} us, ran while {} other task(s) "
+                                     "competed for the cores; the re-screen {:.2f} us)",
+                                     b.median_us, first, q.other_runnable, q2.median_us)
+                : slow ? fmt::format(" (re-screened: the machine ran slow, the best measured "
+                                     "{:.2f} us now vs its screen's {:.2f} us; first screen "
+                                     "{:.2f} us)",
+                                     b.median_us, best_quick_us_, first)
+                       : fmt::format(" (re-screened: the cached screen, {:.2f} us, was timed "
+                                     "at another moment)",
+                                     first);
             screen_note = cached_note;
-            q = q2;
-            if (slow) vs = b.median_us;
+            q = better;
+            if (slow || paired) vs = b.median_us;
             fb.cand_us = q.median_us;
           }
         }

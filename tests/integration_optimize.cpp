@@ -216,6 +216,11 @@ TEST(OptimizeCli, BadInputIsRefusedClearly) {
   r = vladbud({"optimize", "--kernel", d.string(), "--proposer", "agent"});
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("--agent-cmd"), std::string::npos) << r.err;
+  for (const char* bad : {"2", "61"}) {  // fewer than --rounds (3); over the cap
+    r = vladbud({"optimize", "--kernel", d.string(), "--max-rounds", bad, "--budget", "1m"});
+    EXPECT_EQ(r.exit_code, 2) << bad;
+    EXPECT_NE(r.err.find("--max-rounds must be"), std::string::npos) << r.err;
+  }
   fs::remove(d / "rmsnorm.cpp");
   r = vladbud({"optimize", "--kernel", d.string(), "--budget", "1m"});
   EXPECT_EQ(r.exit_code, 2);

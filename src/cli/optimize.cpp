@@ -241,7 +241,7 @@ void add_optimize(CLI::App& app) {
   c->add_option("--max-rounds", a->max_rounds,
                 "most rounds per side one comparison may take: an undecided candidate (consistent "
                 "wins the noise threshold cannot confirm, e.g. on a loaded machine) gets --rounds "
-                "more until the signed-rank test keeps it or can no longer (0 = 4 x --rounds)")
+                "more until the signed-rank test keeps it or can no longer (0 = 4 x --rounds, at least 12)")
       ->capture_default_str();
   c->add_option("--reproduce", a->reproduce,
                 "evaluate one candidate file (from a results.tsv row) at the folder's problem, "

@@ -73,7 +73,7 @@ std::vector<double> abs_ranks(const std::vector<double>& x) {
 
 KeepDecision decide_keep(const std::vector<TimingSample>& base,
                          const std::vector<TimingSample>& cand, double strictness,
-                         int max_rounds) {
+                         int max_rounds, bool threshold_test) {
   if (base.empty() || base.size() != cand.size())
     throw std::invalid_argument(
         "decide_keep needs the same non-zero number of baseline and candidate rounds");
@@ -137,9 +137,12 @@ KeepDecision decide_keep(const std::vector<TimingSample>& base,
   d.p_value = signed_rank_upper_p(rk, w_plus);
   d.alpha = kRankAlpha / std::max(strictness, 1e-9);
   const double median_ratio = median_of(r);
-  const bool rank_keep = d.p_value <= d.alpha && consistent && median_ratio > 0;
-  d.keep = (beats_noise && consistent) || rank_keep;
-  d.test = beats_noise && consistent ? "noise threshold" : rank_keep ? "signed-rank" : "";
+  // The candidate's median over rounds must be faster too: with rounds that drift a lot, most
+  // pairs can be won while the medians say slower (a keep would lower the speedup chain).
+  const bool rank_keep = d.p_value <= d.alpha && consistent && median_ratio > 0 && d.gain > 0;
+  const bool threshold_keep = threshold_test && beats_noise && consistent;
+  d.keep = threshold_keep || rank_keep;
+  d.test = threshold_keep ? "noise threshold" : rank_keep ? "signed-rank" : "";
   // ---- could more rounds decide? -------------------------------------------------------------
   const std::size_t cap = max_rounds > 0 ? static_cast<std::size_t>(max_rounds) : n;
   if (!d.keep && n < cap && 1 - std::exp(-median_ratio) >= kMinGainForMoreRounds) {
@@ -159,6 +162,7 @@ KeepDecision decide_keep(const std::vector<TimingSample>& base,
       n, d.base_us, d.cand_us, 100 * d.gain, 100 * d.threshold, d.pairs_faster, d.pairs,
       d.p_value, d.alpha,
       d.keep          ? ": keep (" + d.test + ")"
+      : !threshold_keep && beats_noise && consistent ? ": the noise threshold decides the first rounds only"
       : !beats_noise && !rank_keep ? ": gain within noise"
                       : ": not faster in enough pairs");
   return d;

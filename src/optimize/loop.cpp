@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <ctime>
@@ -748,7 +749,8 @@ class Loop {
           if (q2.lost()) return lost(fb, q2.reason, head, repro, q);
           if (q2.correct() && q2.timed) {
             const double first = q.median_us;
-            const Measurement better = paired && q.median_us < q2.median_us ? q : q2;
+            // A cached first screen was timed at another moment: only the fresh one counts.
+            const Measurement better = paired && !hit_q && q.median_us < q2.median_us ? q : q2;
             cache_->put("quick|" + key, measurement_to_json(q2));
             cached_note =
                 paired ? fmt::format(" (re-screened back to back with the best, {:.2f} us: the "
@@ -796,7 +798,10 @@ class Loop {
       hit_c = true;
     } else {
       Interleaved iv = meas_->interleave(best_file_, cand, opt_.rounds);
-      const int max_rounds = opt_.max_rounds > 0 ? opt_.max_rounds : 4 * opt_.rounds;
+      // Default: 4 x rounds, at least 12 (the signed-rank test needs 9 won pairs; --rounds 2
+      // would give 8) and at most 60 (the flag's own cap).
+      const int max_rounds = opt_.max_rounds > 0 ? opt_.max_rounds
+                                                 : std::clamp(4 * opt_.rounds, 12, 60);
       KeepDecision d;
       if (iv.error.empty() && !iv.lost && !iv.cancelled)
         d = decide_keep(iv.best, iv.cand, opt_.strictness, max_rounds);
@@ -815,7 +820,7 @@ class Loop {
         iv.best.resize(std::min(iv.best.size(), iv.cand.size()));
         iv.cand.resize(iv.best.size());
         if (iv.error.empty() && !iv.lost && !iv.cancelled)
-          d = decide_keep(iv.best, iv.cand, opt_.strictness, max_rounds);
+          d = decide_keep(iv.best, iv.cand, opt_.strictness, max_rounds, false);
       }
       if (iv.cancelled) return cancelled();
       if (iv.lost) return lost(fb, iv.error, head, repro, q);
@@ -860,7 +865,7 @@ class Loop {
     Feedback out = finish(base_row(keep ? "keep" : "revert", shown),
                           fmt::format("quick {:.2f} us{}, full stages PASS, {}{}", q.median_us,
                                       screen_note, cmp["reason"].get<std::string>(), note));
-    if (!keep && kept_ == 0) remeasure_implausible_baseline(cmp["base_us"].get<double>());
+    if (!keep && kept_ == 0 && !hit_c) remeasure_implausible_baseline(cmp["base_us"].get<double>());
     return out;
   }
 
@@ -880,10 +885,6 @@ class Loop {
       meta = json::parse(read_file(meta_file));
     } catch (const std::exception&) {
     }
-    meta["best_us"] = best_us_;
-    meta["baseline_us"] = baseline_us_;
-    meta["baseline_contended"] = false;
-    write_file_atomic(meta_file, meta.dump(2));
     Measurement m;
     m.timed = true;
     m.median_us = starter_us;
@@ -891,6 +892,12 @@ class Loop {
     m.tflops = problem_.raw.value("flops", 0.0) / (starter_us * 1e-6) / 1e12;
     m.gbs = problem_.raw.value("bytes", 0.0) / (starter_us * 1e-6) / 1e9;
     best_pct_ = m.pct_peak;
+    meta["best_us"] = best_us_;
+    meta["baseline_us"] = baseline_us_;
+    meta["baseline_contended"] = false;
+    meta["pct_peak"] = best_pct_;
+    meta["saved_at"] = utc_now_iso8601();
+    write_file_atomic(meta_file, meta.dump(2));
     ResultsRow row = base_row("baseline", m);
     row.description = prefix(0) + fmt::format(
         "baseline re-measured: the interleaved rounds timed the starting source at {:.2f} us; "

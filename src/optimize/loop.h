@@ -41,7 +41,7 @@ struct OptimizeOptions {
   int rounds = 3;            ///< interleaved ABBA rounds per side before a keep
   /// The most rounds per side one comparison may take: while decide_keep says more rounds
   /// could still keep the candidate (KeepDecision::more_rounds), `rounds` more are timed.
-  /// 0 = 4 x rounds (12 by default: the signed-rank test needs 9 won pairs at strictness 1).
+  /// 0 = 4 x rounds within [12, 60] (the signed-rank test needs 9 won pairs at strictness 1).
   int max_rounds = 0;
   double strictness = 1.0;   ///< multiplier of the noise threshold, divisor of the rank test's level
   std::filesystem::path workspace;  ///< empty = derived from the folder (see above)

@@ -58,7 +58,7 @@ TEST(AutotuneCli, WholePipelineOnATinyGpt2WritesEveryStagesOutput) {
   const auto d = temp_dir("pipeline");
   const fs::path ws = d / "ws";
   // 30 s: each of the 3 folders gets a turn even when the screens are re-done under load (20 s
-  // left one matmul folder pending once, 2026-12-04, with another process busy).
+  // left one matmul folder pending once in a full test run, 2026-12-04).
   const auto r = vladbud({"autotune", "--model", gpt2(), "--class-name", "GPT2", "--model-args",
                           R"({"n_layer": 1, "n_embd": 64, "n_head": 4, "vocab_size": 512, "n_positions": 64})",
                           "--input-shape", "1,16", "--budget", "30s", "--top", "3", "--reps", "6",

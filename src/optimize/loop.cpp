@@ -119,10 +119,6 @@ constexpr double kSlowPhase = 1.5;
 /// source is replaced (remeasure_implausible_baseline).
 constexpr double kImplausibleBaseline = 1.25;
 
-}  // namespace
-
-namespace {
-
 std::string git_out(const fs::path& dir, std::vector<std::string> args, const std::string& index,
                     bool* ok) {
   std::vector<std::string> argv;
@@ -468,25 +464,10 @@ class Loop {
       // Nothing kept yet, so the best is the starting source: a baseline measured under
       // contention is replaced by this measurement when this one is quieter (a re-run
       // replaces it: issue 16's 7990 us starter that measures 26 us).
-      if (kept_ == 0 && baseline_contended_ && m.other_runnable == 0) {
-        const double old = baseline_us_;
-        baseline_us_ = best_us_ = m.median_us;
-        baseline_contended_ = false;
-        best_pct_ = m.pct_peak;
-        meta["best_us"] = best_us_;
-        meta["baseline_us"] = baseline_us_;
-        meta["baseline_contended"] = false;
-        meta["pct_peak"] = best_pct_;
-        write_file_atomic(best_dir / "best.json", meta.dump(2));
-        ResultsRow row = base_row("baseline", m);
-        row.description = prefix(0) + fmt::format(
-            "baseline re-measured: the starting source {} measured {:.2f} us before, while other "
-            "tasks competed for the cores; {:.2f} us now with none; reproduce: {}",
-            src_.filename().string(), old, m.median_us, reproduce_cmd(best_file_));
-        append_results_row(results_, row);
-        say(fmt::format("{}: baseline re-measured: {:.2f} us (was {:.2f} us under contention)",
-                        kdir_, m.median_us, old));
-      }
+      if (kept_ == 0 && baseline_contended_ && m.other_runnable == 0)
+        replace_baseline(m, fmt::format("the starting source {} measured {:.2f} us before, while "
+                                        "other tasks competed for the cores; {:.2f} us now with none",
+                                        src_.filename().string(), baseline_us_, m.median_us));
     } else {
       best_text_ = read_file(src_);
       // With a window (a pool): the starter builds on any worker, then is screened on the
@@ -876,8 +857,24 @@ class Loop {
   // replaced, with a "baseline" row saying so (report.md and status read the last one).
   void remeasure_implausible_baseline(double starter_us) {
     if (!(starter_us > 0) || baseline_us_ < kImplausibleBaseline * starter_us) return;
+    Measurement m;
+    m.timed = true;
+    m.median_us = starter_us;
+    m.pct_peak = best_pct_ * baseline_us_ / starter_us;
+    m.tflops = problem_.raw.value("flops", 0.0) / (starter_us * 1e-6) / 1e12;
+    m.gbs = problem_.raw.value("bytes", 0.0) / (starter_us * 1e-6) / 1e9;
+    replace_baseline(m, fmt::format("the interleaved rounds timed the starting source at {:.2f} "
+                                    "us; the {:.2f} us timed at the start was implausible "
+                                    "(>= {:.2f}x)",
+                                    starter_us, baseline_us_, kImplausibleBaseline));
+  }
+
+  // Replaces the baseline (and the best: nothing is kept) by `m`: best.json's figures, a
+  // "baseline re-measured: <why>" row (report.md reads it) and a progress line.
+  void replace_baseline(const Measurement& m, const std::string& why) {
     const double old = baseline_us_;
-    baseline_us_ = best_us_ = starter_us;
+    baseline_us_ = best_us_ = m.median_us;
+    best_pct_ = m.pct_peak;
     baseline_contended_ = false;
     const fs::path meta_file = best_file_.parent_path() / "best.json";
     json meta = json::object();
@@ -885,13 +882,6 @@ class Loop {
       meta = json::parse(read_file(meta_file));
     } catch (const std::exception&) {
     }
-    Measurement m;
-    m.timed = true;
-    m.median_us = starter_us;
-    m.pct_peak = best_pct_ * old / starter_us;
-    m.tflops = problem_.raw.value("flops", 0.0) / (starter_us * 1e-6) / 1e12;
-    m.gbs = problem_.raw.value("bytes", 0.0) / (starter_us * 1e-6) / 1e9;
-    best_pct_ = m.pct_peak;
     meta["best_us"] = best_us_;
     meta["baseline_us"] = baseline_us_;
     meta["baseline_contended"] = false;
@@ -899,13 +889,10 @@ class Loop {
     meta["saved_at"] = utc_now_iso8601();
     write_file_atomic(meta_file, meta.dump(2));
     ResultsRow row = base_row("baseline", m);
-    row.description = prefix(0) + fmt::format(
-        "baseline re-measured: the interleaved rounds timed the starting source at {:.2f} us; "
-        "the {:.2f} us timed at the start was implausible (>= {:.2f}x); reproduce: {}",
-        starter_us, old, kImplausibleBaseline, reproduce_cmd(best_file_));
+    row.description = prefix(0) + "baseline re-measured: " + why +
+                      "; reproduce: " + reproduce_cmd(best_file_);
     append_results_row(results_, row);
-    say(fmt::format("{}: baseline re-measured: {:.2f} us (the start's {:.2f} us was implausible)",
-                    kdir_, starter_us, old));
+    say(fmt::format("{}: baseline re-measured: {:.2f} us (was {:.2f} us)", kdir_, m.median_us, old));
   }
 
   // A lost experiment (a pool task that never came back: its worker died every time, or it

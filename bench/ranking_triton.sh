@@ -18,11 +18,12 @@
 #                                  (bench/ranking_score.py) of the H200 prediction; writes
 #                                  bench/results/ranking-triton-h200.md
 # VB names the vladbud binary (default build/vladbud); PY the Python with torch and triton
-# (default .venv/bin/python); VARIANTS the variant folder; RANK_TYPES a subset of the types.
+# (default .venv/bin/python, else python3, as on the H200 machine); VARIANTS the variant folder; RANK_TYPES a subset of the types.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 vb="${VB:-$here/build/vladbud}"
-py="${PY:-$here/.venv/bin/python}"
+py="${PY:-}"
+[ -z "$py" ] && { [ -x "$here/.venv/bin/python" ] && py="$here/.venv/bin/python" || py="$(command -v python3)"; }
 read -r -a types <<<"${RANK_TYPES:-softmax rmsnorm matmul}"
 vdir="${VARIANTS:-$here/bench/variants/triton-blind1}"
 case "$vdir" in /*) ;; *) vdir="$here/$vdir" ;; esac

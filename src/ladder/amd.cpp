@@ -9,7 +9,6 @@
 
 namespace vb::ladder {
 
-namespace fs = std::filesystem;
 using nlohmann::json;
 
 namespace {

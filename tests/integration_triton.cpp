@@ -2,9 +2,11 @@
 // in fp32 under Triton's interpreter, hosted by the Python runner behind the same evaluator
 // (runner isolation, fp64 oracle, guards); deliberately bad Triton kernels fail their guards;
 // bf16 cases the interpreter cannot compute are INCONCLUSIVE, never PASS or FAIL; and `vladbud
-// rank --backend triton` reaches rung 1 on AMD targets with VGPR and occupancy evidence.
+// rank --backend triton` reaches rung 1 on AMD targets with VGPR and occupancy evidence and on
+// NVIDIA targets with register, SASS and occupancy evidence (compile-only, no GPU).
 // Integration tests (each starter ~15-40 s of interpreter time on two cores, --quick sizes).
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <nlohmann/json.hpp>
 
@@ -12,6 +14,8 @@
 #include "core/process.h"
 #include "eval/evaluator.h"
 #include "kernels/kernel_type.h"
+#include "ladder/ladder.h"
+#include "targets/spec_db.h"
 #include "support.h"
 
 namespace vb {
@@ -153,10 +157,111 @@ TEST(TritonRank, ReachesRungOneOnAmdTargetsWithVgprAndOccupancyEvidence) {
   EXPECT_EQ(j["targets"][0].at("id"), "mi300x");
 }
 
-TEST(TritonRank, ATritonSourceForAnNvidiaTargetIsRefused) {
-  const auto r = vladbud({"rank", "softmax", "--backend", "triton", "--targets", "h200"});
+// The evidence of rung `rung` in one ranking entry (null json when absent).
+nlohmann::json rung_evidence(const nlohmann::json& entry, int rung) {
+  for (const auto& e : entry.at("evidence"))
+    if (e.at("rung") == rung) return e;
+  return nullptr;
+}
+
+TEST(TritonRank, ReachesRungOneOnTheH200WithRegisterAndOccupancyEvidence) {
+  if (const std::string no = triton().device_unavailable(); !no.empty()) GTEST_SKIP() << no;
+  const auto r = vladbud({"rank", "softmax", "--backend", "triton", "--targets", "h200", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  ASSERT_EQ(j.at("targets").size(), 1u);
+  const auto& t = j["targets"][0];
+  EXPECT_EQ(t.at("id"), "h200");
+  ASSERT_EQ(t.at("ranking").size(), 1u) << t.dump();
+  const auto& v = t["ranking"][0];
+  EXPECT_EQ(v.at("backend"), "triton");
+  EXPECT_FALSE(v.at("rejected").get<bool>()) << v.dump();
+  EXPECT_GE(v.at("highest_rung").get<int>(), 1) << v.dump();
+  const auto e0 = rung_evidence(v, 0);
+  ASSERT_FALSE(e0.is_null()) << v.dump();
+  EXPECT_NE(e0.at("summary").get<std::string>().find("sm_90a"), std::string::npos) << e0.dump();
+  const auto e1 = rung_evidence(v, 1);
+  ASSERT_FALSE(e1.is_null()) << v.dump();
+  EXPECT_EQ(e1.at("status"), "pass");
+  const auto& k = e1.at("data").at("kernels").at(0);
+  // ptxas: 1..255 registers per thread; the softmax starter keeps rows in registers, no spills.
+  EXPECT_GT(k.at("registers").get<int>(), 0) << k.dump();
+  EXPECT_LE(k.at("registers").get<int>(), 255) << k.dump();
+  EXPECT_EQ(k.at("spill_store_bytes").get<long>(), 0) << k.dump();
+  EXPECT_EQ(k.at("threads").get<int>(), 32 * k.at("num_warps").get<int>()) << k.dump();
+  const auto& occ = k.at("occupancy");
+  EXPECT_GT(occ.at("occupancy").get<double>(), 0) << occ.dump();
+  EXPECT_LE(occ.at("occupancy").get<double>(), 1) << occ.dump();
+  EXPECT_GT(occ.at("blocks_per_sm").get<int>(), 0) << occ.dump();
+  EXPECT_EQ(occ.at("max_warps").get<int>(), 64) << occ.dump();  // H200 (sm_90): 64 warps per SM
+  // SASS mix: a row softmax loads and stores global memory and has no tensor-core MMA.
+  ASSERT_TRUE(k.at("sass").is_object()) << k.dump();
+  EXPECT_GT(k["sass"].at("ldg").get<long>(), 0) << k["sass"].dump();
+  EXPECT_GT(k["sass"].at("stg").get<long>(), 0) << k["sass"].dump();
+  // Rung 3 from the CUDA climber's model with the captured launch geometry.
+  const auto e3 = rung_evidence(v, 3);
+  ASSERT_FALSE(e3.is_null()) << v.dump();
+  EXPECT_EQ(e3.at("status"), "pass") << e3.dump();
+  EXPECT_GT(v.at("estimate").at("time_us").get<double>(), 0) << v.dump();
+}
+
+TEST(TritonRank, AKernelTritonCannotCompileForSm80IsRejectedWithTritonsMessage) {
+  if (const std::string no = triton().device_unavailable(); !no.empty()) GTEST_SKIP() << no;
+  const auto dir = fs::temp_directory_path() / ("vb-triton-fp8-" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  fs::copy_file(bad("softmax_fp8_sm89"), dir / "softmax_fp8_sm89.py",
+                fs::copy_options::overwrite_existing);
+  const auto r = vladbud({"rank", "softmax", "--backend", "triton", "--variants", dir.string(),
+                          "--targets", "a100-sxm,rtx-4090", "--max-rung", "1", "--json"});
+  fs::remove_all(dir);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  ASSERT_EQ(j.at("targets").size(), 2u);
+  const auto& a100 = j["targets"][0]["ranking"][0];
+  EXPECT_TRUE(a100.at("rejected").get<bool>()) << a100.dump();
+  const std::string why = rung_evidence(a100, 0).at("summary");
+  EXPECT_NE(why.find("sm_80"), std::string::npos) << why;
+  EXPECT_NE(why.find("fp8e4nv not supported"), std::string::npos) << why;
+  const auto& ada = j["targets"][1]["ranking"][0];  // sm_89 has the fp8 conversions
+  EXPECT_FALSE(ada.at("rejected").get<bool>()) << ada.dump();
+  EXPECT_EQ(ada.at("highest_rung"), 1) << ada.dump();
+}
+
+TEST(TritonRank, AnArchitectureTritonCannotCompileForIsUnavailableNamingItAndTheFix) {
+  if (const std::string no = triton().device_unavailable(); !no.empty()) GTEST_SKIP() << no;
+  // A future GPU: the H200's spec with an architecture Triton 3.6's ptxas does not know.
+  TargetSpec future = *find_target(load_spec_db(), "h200");
+  future.id = "future-sm130";
+  future.isa = "sm_130a";
+  const ladder::TargetClimber* c = ladder::climber_for(future, "triton");
+  ASSERT_NE(c, nullptr);
+  EXPECT_EQ(c->backend(), "triton");
+  const ladder::Variant v{"starter", triton().starter_source("softmax"), "triton", ""};
+  const auto r = c->climb(*find_kernel_type("softmax"), v, future, {});
+  EXPECT_FALSE(r.rejected) << r.to_json().dump(1);  // not the source's fault
+  EXPECT_EQ(r.highest_rung, -1) << r.to_json().dump(1);
+  ASSERT_FALSE(r.evidence.empty());
+  EXPECT_EQ(r.evidence[0].status, "unavailable");
+  EXPECT_NE(r.evidence[0].summary.find("cannot compile for sm_130a"), std::string::npos)
+      << r.evidence[0].summary;
+  EXPECT_NE(r.evidence[0].summary.find("pip install -U triton"), std::string::npos)
+      << r.evidence[0].summary;
+  EXPECT_NE(r.stop_reason.find("sm_130a"), std::string::npos) << r.stop_reason;
+}
+
+TEST(TritonRank, AnUnknownTargetIsAUsageErrorListingTheKnownOnes) {
+  const auto r = vladbud({"rank", "softmax", "--backend", "triton", "--targets", "h999"});
   EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
+  EXPECT_NE(r.err.find("unknown target 'h999'"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("h200"), std::string::npos) << r.err;
+}
+
+TEST(TritonRank, NvidiaTargetsHaveOneClimberPerBackend) {
+  const TargetSpec h200 = *find_target(load_spec_db(), "h200");
+  EXPECT_EQ(ladder::climber_for(h200, "cuda")->backend(), "cuda");
+  EXPECT_EQ(ladder::climber_for(h200, "triton")->backend(), "triton");
+  EXPECT_EQ(ladder::climber_for(h200)->backend(), "cuda");  // the target's default climber
+  EXPECT_EQ(ladder::climber_extensions_for(h200), ".cu or .py");
 }
 
 }  // namespace

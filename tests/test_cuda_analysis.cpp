@@ -91,6 +91,23 @@ TEST(PtxasReport, SpillsAndCumulativeStack) {
   EXPECT_TRUE(f.cmem_bytes.empty());  // sm_90a reports no cmem[0] in CUDA 13
 }
 
+TEST(PtxasReport, TritonsBlackwellAssemblerNamesItselfPtxasBlackwell) {
+  const PtxasReport r = parse_ptxas_report(fixture("ptxas_triton_matmul_sm100a.txt"));
+  ASSERT_EQ(r.entries().size(), 1u);
+  const PtxasFunction& f = *r.entries()[0];
+  EXPECT_EQ(f.mangled, "_matmul");
+  EXPECT_EQ(f.arch, "sm_100a");
+  EXPECT_EQ(f.registers, 90);
+  EXPECT_EQ(f.barriers, 1);
+  EXPECT_EQ(f.spill_store_bytes, 0);
+  EXPECT_EQ(f.spill_load_bytes, 0);
+  EXPECT_FALSE(f.spills());
+  EXPECT_TRUE(r.errors.empty());
+  const PtxasReport e = parse_ptxas_report("ptxas-blackwell fatal   : Ptx assembly aborted due to errors\n");
+  ASSERT_EQ(e.errors.size(), 1u);
+  EXPECT_EQ(e.errors[0].severity, "fatal");
+}
+
 TEST(PtxasReport, WgmmaOnSm80IsAnErrorWithPtxasReason) {
   const PtxasReport r = parse_ptxas_report(fixture("ptxas_wgmma_sm80.txt"));
   ASSERT_EQ(r.errors.size(), 5u);  // four instructions + the fatal

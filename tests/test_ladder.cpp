@@ -230,5 +230,12 @@ TEST(Variants, ParamsAreInstantiatedFromTheCard) {
   EXPECT_THROW(parse_variant_params("// @vb-param X 1 {1,2}\n"), std::invalid_argument);
 }
 
+// A study of CUDA sources says nothing about a ranking of Triton sources on the same family.
+TEST(RankingTrust, StudiesCoverOnlyTheBackendTheyRanked) {
+  EXPECT_FALSE(ranking_trust("nvidia-hopper", "softmax", "cuda").empty());
+  EXPECT_FALSE(ranking_trust("nvidia-hopper", "softmax").empty());  // any backend
+  EXPECT_TRUE(ranking_trust("nvidia-hopper", "softmax", "triton").empty());
+}
+
 }  // namespace
 }  // namespace vb::ladder

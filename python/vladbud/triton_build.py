@@ -20,8 +20,13 @@ reported in that JSON ({"ok": false, "diagnostics": ...}); exit 2 for bad usage.
                  "num_stages", "signature", "constexprs", "seconds", ...the target's numbers}]}
                  hip: vgpr, agpr, sgpr, vgpr_spill, sgpr_spill, lds_bytes, scratch_bytes,
                  occupancy (waves per SIMD, the compiler's "; Occupancy:" line), instructions,
-                 mfma, wmma (counts of v_mfma* / v_wmma* lines of the amdgcn); cuda: shared_bytes
-                 and the cubin/ptx (written next to PROBLEM as <name>.cubin / <name>.ptx).
+                 mfma, wmma (counts of v_mfma* / v_wmma* lines of the amdgcn); cuda: arch (the sm
+                 name Triton compiles for, e.g. sm_90a), entry (the PTX entry name), the cubin/ptx
+                 (written next to PROBLEM as NN_<name>.cubin / .ptx), ptxas_report (`ptxas -v` of
+                 that PTX with Triton's own ptxas and flags), ptxas_command, ptxas_version; an
+                 architecture Triton's ptxas does not know gives {"ok": false, "arch_unsupported":
+                 true} before any compile. shared_bytes is the launch's dynamic shared memory
+                 (LDS on hip), metadata "shared". Signatures are specialized as Triton's JIT does.
   version        -> {"triton_version", "torch": bool, "reach": [dirs]}: Triton is importable
                  (and torch is installed, which the interpreter runner needs); reach lists the
                  directories of the installation the sandboxed runner must read.
@@ -91,34 +96,69 @@ def _launches(path, problem):
     return captured
 
 
-def _signature(fn, args, kwargs):
-    """(signature, constexprs, attrs, options) of one captured launch, as Triton's JIT builds them
-    (pointers and integers divisible by 16 get tt.divisibility 16)."""
-    import torch
+def _specialize(fn, args, kwargs, backend):
+    """(signature, constexprs, attrs, options) of one captured launch, specialized exactly as
+    Triton's JIT does it for `backend` (runtime/jit.py: create_function_from_signature then
+    JITFunction._pack_args): pointers and integers divisible by 16 get tt.divisibility 16, an
+    integer equal to 1 becomes a constant (a unit stride), do_not_specialize is honoured."""
+    from triton import knobs
+    from triton.runtime.jit import create_function_from_signature
+    kwargs = dict(kwargs)
+    kwargs["debug"] = kwargs.get("debug", fn.debug) or knobs.runtime.debug
+    kwargs["instrumentation_mode"] = knobs.compilation.instrumentation_mode
+    binder = create_function_from_signature(fn.signature, fn.params, backend)
+    bound, specialization, options = binder(*args, **kwargs)
+    options, signature, constexprs, attrs = fn._pack_args(backend, kwargs, bound, specialization, options)
+    return signature, constexprs, attrs, options
+
+
+def _constexpr_names(fn, constexprs):
+    """{argument name: value} of the constants of a launch (Triton keys them by argument path)."""
     names = fn.arg_names
-    values = dict(zip(names, args))
-    options = {k: kwargs.pop(k) for k in ("num_warps", "num_stages", "num_ctas") if k in kwargs}
-    values.update({k: v for k, v in kwargs.items() if k in names})
-    sig, constexprs, attrs = {}, {}, {}
-    for i, (name, param) in enumerate(zip(names, fn.params)):
-        v = values.get(name, param.default)
-        if param.is_constexpr:
-            sig[name] = "constexpr"
-            constexprs[name] = v
-        elif isinstance(v, torch.Tensor):
-            sig[name] = "*" + TRITON_TYPES[str(v.dtype).replace("torch.", "")]
-            attrs[(i,)] = [["tt.divisibility", 16]]
-        elif isinstance(v, bool):
-            sig[name] = "i1"
-        elif isinstance(v, int):
-            sig[name] = "i32" if -2**31 <= v < 2**31 else "i64"
-            if v % 16 == 0 and v != 0:
-                attrs[(i,)] = [["tt.divisibility", 16]]
-        elif isinstance(v, float):
-            sig[name] = "fp32"
-        else:
-            raise ValueError(f"argument {name} of {fn.__name__}: unsupported value {type(v).__name__}")
-    return sig, constexprs, attrs, options
+    out = {}
+    for path, v in constexprs.items():
+        name = ".".join([names[path[0]]] + [str(i) for i in path[1:]]) if path and path[0] < len(names) else str(path)
+        out[name] = v if isinstance(v, (int, float, bool)) or v is None else str(v)
+    return out
+
+
+def _grid(grid, fn, args, kwargs):
+    """The launch grid as 1-3 integers (a callable grid is called with the bound arguments, as
+    Triton's JITFunction.run does)."""
+    if callable(grid):
+        bound = dict(zip(fn.arg_names, args))
+        bound.update(kwargs)
+        grid = grid(bound)
+    return [int(g) for g in grid]
+
+
+def _cuda_arch(capability):
+    """(sm name Triton compiles for, ptxas path, ptxas release, the sm names that ptxas knows):
+    Triton picks the arch name (sm_90a for 90 and later, backends/nvidia/compiler.py
+    sm_arch_from_capability) and its bundled ptxas (ptxas-blackwell for 100 and later)."""
+    import re
+    import subprocess
+    from triton.backends.nvidia.compiler import get_ptxas, sm_arch_from_capability
+    tool = get_ptxas(capability)
+    help_text = subprocess.run([tool.path, "--help"], capture_output=True, text=True, timeout=60).stdout
+    part = help_text[help_text.find("--gpu-name"):]
+    part = part[:part.find("\n--", 1)] if "\n--" in part[1:] else part
+    known = sorted(set(re.findall(r"'(sm_\d+[a-z]?)'", part)), key=lambda x: (int(re.sub(r"\D", "", x)), x))
+    return sm_arch_from_capability(capability), tool.path, tool.version, known
+
+
+def _ptxas_report(ptxas, arch, ptx_path, fp_fusion):
+    """The `ptxas -v` resource report of the PTX Triton produced, assembled again with Triton's
+    own ptxas and flags (compiler.py make_cubin: -lineinfo, -v, --gpu-name; Triton discards
+    that report), into a scratch cubin that is removed. -> (command, report text)."""
+    import os
+    import subprocess
+    out = ptx_path + ".ptxas-v.cubin"
+    cmd = [ptxas, "-lineinfo", "-v"] + ([] if fp_fusion else ["--fmad=false"]) + [f"--gpu-name={arch}", ptx_path, "-o", out]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    if os.path.exists(out):
+        os.remove(out)
+    return " ".join(cmd), r.stderr + r.stdout
 
 
 def _amdgcn_numbers(text):
@@ -147,7 +187,7 @@ def compile_for(path, problem_path, target):
     import time
     import triton
     from triton.backends.compiler import GPUTarget
-    from triton.compiler import ASTSource
+    from triton.compiler import ASTSource, make_backend
     try:
         backend, arch, warp = target.split(":")
         gpu = GPUTarget(backend, int(arch) if backend == "cuda" else arch, int(warp))
@@ -155,25 +195,39 @@ def compile_for(path, problem_path, target):
         raise SystemExit(f"bad target '{target}' (backend:arch:warp_size, e.g. hip:gfx942:64)")
     with open(problem_path, encoding="utf-8") as f:
         problem = json.load(f)
+    cuda = None
+    if backend == "cuda":
+        # Triton cannot compile for an architecture its bundled ptxas does not know (its LLVM
+        # then aborts the process): say so before compiling anything.
+        sm, ptxas, ptxas_version, known = _cuda_arch(gpu.arch)
+        if sm not in known:
+            return {"ok": False, "arch_unsupported": True, "triton_version": triton.__version__,
+                    "diagnostics": f"Triton {triton.__version__} cannot compile for {sm}: its bundled ptxas "
+                                   f"({ptxas}, release {ptxas_version}) knows {', '.join(known)}; "
+                                   f"fix: a Triton release whose ptxas knows {sm} "
+                                   f"(pip install -U triton in the project's .venv), or a target of those architectures"}
+        cuda = (sm, ptxas, ptxas_version)
     try:
         launches = _launches(path, problem)
     except Exception as e:  # noqa: BLE001 -- the source's own error is the build's diagnostics
         return {"ok": False, "diagnostics": f"{path}: error: vb_kernel_run failed while capturing launches: {type(e).__name__}: {e}"}
     if not launches:
         return {"ok": False, "diagnostics": f"{path}: error: vb_kernel_run launched no Triton kernel for this problem"}
+    be = make_backend(gpu)
     out = []
     for n, (fn, args, kwargs, grid) in enumerate(launches):
-        sig, constexprs, attrs, options = _signature(fn, args, kwargs)
         t0 = time.time()
         try:
-            k = triton.compile(ASTSource(fn, sig, constexprs, attrs), target=gpu, options=options)
+            sig, constexprs, attrs, options = _specialize(fn, args, kwargs, be)
+            k = triton.compile(ASTSource(fn, sig, constexprs, attrs), target=gpu, options=options.__dict__)
         except Exception as e:  # noqa: BLE001 -- a compile error rejects the kernel at rung 0
             msg = str(e).strip().splitlines()
-            return {"ok": False, "diagnostics": f"{path}: error: triton.compile of {fn.__name__} for {target} failed: "
-                                                + " | ".join(msg[-6:])}
-        rec = {"name": fn.__name__, "grid": list(grid) if isinstance(grid, (tuple, list)) else str(grid),
-               "num_warps": options.get("num_warps", 4), "num_stages": options.get("num_stages", 3),
-               "signature": sig, "constexprs": {k: (v if isinstance(v, (int, float, bool)) else str(v)) for k, v in constexprs.items()},
+            return {"ok": False, "triton_version": triton.__version__,
+                    "diagnostics": f"{path}: error: triton.compile of {fn.__name__} for {target} failed: "
+                                   + " | ".join(msg[-6:])}
+        rec = {"name": fn.__name__, "grid": _grid(grid, fn, args, kwargs),
+               "num_warps": options.num_warps, "num_stages": options.num_stages,
+               "signature": sig, "constexprs": _constexpr_names(fn, constexprs),
                "seconds": round(time.time() - t0, 3), "shared_bytes": int(getattr(k.metadata, "shared", 0) or 0)}
         if backend == "hip":
             rec.update(_amdgcn_numbers(k.asm["amdgcn"]))
@@ -187,6 +241,11 @@ def compile_for(path, problem_path, target):
                 with open(f"{stem}.{ext}", "wb" if isinstance(data, bytes) else "w") as f:
                     f.write(data)
                 rec[ext] = f"{stem}.{ext}"
+            sm, ptxas, ptxas_version = cuda
+            rec["arch"] = sm
+            rec["entry"] = k.metadata.name
+            rec["ptxas_version"] = ptxas_version
+            rec["ptxas_command"], rec["ptxas_report"] = _ptxas_report(ptxas, sm, rec["ptx"], options.enable_fp_fusion)
         out.append(rec)
     return {"ok": True, "diagnostics": "", "triton_version": triton.__version__, "kernels": out}
 

@@ -107,7 +107,7 @@ PtxasReport parse_ptxas_report(std::string_view text) {
   PtxasReport r;
   // ptxas diagnostics: "ptxas error   : msg", "ptxas /tmp/x.ptx, line 31; error   : msg".
   static const std::regex ptxas_diag(
-      R"(^ptxas\s+(?:(\S.*?), line (\d+);\s*)?(error|fatal|warning)\s*:\s*(.*)$)");
+      R"(^ptxas(?:-blackwell)?\s+(?:(\S.*?), line (\d+);\s*)?(error|fatal|warning)\s*:\s*(.*)$)");
   // nvcc front end (EDG): "file.cu(12): error: msg", "file.cu(3): warning #177-D: msg".
   static const std::regex front_diag(R"(^(.+?)\((\d+)\): (error|warning)[^:]*:\s*(.*)$)");
   // nvcc driver: "nvcc fatal   : Unsupported gpu architecture 'compute_999a'".
@@ -123,7 +123,7 @@ PtxasReport parse_ptxas_report(std::string_view text) {
     const std::string line(trim(raw));
     if (line.empty()) continue;
     std::smatch m;
-    if (starts_with(line, "ptxas info")) {
+    if (starts_with(line, "ptxas info") || starts_with(line, "ptxas-blackwell info")) {
       const auto colon = line.find(':');
       if (colon == std::string::npos) continue;
       const std::string body(trim(std::string_view(line).substr(colon + 1)));

@@ -13,6 +13,8 @@
 //   ptxas fatal   : Ptx assembly aborted due to errors
 //   kernel.cu(2): error: identifier "undeclared_value" is undefined      (nvcc front end)
 //   nvcc fatal   : Unsupported gpu architecture 'compute_999a'           (nvcc driver)
+// Triton's bundled Blackwell assembler (triton/backends/nvidia/bin/ptxas-blackwell, used for
+// sm_100 and later) names itself "ptxas-blackwell info    : ..."; both spellings are read.
 #pragma once
 
 #include <map>

@@ -1,20 +1,14 @@
 #include "ladder/amd.h"
 
 #include <fmt/format.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <atomic>
-#include <filesystem>
 
 #include "backends/triton/toolchain.h"
-#include "core/paths.h"
-#include "core/process.h"
+#include "ladder/triton_compile.h"
 #include "targets/spec_db.h"
 
 namespace vb::ladder {
 
-namespace fs = std::filesystem;
 using nlohmann::json;
 
 namespace {
@@ -28,16 +22,6 @@ RungEvidence evidence(int rung, std::string status, std::string tool, std::strin
   e.summary = std::move(summary);
   e.data = std::move(data);
   return e;
-}
-
-// The problem as triton_build.py compile reads it.
-json problem_json(const Problem& p) {
-  auto side = [](const std::vector<TensorDesc>& ts) {
-    json a = json::array();
-    for (const auto& t : ts) a.push_back({{"dtype", std::string(dtype_name(t.dtype))}, {"shape", t.shape}});
-    return a;
-  };
-  return {{"inputs", side(p.inputs)}, {"outputs", side(p.outputs)}, {"attrs", p.attrs}};
 }
 
 class AmdClimber final : public TargetClimber {
@@ -81,36 +65,27 @@ class AmdClimber final : public TargetClimber {
       return r;
     }
     // rung 0: compile every launched kernel for the target.
-    static std::atomic<int> serial{0};
-    const fs::path dir = cache_dir() / "amd-static" /
-                         fmt::format("{}-{}-{}", ::getpid(), serial++, target.id);
-    fs::create_directories(dir);
-    const fs::path prob = dir / "problem.json";
-    write_file_atomic(prob, problem_json(p).dump());
     if (opts.progress) opts.progress("  [rung 0] " + tool + ": " + variant.source.string());
-    const auto pr = run_process({tc.python, triton_build_script().string(), "compile",
-                                 variant.source.string(), prob.string(), "hip:" + target.isa + ":64"},
-                                std::chrono::minutes(10));
-    std::error_code ec;
-    fs::remove_all(dir, ec);
-    json res;
-    try {
-      res = json::parse(pr.out);
-    } catch (const std::exception&) {
-      throw std::runtime_error("triton_build.py compile failed (exit " +
-                               std::to_string(pr.exit_code) + "): " + pr.err.substr(0, 2000));
+    const TritonCompile res = triton_compile_only(variant.source, p, "hip:" + target.isa + ":64");
+    const std::string version = "triton " + res.triton_version;
+    if (res.arch_unsupported) {
+      auto e = evidence(kStaticReject, "unavailable", tool, "unavailable: " + res.diagnostics);
+      e.tool_version = version;
+      r.evidence.push_back(e);
+      r.stop_reason = "the installed Triton cannot compile for " + target.isa;
+      r.confidence = "none";
+      return r;
     }
-    const std::string version = "triton " + res.value("triton_version", tc.version);
-    if (!res.value("ok", false)) {
+    if (!res.ok) {
       r.rejected = true;
       r.confidence = "rejected";
-      auto e = evidence(kStaticReject, "reject", tool, res.value("diagnostics", std::string("compile failed")));
+      auto e = evidence(kStaticReject, "reject", tool, res.diagnostics.empty() ? "compile failed" : res.diagnostics);
       e.tool_version = version;
       r.evidence.push_back(e);
       r.stop_reason = "does not compile for " + target.isa;
       return r;
     }
-    const json kernels = res.at("kernels");
+    const json& kernels = res.kernels;
     const double lds_limit = target.raw.value("/limits/lds_kb_per_cu"_json_pointer, 0.0) * 1024;
     for (const auto& k : kernels) {
       if (lds_limit > 0 && k.value("lds_bytes", 0) > lds_limit) {

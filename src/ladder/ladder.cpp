@@ -6,8 +6,10 @@
 
 #include <fmt/format.h>
 
+#include "backends/backend.h"
 #include "ladder/amd.h"
 #include "ladder/nvidia.h"
+#include "ladder/triton_nvidia.h"
 
 namespace vb::ladder {
 
@@ -60,8 +62,9 @@ nlohmann::json ClimbResult::to_json() const {
 }
 
 const std::vector<const TargetClimber*>& all_climbers() {
+  // A target's first climber here is its default (climber_for(target)).
   static const std::vector<const TargetClimber*> v{&cpu_climber(), &nvidia_climber(),
-                                                   &amd_climber()};
+                                                   &amd_climber(), &triton_nvidia_climber()};
   return v;
 }
 
@@ -75,6 +78,25 @@ const TargetClimber* climber_for(const TargetSpec& target) {
   for (const auto* c : all_climbers())
     if (c->handles(target)) return c;
   return nullptr;
+}
+
+const TargetClimber* climber_for(const TargetSpec& target, std::string_view backend) {
+  for (const auto* c : all_climbers())
+    if (c->handles(target) && c->accepts(backend)) return c;
+  return climber_for(target);
+}
+
+std::string climber_extensions_for(const TargetSpec& target) {
+  std::vector<std::string> exts;
+  for (const auto* c : all_climbers()) {
+    if (!c->handles(target)) continue;
+    const Backend* be = find_backend(c->backend());
+    const std::string ext = be ? be->source_extension() : c->backend();
+    if (std::find(exts.begin(), exts.end(), ext) == exts.end()) exts.push_back(ext);
+  }
+  std::string s;
+  for (const auto& e : exts) s += (s.empty() ? "" : " or ") + e;
+  return s;
 }
 
 std::vector<RankedVariant> rank_climbs(std::vector<ClimbResult> climbs) {

@@ -10,9 +10,10 @@
 //   rung 4 simulation      a cycle simulator where one is installed
 //   rung 5 real hardware   measured here (ground truth; calibrates its siblings)
 //
-// One TargetClimber serves one kind of target (CPU ISAs, NVIDIA GPUs, ...); all_climbers()
-// lists them and climber_for() picks the one that handles a spec. Nothing above this interface
-// knows which tools a climber uses.
+// One TargetClimber serves one kind of target (CPU ISAs, NVIDIA GPUs, ...) for the sources of
+// one backend; all_climbers() lists them and climber_for() picks the one that handles a spec
+// (and a backend: NVIDIA GPUs have one climber for CUDA sources and one for Triton sources).
+// Nothing above this interface knows which tools a climber uses.
 #pragma once
 
 #include <filesystem>
@@ -129,8 +130,15 @@ class TargetClimber {
 
 /// Every registered climber (ladder.cpp lists them).
 const std::vector<const TargetClimber*>& all_climbers();
-/// The climber that handles `target`, or nullptr.
+/// The default climber of `target`: the first registered one that handles it, or nullptr.
 const TargetClimber* climber_for(const TargetSpec& target);
+/// The climber that handles `target` and climbs sources of `backend` (a registry name); when
+/// no climber of `target` takes that backend, the target's default climber (which rejects such
+/// a source at rung 0 with the reason); nullptr when no climber handles `target`.
+const TargetClimber* climber_for(const TargetSpec& target, std::string_view backend);
+/// The source extensions the climbers of `target` compile, joined by " or " (".cu or .py"),
+/// for error messages; "" when no climber handles it.
+std::string climber_extensions_for(const TargetSpec& target);
 /// Names of all climbers, comma-separated ("cpu, nvidia"), for error messages.
 std::string climber_names();
 

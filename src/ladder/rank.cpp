@@ -120,7 +120,8 @@ std::vector<Variant> load_variants(const fs::path& dir) {
   if (!fs::is_directory(dir))
     throw std::invalid_argument("variants directory " + dir.string() +
                                 " does not exist (give --variants DIR with one kernel source per "
-                                "variant: .cpp for CPU targets, .cu for NVIDIA ones)");
+                                "variant: .cpp for CPU targets, .cu for NVIDIA ones, .py (Triton) "
+                                "for NVIDIA and AMD ones)");
   std::vector<Variant> v;
   for (const auto& e : fs::directory_iterator(dir)) {
     // A variant's backend is the registered backend of its file extension.
@@ -130,13 +131,20 @@ std::vector<Variant> load_variants(const fs::path& dir) {
     x.name = e.path().stem().string();
     x.source = e.path();
     x.backend = be->name();
+    // Description: the first line of the leading comment ("// ..." in C++, "# ..." or the
+    // module docstring in Python).
     std::istringstream in(read_file(e.path()));
     std::string line;
     while (std::getline(in, line)) {
-      if (line.rfind("//", 0) != 0) break;
-      std::string t = line.substr(2);
+      std::size_t skip = 0;
+      if (line.rfind("//", 0) == 0) skip = 2;
+      else if (line.rfind("\"\"\"", 0) == 0) skip = 3;
+      else if (line.rfind("#", 0) == 0) skip = 1;
+      else break;
+      std::string t = line.substr(skip);
       t.erase(0, t.find_first_not_of(" "));
-      if (t.empty() || t.rfind("Instantiated for", 0) == 0) continue;
+      if (const auto q = t.find("\"\"\""); q != std::string::npos) t.erase(q);
+      if (t.empty() || t.rfind("Instantiated for", 0) == 0 || t.rfind("!", 0) == 0) continue;
       x.description = t;
       break;
     }
@@ -144,8 +152,8 @@ std::vector<Variant> load_variants(const fs::path& dir) {
   }
   if (v.empty())
     throw std::invalid_argument("variants directory " + dir.string() +
-                                " holds no .cpp or .cu variant (put one kernel source per variant "
-                                "there)");
+                                " holds no .cpp or .cu variant (nor a .py Triton one; put one kernel "
+                                "source per variant there)");
   std::sort(v.begin(), v.end(), [](const Variant& a, const Variant& b) { return a.name < b.name; });
   return v;
 }
@@ -213,7 +221,8 @@ MeasuredTimes load_measured_times(const fs::path& file, const std::string& type)
   return m;
 }
 
-std::vector<RankingTrust> ranking_trust(const std::string& family, const std::string& kernel) {
+std::vector<RankingTrust> ranking_trust(const std::string& family, const std::string& kernel,
+                                        const std::string& backend) {
   const fs::path f = vladbud_home() / "data" / "ranking_trust.json";
   std::error_code ec;
   if (!fs::exists(f, ec)) return {};
@@ -222,6 +231,8 @@ std::vector<RankingTrust> ranking_trust(const std::string& family, const std::st
     const json j = json::parse(read_file(f));
     for (const auto& s : j.at("studies")) {
       if (s.at("family").get<std::string>() != family) continue;
+      if (!backend.empty() && s.contains("backend") && s["backend"].get<std::string>() != backend)
+        continue;
       RankingTrust t{s.at("family"), s.at("kernel"), s.value("model", std::string()),
                      s.at("study"),  s.at("tau"),    s.value("regret", 0.0),
                      s.at("pairs"),  s.value("blind", false)};
@@ -284,27 +295,25 @@ std::vector<TargetRanking> rank_variants(const KernelType& type,
   std::vector<std::vector<ClimbResult>> climbs(targets.size());
   for (std::size_t ti = 0; ti < targets.size(); ++ti) {
     const TargetSpec& t = targets[ti];
-    const TargetClimber* c = climber_for(t);
-    if (!c)
+    if (!climber_for(t))
       throw std::invalid_argument("no ladder climber handles target " + t.id + " (kind " + t.kind +
                                   "); climbers: " + climber_names());
-    // CPU targets: the .cpp variants instantiated from the target's card; NVIDIA targets: the
-    // .cu variants as written (they #include the starter by a path relative to themselves).
-    // The climber says which backend's variants it takes.
+    // CPU targets: the .cpp variants instantiated from the target's card; GPU targets: the
+    // variants as written (a .cu variant #includes the starter by a path relative to itself).
+    // Each variant goes to the target's climber for its backend (NVIDIA GPUs: .cu and .py).
     const bool gpu = t.kind == "gpu";
     std::vector<Variant> mine;
     for (const auto& v : variants)
-      if (c->accepts(v.backend)) mine.push_back(v);
+      if (climber_for(t, v.backend)->accepts(v.backend)) mine.push_back(v);
     if (mine.empty())
-      throw std::invalid_argument("no " + require_backend(c->backend()).source_extension() +
-                                  " variant for target " + t.id + " among the " +
-                                  std::to_string(variants.size()) + " given");
+      throw std::invalid_argument("no " + climber_extensions_for(t) + " variant for target " + t.id +
+                                  " among the " + std::to_string(variants.size()) + " given");
     const fs::path dir = cache_dir() / "variants" / t.id / type.name();
     const auto inst = gpu ? mine : instantiate_variants(mine, t, dir);
     for (std::size_t vi = 0; vi < inst.size(); ++vi) {
       if (opts.progress)
         opts.progress(fmt::format("[{}/{}] {} on {}", vi + 1, inst.size(), inst[vi].name, t.id));
-      climbs[ti].push_back(c->climb(type, inst[vi], t, opts));
+      climbs[ti].push_back(climber_for(t, inst[vi].backend)->climb(type, inst[vi], t, opts));
     }
     for (const auto& m : measured)
       if (m.target_id == t.id) attach_measured(climbs[ti], m);
@@ -347,7 +356,9 @@ std::vector<TargetRanking> rank_variants(const KernelType& type,
       }
       tr.calibration_applied = cal;
     }
-    tr.trust = ranking_trust(tr.target.family, type.name());
+    // The studies of the ranked sources' backend (the first variant's; rank --backend picks one).
+    tr.trust = ranking_trust(tr.target.family, type.name(),
+                             climbs[ti].empty() ? std::string() : climbs[ti].front().backend);
     tr.ranking = rank_climbs(climbs[ti]);
     out.push_back(std::move(tr));
   }
@@ -371,7 +382,9 @@ std::string format_rankings(const std::vector<TargetRanking>& rankings, const st
     if (tr.calibration_applied) o += "   calibrated by: " + tr.calibration_applied->source + "\n";
     if (tr.trust.empty())
       o += "   trust: no study has measured a ranking of " + kernel + " for family " +
-           tr.target.family + ": the order is untested; read ties and bands, not positions\n";
+           tr.target.family +
+           (tr.ranking.empty() ? std::string() : " with " + tr.ranking.front().result.backend + " sources") +
+           ": the order is untested; read ties and bands, not positions\n";
     for (const auto& t : tr.trust)
       o += fmt::format("   trust: {} Kendall tau {:.2f} over {} pairs, top-1 regret {:.2f} ({} {}, {})\n",
                        t.blind ? "blind" : "post-hoc (not blind)", t.tau, t.pairs, t.regret,
@@ -475,12 +488,12 @@ std::vector<std::vector<ClimbResult>> climb_kernels(const std::vector<KernelToCl
   std::vector<std::vector<ClimbResult>> out(targets.size());
   for (std::size_t ti = 0; ti < targets.size(); ++ti) {
     const TargetSpec& t = targets[ti];
-    const TargetClimber* c = climber_for(t);
-    if (!c)
+    if (!climber_for(t))
       throw std::invalid_argument("no ladder climber handles target " + t.id + " (kind " + t.kind +
                                   "); climbers: " + climber_names());
     const bool gpu = t.kind == "gpu";
     for (const auto& k : kernels) {
+      const TargetClimber* c = climber_for(t, k.variant.backend);
       if (!c->accepts(k.variant.backend)) {
         ClimbResult r;
         r.target_id = t.id;
@@ -490,8 +503,8 @@ std::vector<std::vector<ClimbResult>> climb_kernels(const std::vector<KernelToCl
         r.rejected = true;
         r.confidence = "rejected";
         r.stop_reason = "a " + k.variant.backend + " source cannot run on " + t.id + " (" +
-                        (gpu ? "a GPU" : "a CPU") + ": needs a " +
-                        require_backend(c->backend()).source_extension() + " source)";
+                        (gpu ? "a GPU" : "a CPU") + ": needs a " + climber_extensions_for(t) +
+                        " source)";
         out[ti].push_back(std::move(r));
         continue;
       }
@@ -530,9 +543,10 @@ std::vector<std::vector<ClimbResult>> climb_starters(const std::vector<const Ker
 
 namespace {
 
-// The backend whose sources a target's climber compiles ("" when no climber handles it).
-std::string climber_backend(const TargetSpec& t) {
-  const TargetClimber* c = climber_for(t);
+// The backend whose sources a target's climber compiled in `results` (the climber for their
+// backend, else the target's default; "" when no climber handles it).
+std::string climber_backend(const TargetSpec& t, const std::vector<ClimbResult>& results) {
+  const TargetClimber* c = results.empty() ? climber_for(t) : climber_for(t, results.front().backend);
   return c ? c->backend() : std::string();
 }
 
@@ -544,7 +558,7 @@ json remote_targets_json(const std::vector<TargetSpec>& targets,
   for (std::size_t ti = 0; ti < targets.size(); ++ti) {
     json t = {{"id", targets[ti].id},
               {"name", targets[ti].name},
-              {"backend", climber_backend(targets[ti])},
+              {"backend", climber_backend(targets[ti], results[ti])},
               {"local", false}, {"family", targets[ti].family}, {"kernels", json::array()}};
     for (const auto& r : results[ti]) {
       json k = {{"kernel", r.kernel}, {"variant", r.variant}, {"rung", r.highest_rung},

@@ -38,9 +38,11 @@ std::map<std::string, long long> target_params(const TargetSpec& target);
 /// default when the card does not supply it. A header comment records the values and why.
 std::string instantiate_variant(const std::string& source, const TargetSpec& target);
 
-/// The variants of kernel `type` in `dir` (every *.cpp, sorted by name; name = file stem,
-/// description = the first line of the leading // comment). Throws std::invalid_argument when
-/// `dir` does not exist or holds no .cpp file (naming the directory and the fix).
+/// The variants of kernel `type` in `dir` (every source with a registered backend's extension:
+/// .cpp, .cu, .py; sorted by name; name = file stem, backend = that extension's backend,
+/// description = the first line of the leading // or # comment or Python docstring). Throws
+/// std::invalid_argument when `dir` does not exist or holds no such file (naming the directory
+/// and the fix).
 std::vector<Variant> load_variants(const std::filesystem::path& dir);
 
 /// The starter of `type` for `backend` (kernels/<backend>/<type><ext>) as the one variant of a
@@ -76,8 +78,9 @@ struct MeasuredTimes {
 MeasuredTimes load_measured_times(const std::filesystem::path& file, const std::string& type);
 
 /// How far a ranking for a target family and kernel type has been shown to hold: a Kendall tau
-/// measured in a study (data/ranking_trust.json: {"studies": [{"family", "kernel", "tau",
-/// "pairs", "blind", "regret", "model", "study"}]}).
+/// measured in a study (data/ranking_trust.json: {"studies": [{"family", "backend", "kernel",
+/// "tau", "pairs", "blind", "regret", "model", "study"}]}; "backend" is the source language
+/// ranked, a record without it covers every backend).
 struct RankingTrust {
   std::string family, kernel, model, study;
   double tau = 0, regret = 0;
@@ -86,9 +89,11 @@ struct RankingTrust {
 };
 
 /// The trust records for `family` and `kernel` (the kernel's own, else the family's "all"
-/// record), newest model first; empty when no study measured that family. Throws
-/// std::runtime_error when data/ranking_trust.json exists but is malformed.
-std::vector<RankingTrust> ranking_trust(const std::string& family, const std::string& kernel);
+/// record) of studies that ranked sources of `backend` ("" = any), newest model first; empty
+/// when no such study measured that family. Throws std::runtime_error when
+/// data/ranking_trust.json exists but is malformed.
+std::vector<RankingTrust> ranking_trust(const std::string& family, const std::string& kernel,
+                                        const std::string& backend = "");
 
 /// The ranking of one target.
 struct TargetRanking {

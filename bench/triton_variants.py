@@ -1,0 +1,125 @@
+#!/usr/bin/env python3
+"""Writes the variant sets of the first blind Triton ranking study (issue 17, "Measure"): softmax,
+rmsnorm and matmul variants of the Triton starters (kernels/triton/<type>.py) that differ in
+block sizes, num_warps and num_stages, before anything is measured.
+
+Each variant is the starter's text with its configuration made explicit and overridden:
+  softmax, rmsnorm  MAX_BLOCK (longest row kept in registers: one pass when C <= MAX_BLOCK),
+                    CHUNK (the block of the two-pass path for longer rows), WARPS, NUM_STAGES
+                    (the launch's num_warps / num_stages; the starter picks 8 or 4 warps by block)
+  matmul            CONFIG_16 = (BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages) of 16-bit
+                    inputs, GROUP_M (the L2 swizzle width)
+At the ranking problem (the GPU benchmark sizes, bf16: softmax and rmsnorm 8192x8192, matmul
+4096^3) a MAX_BLOCK below 8192 sends the rows through the two-pass path. The configurations
+below were chosen near the defaults so that most pairs lie within 2x of each other, and are
+never changed after the prediction is committed: the study's files are frozen copies.
+
+    python3 bench/triton_variants.py [--out DIR] [--check]
+
+--check verifies that the files on disk are what this script writes from today's starters.
+Exits 1 when a starter no longer has the text a substitution expects (the study is then
+regenerated from a new commit, not patched).
+"""
+import argparse
+import pathlib
+import sys
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+STUDY = "triton-blind1"
+
+# type -> [(name, {setting: value})]; an empty dict is the starter's own configuration.
+ROWWISE = {
+    # one pass (C = 8192 <= MAX_BLOCK): the row in registers, warps vary
+    "v01_default": {},
+    "v02_onepass_w4": {"MAX_BLOCK": 8192, "WARPS": 4},
+    "v03_onepass_w16": {"MAX_BLOCK": 8192, "WARPS": 16},
+    "v04_onepass_w32": {"MAX_BLOCK": 8192, "WARPS": 32},
+    # two passes over chunks: chunk, warps and software-pipelining stages vary
+    "v05_chunk2048_w8_s3": {"MAX_BLOCK": 4096, "CHUNK": 2048, "WARPS": 8, "NUM_STAGES": 3},
+    "v06_chunk1024_w4_s2": {"MAX_BLOCK": 4096, "CHUNK": 1024, "WARPS": 4, "NUM_STAGES": 2},
+    "v07_chunk4096_w16_s2": {"MAX_BLOCK": 4096, "CHUNK": 4096, "WARPS": 16, "NUM_STAGES": 2},
+    "v08_chunk512_w4_s4": {"MAX_BLOCK": 4096, "CHUNK": 512, "WARPS": 4, "NUM_STAGES": 4},
+    "v09_chunk2048_w4_s1": {"MAX_BLOCK": 4096, "CHUNK": 2048, "WARPS": 4, "NUM_STAGES": 1},
+    "v10_chunk4096_w8_s3": {"MAX_BLOCK": 4096, "CHUNK": 4096, "WARPS": 8, "NUM_STAGES": 3},
+}
+MATMUL = {
+    "v01_default": {},
+    "v02_128x256x64_w8_s3": {"CONFIG_16": (128, 256, 64, 8, 3)},
+    "v03_256x128x64_w8_s3": {"CONFIG_16": (256, 128, 64, 8, 3)},
+    "v04_64x128x64_w4_s4": {"CONFIG_16": (64, 128, 64, 4, 4)},
+    "v05_128x128x32_w4_s4": {"CONFIG_16": (128, 128, 32, 4, 4)},
+    "v06_128x64x64_w4_s4": {"CONFIG_16": (128, 64, 64, 4, 4)},
+    "v07_64x64x64_w4_s5": {"CONFIG_16": (64, 64, 64, 4, 5)},
+    "v08_128x128x64_w4_s3": {"CONFIG_16": (128, 128, 64, 4, 3)},
+    "v09_128x128x64_w8_s4": {"CONFIG_16": (128, 128, 64, 8, 4)},
+    "v10_128x128x64_w8_s3_group1": {"GROUP_M": 1},
+}
+SETS = {"softmax": ROWWISE, "rmsnorm": ROWWISE, "matmul": MATMUL}
+
+# What each starter's configuration looks like, and the explicit form it is rewritten to:
+# (old text, new text) pairs, each of which must occur exactly once in the starter.
+EXPLICIT = {
+    "softmax": [
+        ("NUM_WARPS = 8\n", "NUM_WARPS = 8\nWARPS = None  # the launch's num_warps (None: NUM_WARPS for >= 2048 columns, else 4)\n"
+                             "NUM_STAGES = 3  # the launch's num_stages (Triton's default)\n"
+                             "CHUNK = 2048  # block of the two-pass path\n"),
+        ("        block = 2048\n", "        block = CHUNK\n"),
+        ("num_warps=NUM_WARPS if block >= 2048 else 4)",
+         "num_warps=WARPS or (NUM_WARPS if block >= 2048 else 4), num_stages=NUM_STAGES)"),
+    ],
+    "rmsnorm": [
+        ("CHUNK = 2048\n", "CHUNK = 2048\nWARPS = None  # the launch's num_warps (None: 8 for >= 2048 columns, else 4)\n"
+                           "NUM_STAGES = 3  # the launch's num_stages (Triton's default)\n"),
+        ("num_warps=8 if block >= 2048 else 4)",
+         "num_warps=WARPS or (8 if block >= 2048 else 4), num_stages=NUM_STAGES)"),
+    ],
+    "matmul": [],
+}
+
+
+def render(kernel: str, name: str, cfg: dict) -> str:
+    src = (ROOT / "kernels" / "triton" / f"{kernel}.py").read_text()
+    for old, new in EXPLICIT[kernel]:
+        if src.count(old) != 1:
+            sys.exit(f"triton_variants: kernels/triton/{kernel}.py no longer has {old!r} exactly once")
+        src = src.replace(old, new)
+    lines = []
+    for key, value in cfg.items():
+        prefix = f"{key} = "
+        hits = [l for l in src.splitlines() if l.startswith(prefix)]
+        if len(hits) != 1:
+            sys.exit(f"triton_variants: kernels/triton/{kernel}.py has {len(hits)} lines starting {prefix!r}")
+        lines.append(f"{key} = {value!r}")
+        was = hits[0][len(prefix):].split("#")[0].strip()
+        src = src.replace(hits[0] + "\n", f"{key} = {value!r}  # variant {name} (starter: {was})\n", 1)
+    what = ", ".join(lines) or "the starter's configuration"
+    head = (f"# variant {name} of the blind Triton ranking study 1 (bench/triton_variants.py): {what}\n"
+            f"# generated from kernels/triton/{kernel}.py; do not edit (the prediction was made on this text)\n")
+    return head + src
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--out", help=f"folder (default bench/variants/{STUDY})")
+    ap.add_argument("--check", action="store_true", help="verify the frozen files instead of writing")
+    a = ap.parse_args()
+    out = pathlib.Path(a.out or ROOT / "bench" / "variants" / STUDY)
+    bad = 0
+    for kernel, variants in SETS.items():
+        for name, cfg in variants.items():
+            f = out / kernel / f"{name}.py"
+            text = render(kernel, name, cfg)
+            if a.check:
+                if not f.exists() or f.read_text() != text:
+                    print(f"changed or missing: {f}")
+                    bad += 1
+            else:
+                f.parent.mkdir(parents=True, exist_ok=True)
+                f.write_text(text)
+    if not a.check:
+        print(f"wrote {sum(len(v) for v in SETS.values())} variants of {len(SETS)} types under {out}")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1153,5 +1153,52 @@ TEST(KernelTypes, MatmulReferenceUsesBothOperands) {
     }
 }
 
+// Issue 16: large problems are screened at a reduced size along screen_dims() only.
+TEST(ScreenSize, TheGpt2LmHeadIsScreenedWithFewerOutputColumnsAndTheSameKAndM) {
+  const KernelType& mm = type_named("matmul");
+  Size lm{"model-M64xN50257xK768", {{"M", 64}, {"N", 50257}, {"K", 768}}, {}};
+  const Size s = screen_size(mm, lm, DType::F32, 16u << 20);
+  EXPECT_EQ(s.dims.at("M"), 64);
+  EXPECT_EQ(s.dims.at("K"), 768);
+  EXPECT_EQ(s.dims.at("N"), 3142);  // 50257 halved (rounded up) four times
+  EXPECT_EQ(s.label, "model-M64xN50257xK768-screen-N3142");
+  const Problem p = mm.make_problem(s, DType::F32);
+  std::size_t bytes = 0;
+  for (const auto& t : p.inputs) bytes += t.nbytes();
+  for (const auto& t : p.outputs) bytes += t.nbytes();
+  EXPECT_LE(bytes, 16u << 20);
+  // The same size when it fits, when the device screens at full size (0), or in bf16 where
+  // half the bytes fit at one halving fewer.
+  Size small{"s", {{"M", 64}, {"N", 3072}, {"K", 768}}, {}};
+  EXPECT_EQ(screen_size(mm, small, DType::F32, 16u << 20).label, "s");
+  EXPECT_EQ(screen_size(mm, lm, DType::F32, 0).label, lm.label);
+  EXPECT_EQ(screen_size(mm, lm, DType::BF16, 16u << 20).dims.at("N"), 6283);
+}
+
+TEST(ScreenSize, EveryTypeShrinksOnlyDimensionsItHasAndNeverItsRowOrReductionLength) {
+  // Each type's screen dims exist in its benchmark size; a huge problem shrinks to fit and
+  // keeps every other dimension.
+  const std::map<std::string, std::set<std::string>> keep{
+      {"matmul", {"K"}},          {"softmax", {"C"}},         {"layernorm", {"D"}},
+      {"rmsnorm", {"N"}},         {"reduce", {"N"}},          {"cross_entropy", {"V"}},
+      {"fused_mlp", {"D", "H"}},  {"flash_attention", {"H", "S", "D"}},
+      {"rotary_embedding", {"S", "D"}}};
+  for (const KernelType* t : all_kernel_types()) {
+    const auto dims = t->screen_dims();
+    ASSERT_FALSE(dims.empty()) << t->name();
+    Size big = t->benchmark_size(DeviceKind::Gpu);
+    for (const auto& d : dims) {
+      ASSERT_TRUE(big.dims.count(d)) << t->name() << " has no dimension " << d;
+      big.dims[d] *= 64;
+    }
+    const Size s = screen_size(*t, big, DType::F32, 8u << 20);
+    for (const auto& k : keep.at(t->name())) {
+      ASSERT_TRUE(big.dims.count(k)) << t->name() << " " << k;
+      EXPECT_EQ(s.dims.at(k), big.dims.at(k)) << t->name() << " shrank " << k;
+    }
+    EXPECT_NE(s.label, big.label) << t->name();
+  }
+}
+
 }  // namespace
 }  // namespace vb

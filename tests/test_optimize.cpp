@@ -756,6 +756,81 @@ TEST(OptimizeLoop, KeepsRealGainsOnlyAndNeverBrokenOrCheatingCandidates) {
   fs::remove_all(ws);
 }
 
+namespace {
+
+// SyntheticMeasurer's answers, with quick screens at a reduced size (screen_label()): 10x
+// faster there, labelled so; every other mode at the problem's size "t".
+class ReducedScreenMeasurer : public SyntheticMeasurer {
+ public:
+  ReducedScreenMeasurer() : SyntheticMeasurer(0.0) {}
+  Measurement measure(const fs::path& f, EvalMode mode) override {
+    Measurement m = SyntheticMeasurer::measure(f, mode);
+    if (m.timed) {
+      modes.push_back(mode);
+      m.size_label = mode == EvalMode::Quick ? "t-screen-R4" : "t";
+      if (mode == EvalMode::Quick) m.median_us /= 10;
+    }
+    return m;
+  }
+  std::string screen_label() const override { return "t-screen-R4"; }
+  std::vector<EvalMode> modes;
+};
+
+}  // namespace
+
+TEST(OptimizeLoop, AReducedScreenFiltersButTheBaselineAndKeepsAreAtTheProblemsSize) {
+  // Issue 16: large problems are screened at a reduced size. The screen only filters: the
+  // baseline, the keeps, the reported latencies and the PyTorch ratios are at the problem's
+  // size, and a screen's figure never stands for the problem's.
+  const fs::path ws = temp_dir("reduced");
+  const fs::path d = make_kernel_folder(ws);
+  {
+    nlohmann::json pj = nlohmann::json::parse(read_file(d / "problem.json"));
+    pj["pytorch_us"] = 200.0;
+    std::ofstream(d / "problem.json") << pj.dump();
+  }
+  ReducedScreenMeasurer m;
+  OptimizeOptions o;
+  o.budget_s = 60;
+  o.max_experiments = 40;
+  o.measurer = &m;
+  o.git = false;
+  o.seed = 5;
+  const KernelSummary s = optimize_kernel(d, o);
+  EXPECT_EQ(s.kept, 1);
+  EXPECT_EQ(current_config(read_file(d / "best" / "softmax.cpp"),
+                           parse_params(read_file(d / "best" / "softmax.cpp")))
+                .at("UNROLL"),
+            "4");
+  // The first two timings: the starter's screen, then its timing at the problem's size.
+  ASSERT_GE(m.modes.size(), 2u);
+  EXPECT_EQ(m.modes[0], EvalMode::Quick);
+  EXPECT_EQ(m.modes[1], EvalMode::TimingOnly);
+  EXPECT_NEAR(s.baseline_us, 100, 1e-9);
+  EXPECT_NEAR(s.best_us, 80, 1e-9);
+  const auto rows = rows_of(ws / "results.tsv");
+  ASSERT_FALSE(rows.empty());
+  EXPECT_EQ(rows[0][1], "baseline");
+  EXPECT_NEAR(std::stod(rows[0][4]), 100, 1e-6);
+  EXPECT_EQ(rows[0][6], "2.000");  // PyTorch 200 us / 100 us
+  EXPECT_NE(rows[0][9].find("quick screens time t-screen-R4: 10.00 us"), std::string::npos)
+      << rows[0][9];
+  int screened_out = 0;
+  for (const auto& r : rows) {
+    if (r[9].find("quick screen: ") != std::string::npos) {  // decided by the screen
+      ++screened_out;
+      EXPECT_NE(r[9].find("(screened at t-screen-R4)"), std::string::npos) << r[9];
+      EXPECT_EQ(r[6], "n/a") << "a screen's figure is not a ratio to PyTorch at the problem";
+    }
+    if (r[1] == "keep") {
+      EXPECT_NEAR(std::stod(r[4]), 80, 1e-6) << r[9];
+      EXPECT_EQ(r[6], "2.500");
+    }
+  }
+  EXPECT_GE(screened_out, 1);
+  fs::remove_all(ws);
+}
+
 TEST(OptimizeLoop, SameSeedSameSequence) {
   auto run = [](std::uint64_t seed) {
     const fs::path ws = temp_dir("seed");

@@ -119,6 +119,12 @@ class Device {
   /// bf16 arithmetic in Triton's interpreter). A case is inconclusive only when this says so;
   /// for any other dtype such a reply is a FAIL. Default false.
   virtual bool may_be_inconclusive(DType /*dtype*/) const { return false; }
+  /// Bytes of one rotating set (inputs plus outputs) above which the optimizer's quick screen
+  /// times a reduced size of the problem (screen_size() in kernels/kernel_type.h); 0 (the
+  /// default): screens run at the problem's size. Worth it where generating and verifying
+  /// large sets costs far more than the calls (a CPU), not where the screen's fidelity to the
+  /// full grid matters more (a GPU's wave quantization).
+  virtual std::size_t screen_set_bytes() const { return 0; }
 };
 
 }  // namespace vb

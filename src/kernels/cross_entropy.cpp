@@ -204,6 +204,9 @@ class CrossEntropyType final : public KernelType {
     return bv("512x128256", 512, 128256);
   }
 
+  /// Reduced-size screens shrink the rows (B); never the vocabulary V.
+  std::vector<std::string> screen_dims() const override { return {"B"}; }
+
  private:
   static Size bv(std::string label, std::int64_t B, std::int64_t V,
                  std::map<std::string, double> attrs = {}) {

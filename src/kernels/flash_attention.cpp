@@ -256,6 +256,9 @@ class FlashAttentionType final : public KernelType {
     return bhsd("b2h16s4096d128", 2, 16, 4096, 128);
   }
 
+  /// Reduced-size screens shrink the batch only: H is tied to HKV, S and D shape the tiles.
+  std::vector<std::string> screen_dims() const override { return {"B"}; }
+
  private:
   /// KV heads of p: its HKV dimension, else H (multi-head attention).
   static std::int64_t kv_heads(const Problem& p) {

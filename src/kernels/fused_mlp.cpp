@@ -136,6 +136,9 @@ class FusedMlpType final : public KernelType {
     return bdh("b512d4096h11008", 512, 4096, 11008);
   }
 
+  /// Reduced-size screens shrink the tokens (B); never D or H, the GEMMs' reduction lengths.
+  std::vector<std::string> screen_dims() const override { return {"B"}; }
+
  private:
   static Size bdh(std::string label, std::int64_t B, std::int64_t D, std::int64_t H) {
     return make_size(std::move(label), {{"B", B}, {"D", D}, {"H", H}});

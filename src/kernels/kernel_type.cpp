@@ -78,4 +78,36 @@ std::vector<double> KernelType::resolve_attrs(const Size& size) const {
   return v;
 }
 
+Size screen_size(const KernelType& type, const Size& size, DType dtype,
+                 std::size_t max_set_bytes) {
+  const auto dims = type.screen_dims();
+  if (max_set_bytes == 0 || dims.empty()) return size;
+  auto set_bytes = [&](const Size& s) {
+    const Problem p = type.make_problem(s, dtype);
+    std::size_t b = 0;
+    for (const auto& t : p.inputs) b += t.nbytes();
+    for (const auto& t : p.outputs) b += t.nbytes();
+    return b;
+  };
+  Size out = size;
+  std::string shrunk;
+  for (int step = 0; step < 64 && set_bytes(out) > max_set_bytes; ++step) {
+    bool any = false;
+    for (const auto& d : dims) {
+      auto it = out.dims.find(d);
+      if (it == out.dims.end() || it->second < 32) continue;
+      it->second = (it->second + 1) / 2;
+      any = true;
+      break;
+    }
+    if (!any) break;
+  }
+  if (out.dims == size.dims) return size;
+  for (const auto& d : dims)
+    if (out.dims.count(d) && out.dims.at(d) != size.dims.at(d))
+      shrunk += d + std::to_string(out.dims.at(d));
+  out.label = size.label + "-screen-" + shrunk;
+  return out;
+}
+
 }  // namespace vb

@@ -130,6 +130,13 @@ class KernelType {
   /// CPU gets a smaller one than a GPU).
   virtual Size benchmark_size(DeviceKind device) const = 0;
 
+  /// The dimensions a reduced-size quick screen may shrink, in order of preference: the ones
+  /// whose extent only repeats the same work (rows, tokens, batch, output columns), never a
+  /// reduction length, a row length a normalisation runs over, or a head dimension, so the
+  /// kernel's inner loops, blocking and vector widths stay those of the full problem. Empty
+  /// (the default): the type is always screened at its full size. See screen_size().
+  virtual std::vector<std::string> screen_dims() const { return {}; }
+
   /// All sizes this type knows (smoke, test, edge, benchmark on `device`), for --size lookup.
   std::vector<Size> all_sizes(DeviceKind device) const;
   /// Finds a size by label among all_sizes; nullptr if none.
@@ -138,6 +145,16 @@ class KernelType {
   /// resolved by the caller).
   std::vector<double> resolve_attrs(const Size& size) const;
 };
+
+/// The size a quick screen times instead of `size` when one rotating set of it (inputs plus
+/// outputs, in `dtype`) exceeds `max_set_bytes`: the type's screen_dims() halved (rounded up),
+/// the first one that is at least 32 first, until a set fits or no dimension can shrink.
+/// Labelled "<label>-screen-<dim><value>..." with the shrunk dimensions; `size` itself when
+/// max_set_bytes is 0, the set already fits, or the type declares no screen_dims(). The
+/// screen only filters candidates: every keep is still decided at `size` (issue 16: a
+/// 64x50257x768 fp32 matmul's 154 MB sets cost ~3.5 s per screen, mostly input generation
+/// and the fp64 verification, against 0.2 s of calls).
+Size screen_size(const KernelType& type, const Size& size, DType dtype, std::size_t max_set_bytes);
 
 /// All nine kernel types in DESIGN §2 order.
 const std::vector<const KernelType*>& all_kernel_types();

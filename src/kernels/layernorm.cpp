@@ -121,6 +121,9 @@ class LayerNormType final : public KernelType {
     return bd("8192x8192", 8192, 8192);
   }
 
+  /// Reduced-size screens shrink the rows (B); never the normalised length D.
+  std::vector<std::string> screen_dims() const override { return {"B"}; }
+
  private:
   static Size bd(std::string label, std::int64_t B, std::int64_t D) {
     return make_size(std::move(label), {{"B", B}, {"D", D}});

@@ -126,6 +126,9 @@ class MatmulType final : public KernelType {
     return mnk("4096x4096x4096", 4096, 4096, 4096);
   }
 
+  /// Reduced-size screens shrink the output columns, then rows; never the reduction length K.
+  std::vector<std::string> screen_dims() const override { return {"N", "M"}; }
+
  private:
   static Size mnk(std::string label, std::int64_t M, std::int64_t N, std::int64_t K) {
     return make_size(std::move(label), {{"M", M}, {"N", N}, {"K", K}});

@@ -106,6 +106,9 @@ class RmsNormType final : public KernelType {
     return mn("8192x8192", 8192, 8192);
   }
 
+  /// Reduced-size screens shrink the rows (M); never the normalised length N.
+  std::vector<std::string> screen_dims() const override { return {"M"}; }
+
  private:
   static Size mn(std::string label, std::int64_t M, std::int64_t N) {
     return make_size(std::move(label), {{"M", M}, {"N", N}});

@@ -148,6 +148,9 @@ class RotaryEmbeddingType final : public KernelType {
     return bhsd("b4h32s2048d128", 4, 32, 2048, 128);
   }
 
+  /// Reduced-size screens shrink the batch, then heads; never S (the tables) or D.
+  std::vector<std::string> screen_dims() const override { return {"B", "H"}; }
+
  private:
   static Size bhsd(std::string label, std::int64_t B, std::int64_t H, std::int64_t S,
                    std::int64_t D, std::map<std::string, double> attrs = {}) {

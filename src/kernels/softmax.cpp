@@ -156,6 +156,9 @@ class SoftmaxType final : public KernelType {
     return rc("8192x8192", 8192, 8192);
   }
 
+  /// Reduced-size screens shrink the rows (R); never the row length C.
+  std::vector<std::string> screen_dims() const override { return {"R"}; }
+
  private:
   static Size rc(std::string label, std::int64_t R, std::int64_t C) {
     return make_size(std::move(label), {{"R", R}, {"C", C}});

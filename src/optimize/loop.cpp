@@ -448,23 +448,35 @@ class Loop {
       // The machine may be busier or quieter than when the run stopped: measure the best now.
       if (window_size_ > 1) meas_->prefetch({best_file_}, EvalMode::Quick);
       const auto t_quick = Clock::now();
-      const Measurement m = meas_->measure(best_file_, EvalMode::Quick);
+      const Measurement q = meas_->measure(best_file_, EvalMode::Quick);
       setup_quick_s_ = std::chrono::duration<double>(Clock::now() - t_quick).count();
-      if (!m.correct() || !m.timed)
+      if (!q.correct() || !q.timed)
         throw std::runtime_error(fmt::format(
             "{}: the saved best version fails the quick checks now ({} {}: {}); inspect it or "
             "remove {} to start over from the editable source",
-            best_file_.string(), m.verdict, m.guard, m.reason, best_dir.string()));
-      best_quick_us_ = m.median_us;
-      best_us_ = meta.value("hash", "") == content_hash(best_text_) ? meta.value("best_us", m.median_us)
-                                                                   : m.median_us;
+            best_file_.string(), q.verdict, q.guard, q.reason, best_dir.string()));
+      best_quick_us_ = q.median_us;
+      const bool same = meta.value("hash", "") == content_hash(best_text_);
+      baseline_contended_ = meta.value("baseline_contended", false);
+      const bool replace = kept_ == 0 && baseline_contended_;
+      // The figures at the problem's size: the screen's own, or (reduced screens) a timing at
+      // the problem's size, taken only when one is needed.
+      Measurement m = q;
+      if (screens_reduced() && (!same || baseline_us_ <= 0 || best_pct_ <= 0 || replace)) {
+        m = meas_->measure(best_file_, EvalMode::TimingOnly);
+        if (!m.correct() || !m.timed)
+          throw std::runtime_error(fmt::format(
+              "{}: the saved best version fails its timing at the problem's size now ({} {}: "
+              "{}); inspect it or remove {} to start over from the editable source",
+              best_file_.string(), m.verdict, m.guard, m.reason, best_dir.string()));
+      }
+      best_us_ = same ? meta.value("best_us", m.median_us) : m.median_us;
       if (baseline_us_ <= 0) baseline_us_ = m.median_us;
       if (best_pct_ <= 0) best_pct_ = m.pct_peak;
-      baseline_contended_ = meta.value("baseline_contended", false);
       // Nothing kept yet, so the best is the starting source: a baseline measured under
       // contention is replaced by this measurement when this one is quieter (a re-run
       // replaces it: issue 16's 7990 us starter that measures 26 us).
-      if (kept_ == 0 && baseline_contended_ && m.other_runnable == 0)
+      if (replace && m.other_runnable == 0)
         replace_baseline(m, fmt::format("the starting source {} measured {:.2f} us before, while "
                                         "other tasks competed for the cores; {:.2f} us now with none",
                                         src_.filename().string(), baseline_us_, m.median_us));
@@ -481,6 +493,23 @@ class Loop {
             "needs a correct baseline (try `vladbud bench --kernel {} --source {}`)",
             src_.string(), m.verdict, m.failed_stage, m.guard, m.reason, problem_.kernel,
             src_.string()));
+      setup_quick_s_ = std::chrono::duration<double>(Clock::now() - t_quick).count();
+      best_quick_us_ = m.median_us;
+      // Reduced screens: the baseline is timed at the problem's size (the screen only
+      // filters; keeps and every reported figure are at the problem's size).
+      const EvalMode base_mode = screens_reduced() ? EvalMode::TimingOnly : EvalMode::Quick;
+      if (screens_reduced()) {
+        say(fmt::format("{}: quick screens time {} (the problem's sets are large); keeps are "
+                        "decided at {}",
+                        kdir_, meas_->screen_label(), problem_.size.label));
+        m = meas_->measure(src_, base_mode);
+        if (!m.correct() || !m.timed)
+          throw std::runtime_error(fmt::format(
+              "{}: the starting source fails its timing at the problem's size ({} guard {}: "
+              "{}); the loop needs a correct baseline (try `vladbud bench --kernel {} --source "
+              "{}`)",
+              src_.string(), m.verdict, m.guard, m.reason, problem_.kernel, src_.string()));
+      }
       // Other work competed for the cores while it was timed: up to two more tries, the least
       // contended (then the fastest) kept. Still contended: stored with a flag, replaced by
       // the next run's quieter measurement (above) while nothing has been kept.
@@ -488,15 +517,15 @@ class Loop {
         say(fmt::format("{}: the starting source was timed while {} other task(s) competed for "
                         "the cores: measuring it again",
                         kdir_, m.other_runnable));
-        const Measurement again = meas_->measure(src_, EvalMode::Quick);
+        const Measurement again = meas_->measure(src_, base_mode);
         if (again.correct() && again.timed &&
             (again.other_runnable < m.other_runnable ||
              (again.other_runnable == m.other_runnable && again.median_us < m.median_us)))
           m = again;
       }
-      setup_quick_s_ = std::chrono::duration<double>(Clock::now() - t_quick).count();
+      if (!screens_reduced()) best_quick_us_ = m.median_us;
       baseline_contended_ = m.other_runnable > 0;
-      baseline_us_ = best_us_ = best_quick_us_ = m.median_us;
+      baseline_us_ = best_us_ = m.median_us;
       best_pct_ = m.pct_peak;
       install(best_text_, 0);
       ResultsRow row = base_row("baseline", m);
@@ -506,6 +535,9 @@ class Loop {
                                            "cores: suspect; the next run re-measures it)",
                                            m.other_runnable)
                              : std::string()) +
+                        (screens_reduced() ? fmt::format(" (quick screens time {}: {:.2f} us)",
+                                                         meas_->screen_label(), best_quick_us_)
+                                           : std::string()) +
                         "; reproduce: " + reproduce_cmd(src_);
       append_results_row(results_, row);
     }
@@ -555,6 +587,13 @@ class Loop {
     if (opt_.progress) opt_.progress(s);
   }
 
+  /// True when quick screens time a reduced size (Measurer::screen_label()).
+  bool screens_reduced() const { return !meas_->screen_label().empty(); }
+  /// " (screened at LABEL)" for a row whose screen figure is at a reduced size, else "".
+  std::string screen_at() const {
+    return screens_reduced() ? " (screened at " + meas_->screen_label() + ")" : std::string();
+  }
+
   void live() const {
     say(fmt::format("{}: exp {} | kept {} | best {:.3f}x ({:.1f} us, {:.0f}% of ceiling) | {} left",
                     kdir_, experiments_, kept_, speedup_, best_us_,
@@ -581,7 +620,9 @@ class Loop {
       r.throughput_tflops = m.tflops;
       r.pct_peak = m.pct_peak;
       r.bandwidth_gb_s = m.gbs;
-      if (problem_.raw.contains("pytorch_us") && problem_.raw["pytorch_us"].is_number() &&
+      // PyTorch was timed at the problem's size: no ratio for a reduced screen's figure.
+      const bool at_size = m.size_label.empty() || m.size_label == problem_.size.label;
+      if (at_size && problem_.raw.contains("pytorch_us") && problem_.raw["pytorch_us"].is_number() &&
           m.median_us > 0)
         r.speedup_vs_pytorch =
             fmt::format("{:.3f}", problem_.raw["pytorch_us"].get<double>() / m.median_us);
@@ -754,8 +795,8 @@ class Loop {
       }
       if (q.median_us >= vs)
         return finish(base_row("revert", q),
-                      fmt::format("quick screen: {:.2f} us vs best {:.2f} us: not faster{}",
-                                  q.median_us, vs, cached_note));
+                      fmt::format("quick screen: {:.2f} us vs best {:.2f} us: not faster{}{}",
+                                  q.median_us, vs, screen_at(), cached_note));
     }
     if (stopping()) return fb;  // interrupted: no row for an unfinished experiment
     const Measurement f = cached_measure("full|" + key, cand, EvalMode::Full, &hit_f);
@@ -829,23 +870,26 @@ class Loop {
     }
     Measurement shown = q;
     shown.median_us = cmp["cand_us"].get<double>();
+    shown.size_label = problem_.size.label;  // the interleaved rounds' figure
     shown.pct_peak = cmp.value("pct_peak", q.pct_peak);
     const bool keep = cmp["keep"].get<bool>();
     if (keep) {
       speedup_ *= cmp["base_us"].get<double>() / std::max(shown.median_us, 1e-12);
       best_us_ = shown.median_us;
-      best_quick_us_ = shown.median_us;
+      // Reduced screens: the next screens compare with this version's screen.
+      best_quick_us_ = screens_reduced() ? q.median_us : shown.median_us;
       best_pct_ = shown.pct_peak;
       install(p.source, n);
       ++kept_;
       last_keep_ = n;
       fb.kept = true;
-    } else {
+    } else if (!screens_reduced()) {
       best_quick_us_ = cmp["base_us"].get<double>();  // a fresh measurement of the best
     }
     Feedback out = finish(base_row(keep ? "keep" : "revert", shown),
-                          fmt::format("quick {:.2f} us{}, full stages PASS, {}{}", q.median_us,
-                                      screen_note, cmp["reason"].get<std::string>(), note));
+                          fmt::format("quick {:.2f} us{}{}, full stages PASS, {}{}", q.median_us,
+                                      screen_at(), screen_note, cmp["reason"].get<std::string>(),
+                                      note));
     if (!keep && kept_ == 0 && !hit_c) remeasure_implausible_baseline(cmp["base_us"].get<double>());
     return out;
   }

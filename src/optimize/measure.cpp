@@ -14,7 +14,7 @@ json measurement_to_json(const Measurement& m) {
   return {{"verdict", m.verdict}, {"guard", m.guard},      {"failed_stage", m.failed_stage},
           {"reason", m.reason},   {"timed", m.timed},      {"median_us", m.median_us},
           {"noise", m.noise},     {"reps", m.reps},        {"pct_peak", m.pct_peak},
-          {"other_runnable", m.other_runnable},
+          {"other_runnable", m.other_runnable}, {"size_label", m.size_label},
           {"tflops", m.tflops},   {"gbs", m.gbs},          {"seconds", m.seconds},
           {"build_cached", m.build_cached}, {"build_seconds", m.build_seconds}};
 }
@@ -30,6 +30,7 @@ Measurement measurement_from_json(const json& j) {
   m.noise = j.value("noise", 0.0);
   m.reps = j.value("reps", 0);
   m.other_runnable = j.value("other_runnable", 0);
+  m.size_label = j.value("size_label", "");
   m.pct_peak = j.value("pct_peak", 0.0);
   m.tflops = j.value("tflops", 0.0);
   m.gbs = j.value("gbs", 0.0);
@@ -100,7 +101,12 @@ class EvaluatorMeasurer : public Measurer {
  public:
   EvaluatorMeasurer(const KernelProblem& p, const KernelType& t, const Backend& b,
                     std::function<void(const std::string&)> progress)
-      : problem_(p), type_(t), backend_(b), progress_(std::move(progress)) {}
+      : problem_(p), type_(t), backend_(b), progress_(std::move(progress)),
+        screen_(screen_size_for(p)) {}
+
+  std::string screen_label() const override {
+    return screen_.label == problem_.size.label ? "" : screen_.label;
+  }
 
   Measurement measure(const std::filesystem::path& source, EvalMode mode) override {
     EvalOptions o;
@@ -112,6 +118,7 @@ class EvaluatorMeasurer : public Measurer {
         // The screen: timing only (the timed calls' outputs, guard bands and inputs are still
         // verified on the first and last batch), two rotating sets, three calls. The five
         // stages run only for candidates that pass it.
+        o.timing_size = screen_;  // a reduced size when the sets are large (screen_size_for)
         o.quick = true;
         timing_only(o);
         o.min_time_s = 0.001;  // three calls suffice for a screen
@@ -163,6 +170,7 @@ class EvaluatorMeasurer : public Measurer {
     m.build_seconds = build_seconds;
     if (r.timing) {
       m.timed = true;
+      m.size_label = o.timing_size ? o.timing_size->label : problem_.size.label;
       m.median_us = r.timing->median_us;
       m.noise = r.timing->noise;
       m.reps = r.timing->reps;
@@ -181,9 +189,17 @@ class EvaluatorMeasurer : public Measurer {
   const KernelType& type_;
   const Backend& backend_;
   std::function<void(const std::string&)> progress_;
+  Size screen_;
 };
 
 }  // namespace
+
+Size screen_size_for(const KernelProblem& problem) {
+  const KernelType* t = find_kernel_type(problem.kernel);
+  const Backend* b = find_backend(problem.backend);
+  if (!t || !b) return problem.size;
+  return screen_size(*t, problem.size, problem.dtype, b->device().screen_set_bytes());
+}
 
 std::unique_ptr<Measurer> make_evaluator_measurer(const KernelProblem& problem,
                                                   std::function<void(const std::string&)> progress) {

@@ -37,6 +37,9 @@ struct Measurement {
   /// latency is suspect (0 for measurers that do not know).
   int other_runnable = 0;
   double pct_peak = 0, tflops = 0, gbs = 0;
+  /// The size label the timing ran at: the problem's, or a reduced screen's
+  /// (Measurer::screen_label()); "" when not timed or not known (synthetic measurers).
+  std::string size_label;
   double seconds = 0;  ///< wall time of the evaluation
   /// The candidate's build came from the build cache (a pool's build worker built it ahead, or
   /// an earlier evaluation did); build_seconds is the compile time when it did not (0 if it did).
@@ -95,6 +98,11 @@ class Measurer {
   /// `cancelled`), so that a run overshoots its budget by at most the task running at that
   /// moment. Default: ignored (the evaluator runs in this process, one phase at a time).
   virtual void set_deadline(std::chrono::steady_clock::time_point deadline) { (void)deadline; }
+  /// The size label EvalMode::Quick screens time at when it is smaller than the problem's
+  /// (screen_size_for()); "" (the default): screens run at the problem's size. The loop then
+  /// measures its baseline and best with EvalMode::TimingOnly at the problem's size, and
+  /// compares screens only with screens.
+  virtual std::string screen_label() const { return ""; }
   /// Gives up the work started by prefetch() that no measure() collected (the loop stopped
   /// with candidates still in its window): a pool cancels their queued tasks. Default: nothing.
   virtual void discard_prefetched() {}
@@ -109,6 +117,11 @@ class Measurer {
 nlohmann::json run_measure_task(const std::filesystem::path& dir, const std::filesystem::path& file,
                                 const std::string& mode, const std::filesystem::path& best,
                                 int rounds, std::function<void(const std::string&)> progress = {});
+
+/// The size quick screens of `problem` time: screen_size() of its kernel type under its
+/// device's screen_set_bytes() (the problem's own size on a device that sets none, or for an
+/// unknown type or backend).
+Size screen_size_for(const KernelProblem& problem);
 
 /// The evaluator at the problem's size and dtype on its backend. Throws std::runtime_error when
 /// the backend is not built into this vladbud.

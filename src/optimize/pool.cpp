@@ -414,6 +414,12 @@ class PoolMeasurer : public Measurer {
       : pool_(pool), problem_(p), ext_(std::move(ext)), resource_(pool.device_resource(p.backend)),
         self_(fs::read_symlink("/proc/self/exe").string()) {}
 
+  /// The workers' evaluators screen at screen_size_for(problem), as a local one would.
+  std::string screen_label() const override {
+    const std::string l = screen_size_for(problem_).label;
+    return l == problem_.size.label ? "" : l;
+  }
+
   Measurement measure(const fs::path& source, EvalMode mode) override {
     const std::string text = read_file(source);
     const std::string key = std::string(mode_name(mode)) + "|" + content_hash(text);

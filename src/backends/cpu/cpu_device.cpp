@@ -2,6 +2,8 @@
 // (targets/ceilings, the CPU probe) and its limits.
 #include "backends/cpu/cpu_device.h"
 
+#include <algorithm>
+
 #include "targets/cpu_info.h"
 #include "targets/spec_db.h"
 
@@ -29,6 +31,11 @@ class CpuDevice final : public Device {
 
   std::size_t timing_cache_bytes(std::size_t) const override { return detect_cpu().llc_bytes; }
   std::string timing_cache_name() const override { return "LLC"; }
+  /// Half the LLC, at least 8 MiB: a screen's sets then rotate over > 2x the LLC in a few
+  /// dozen milliseconds of generation instead of seconds.
+  std::size_t screen_set_bytes() const override {
+    return std::max<std::size_t>(8ull << 20, detect_cpu().llc_bytes / 2);
+  }
 
   Ceilings local_ceilings(bool recalibrate, const DeviceProgress& progress) const override {
     std::function<void(std::string)> say = [&](std::string m) {

@@ -13,7 +13,7 @@ import triton
 import triton.language as tl
 
 # Tunables (the optimizer's search rewrites these assignments; every value is correct):
-# @vb-param MAX_BLOCK 8192 {1024,2048,4096,8192,16384}  longest row kept in registers (one pass)
+# @vb-param MAX_BLOCK 8192 {256,512,1024,2048,4096,8192,16384}  longest row kept in registers (one pass)
 MAX_BLOCK = 8192
 # @vb-param CHUNK 2048 {512,1024,2048,4096}  columns per step of the chunked path (longer rows)
 CHUNK = 2048

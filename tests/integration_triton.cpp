@@ -180,6 +180,11 @@ TEST(TritonCli, OptimizeAndAutotuneOnTheInterpreterRefuseNamingWhatWouldTimeThem
   refused(vladbud({"autotune", "--backend", "triton", "--workspace", aws.string()}),
           "autotune --backend triton");
   EXPECT_FALSE(fs::exists(aws)) << "refused before profiling";
+  // A backend whose device is not the model's is refused too, naming the --device to pass.
+  const auto cuda = vladbud({"autotune", "--backend", "cuda", "--workspace", aws.string()});
+  EXPECT_EQ(cuda.exit_code, 2) << cuda.err;
+  EXPECT_NE(cuda.err.find("pass --device cuda"), std::string::npos) << cuda.err;
+  EXPECT_FALSE(fs::exists(aws));
   fs::remove_all(ws);
 }
 

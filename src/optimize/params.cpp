@@ -3,7 +3,6 @@
 #include <fmt/format.h>
 
 #include <cctype>
-#include <regex>
 #include <set>
 #include <sstream>
 #include <stdexcept>

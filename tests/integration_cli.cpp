@@ -1,6 +1,7 @@
 // The `vladbud` command line: exit codes, greppable output, JSON, results.tsv, clear errors.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
@@ -184,6 +185,38 @@ TEST(Cli, BenchOnCudaWithoutAGpuIsAUsageErrorNotAKernelFailure) {
   EXPECT_NE(r.err.find("--backend cpu"), std::string::npos) << "says what to do: " << r.err;
   EXPECT_EQ(r.out.find("correctness: FAIL"), std::string::npos) << r.out;
   EXPECT_FALSE(fs::exists(d / "results.tsv")) << "a refused command must not log a row";
+}
+
+TEST(Cli, TargetsListsALocalAmdGpuThatAmdSmiReportsWithItsSpecEntry) {
+  // Issue 17 item 6: a fake amd-smi first on PATH (tests/fixtures/amd/) reports two MI300X.
+  const auto d = temp_dir("amd");
+  fs::create_symlink(vb::test::repo_root() / "tests" / "fixtures" / "amd" / "fake-amd-smi.sh",
+                     d / "amd-smi");
+  const char* path = std::getenv("PATH");
+  auto r = run_process({"env", "PATH=" + d.string() + ":" + (path ? path : "/usr/bin:/bin"),
+                        vb::test::binary_dir() + "/vladbud", "targets", "--json"},
+                       std::chrono::minutes(2), d);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  int local_amd = 0;
+  for (const auto& t : j["targets"]) {
+    if (t.value("vendor", "") != "AMD" || !t.value("local", false)) continue;
+    ++local_amd;
+    EXPECT_EQ(t["id"], "mi300x") << t.dump();
+    ASSERT_EQ(t["detected"].size(), 2u) << t.dump();
+    EXPECT_EQ(t["detected"][1]["gfx_arch"], "gfx942");
+    EXPECT_EQ(t["detected"][1]["detected_by"], "amd-smi static --asic --json");
+  }
+  EXPECT_EQ(local_amd, 1);
+  EXPECT_FALSE(j.contains("amd_detection"));
+  r = run_process({"env", "PATH=" + d.string() + ":" + (path ? path : "/usr/bin:/bin"),
+                   vb::test::binary_dir() + "/vladbud", "targets"},
+                  std::chrono::minutes(2), d);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("local AMD GPU 1: AMD Instinct MI300X (gfx942, 304 CUs; amd-smi static "
+                       "--asic --json) -> mi300x"),
+            std::string::npos)
+      << r.out;
 }
 
 TEST(Cli, AbiJsonGivesTheResolvedProblemOfASizeAndRefusesAnUnknownSize) {

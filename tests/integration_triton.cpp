@@ -13,8 +13,10 @@
 #include "backends/backend.h"
 #include "core/process.h"
 #include "eval/evaluator.h"
+#include "core/paths.h"
 #include "kernels/kernel_type.h"
 #include "ladder/ladder.h"
+#include "optimize/params.h"
 #include "targets/spec_db.h"
 #include "support.h"
 
@@ -129,6 +131,61 @@ TEST(TritonCli, WithoutTritonTheBackendIsAUsageErrorNamingTheFix) {
   EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
   EXPECT_NE(r.err.find("VB_PYTHON"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("setup.sh"), std::string::npos) << r.err;
+}
+
+// The optimizer's variant of a Triton starter (every tunable moved off its default through the
+// backend's ParamSyntax) is still correct: the softmax with MAX_BLOCK 256 sends the quick sizes'
+// 1023- and 1024-column rows through the two-pass path in 512-column chunks, whose -inf handling
+// the stability stage checks.
+TEST(TritonParams, AVariantWithEveryTunableChangedStillPassesEveryStageInFp32) {
+  if (const std::string no = triton().device_unavailable(); !no.empty()) GTEST_SKIP() << no;
+  const ParamSyntax& py = triton().param_syntax();
+  const std::string src = read_file(triton().starter_source("softmax"));
+  const auto ps = opt::parse_params(src, py);
+  const opt::Config cfg{{"MAX_BLOCK", "256"}, {"CHUNK", "512"}, {"NUM_WARPS", "16"},
+                        {"SMALL_NUM_WARPS", "1"}};
+  ASSERT_EQ(ps.size(), cfg.size()) << "a new softmax tunable: set it here too";
+  const std::string variant = opt::apply_config(src, cfg, py);
+  ASSERT_EQ(opt::current_config(variant, ps, py), cfg);
+  const fs::path f = fs::temp_directory_path() /
+                     ("vb-triton-variant-" + std::to_string(::getpid()) + "-softmax.py");
+  write_file_atomic(f, variant);
+  const EvalReport r = evaluate(*find_kernel_type("softmax"), triton(), f, interpreter_options());
+  fs::remove(f);
+  EXPECT_EQ(r.verdict, "PASS") << why(r);
+  for (const auto& s : r.stages) EXPECT_EQ(s.status, "PASS") << s.name << ": " << s.detail;
+}
+
+// The interpreter is never timed, so neither `optimize` nor `autotune --backend triton` can
+// compare candidates here: both stop before timing anything, naming the problem and the fix.
+TEST(TritonCli, OptimizeAndAutotuneOnTheInterpreterRefuseNamingWhatWouldTimeThem) {
+  const fs::path ws = fs::temp_directory_path() / ("vb-triton-opt-" + std::to_string(::getpid()));
+  const fs::path d = ws / "kernels" / "01_softmax";
+  fs::create_directories(d);
+  fs::copy_file(triton().starter_source("softmax"), d / "softmax.py");
+  write_file_atomic(d / "problem.json",
+                    R"({"kernel":"softmax","dtype":"fp32","backend":"triton",)"
+                    R"("size":{"label":"t","dims":{"R":8,"C":64}},"time_share":0.3})");
+  auto refused = [](const ProcessResult& r, const std::string& what) {
+    EXPECT_EQ(r.exit_code, 2) << what << ": " << r.out << r.err;
+    EXPECT_NE(r.err.find("only checks correctness"), std::string::npos) << what << ": " << r.err;
+    EXPECT_NE(r.err.find("needs an NVIDIA or AMD GPU"), std::string::npos) << what << ": " << r.err;
+  };
+  refused(vladbud({"optimize", "--kernel", d.string(), "--budget", "1m", "--no-pytorch"}),
+          "optimize --kernel");
+  refused(vladbud({"optimize", "--workspace", ws.string(), "--budget", "1m", "--no-pytorch"}),
+          "optimize --workspace");
+  EXPECT_FALSE(fs::exists(ws / "results.tsv")) << "nothing may be timed or recorded";
+  const fs::path aws = ws / "autotune";
+  refused(vladbud({"autotune", "--backend", "triton", "--workspace", aws.string()}),
+          "autotune --backend triton");
+  EXPECT_FALSE(fs::exists(aws)) << "refused before profiling";
+  // A backend whose device is not the model's is refused too, naming the --device to pass.
+  const auto cuda = vladbud({"autotune", "--backend", "cuda", "--workspace", aws.string()});
+  EXPECT_EQ(cuda.exit_code, 2) << cuda.err;
+  EXPECT_NE(cuda.err.find("pass --device cuda"), std::string::npos) << cuda.err;
+  EXPECT_FALSE(fs::exists(aws));
+  fs::remove_all(ws);
 }
 
 TEST(TritonRank, ReachesRungOneOnAmdTargetsWithVgprAndOccupancyEvidence) {

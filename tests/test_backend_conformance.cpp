@@ -11,7 +11,9 @@
 #include <string>
 
 #include "backends/backend.h"
+#include "core/paths.h"
 #include "kernels/kernel_type.h"
+#include "optimize/params.h"
 #include "runner/protocol.h"
 #include "support.h"
 
@@ -118,6 +120,33 @@ TEST_P(BackendConformance, OptionalHooksKeepTheirContracts) {
   if (!b.has_vectorization_report()) {
     const BuildResult r = b.build(fs::temp_directory_path() / "vb-conformance-none.x");
     EXPECT_TRUE(r.vectorized_loops.empty());
+  }
+}
+
+// The optimizer varies a starter through its backend's ParamSyntax: every declared tunable has a
+// binding holding its default, and each other value of its domain rewrites that binding only.
+TEST_P(BackendConformance, StarterTunablesParseAndEachValueRewritesOnlyItsOwnBinding) {
+  const Backend& b = *GetParam();
+  const ParamSyntax& syntax = b.param_syntax();
+  EXPECT_FALSE(syntax.how_to_declare().empty());
+  for (const KernelType* kt : all_kernel_types()) {
+    const fs::path f = b.starter_source(kt->name());
+    if (!fs::is_regular_file(f)) continue;  // HasAStarterForEveryKernelType says so
+    const std::string src = read_file(f);
+    std::vector<opt::TunableParam> ps;
+    ASSERT_NO_THROW(ps = opt::parse_params(src, syntax)) << f;
+    const opt::Config start = opt::current_config(src, ps, syntax);
+    for (const auto& p : ps) {
+      EXPECT_EQ(start.at(p.name), p.default_value) << f << " " << p.name;
+      for (const auto& v : p.domain) {
+        if (v == p.default_value) continue;
+        const std::string variant = opt::apply_config(src, {{p.name, v}}, syntax);
+        opt::Config want = start;
+        want[p.name] = v;
+        EXPECT_EQ(opt::current_config(variant, ps, syntax), want) << f << " " << p.name << "=" << v;
+        EXPECT_EQ(opt::parse_params(variant, syntax).size(), ps.size()) << f;
+      }
+    }
   }
 }
 

@@ -131,6 +131,13 @@ TEST(Bridge, ExtractWritesOneFolderPerGroupWithTheModelsShapesAndDtype) {
   EXPECT_EQ(mp->size.dims.at("N"), 512);
   EXPECT_DOUBLE_EQ(mp->doc["share"].get<double>(), 0.3);
   EXPECT_FALSE(read_model_problem(ws).has_value());
+  // Another backend's starters, in its own language (extract --backend triton).
+  const auto tdirs = extract_kernels(p, 5, "triton", ws);
+  ASSERT_EQ(tdirs.size(), 2u);
+  EXPECT_EQ(read_file(tdirs[1] / "rmsnorm.py"),
+            read_file(test::repo_root() / "kernels" / "triton" / "rmsnorm.py"));
+  EXPECT_FALSE(fs::exists(tdirs[1] / "rmsnorm.cpp"));
+  EXPECT_EQ(read_model_problem(tdirs[1])->doc.value("backend", ""), "triton");
   fs::remove_all(ws);
 }
 

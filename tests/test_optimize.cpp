@@ -251,6 +251,81 @@ TEST(OptimizeParams, StartersDeclareTunablesWithTheirDefaults) {
   }
 }
 
+// The triton backend's binding: a module-level `NAME = VALUE` under its `# @vb-param` line.
+const ParamSyntax& python_syntax() { return require_backend("triton").param_syntax(); }
+
+TEST(OptimizeParams, ATritonSourceBindsItsTunablesByModuleLevelAssignments) {
+  const ParamSyntax& py = python_syntax();
+  const std::string src =
+      "import triton\n"
+      "# @vb-param BLOCK 1024 {256,512,1024,2048}  columns per program\n"
+      "BLOCK = 1024  # kept\n"
+      "# @vb-param NUM_WARPS 4 {2,4,8}  warps\n"
+      "NUM_WARPS=4\n"
+      "def run(x):\n"
+      "    BLOCK = 64  # a local: not the tunable\n"
+      "    if BLOCK == 64:\n"
+      "        return BLOCK\n";
+  const auto ps = parse_params(src, py);
+  ASSERT_EQ(ps.size(), 2u);
+  EXPECT_EQ(ps[0].name, "BLOCK");
+  EXPECT_EQ(ps[0].line, 2);
+  EXPECT_EQ(ps[1].description, "warps");
+  EXPECT_EQ(current_config(src, ps, py), (Config{{"BLOCK", "1024"}, {"NUM_WARPS", "4"}}));
+  const std::string v = apply_config(src, {{"BLOCK", "256"}, {"NUM_WARPS", "8"}}, py);
+  EXPECT_NE(v.find("\nBLOCK = 256  # kept\n"), std::string::npos) << v;
+  EXPECT_NE(v.find("\nNUM_WARPS = 8\n"), std::string::npos) << v;
+  EXPECT_NE(v.find("\n    BLOCK = 64  # a local"), std::string::npos) << "indented lines stay: " << v;
+  EXPECT_EQ(v.rfind("import triton\n", 0), 0u) << "nothing is prepended: " << v;
+  EXPECT_EQ(current_config(v, ps, py), (Config{{"BLOCK", "256"}, {"NUM_WARPS", "8"}}));
+  // The C form is not a Python binding, and the Python form is not a C one.
+  EXPECT_EQ(current_config("#define BLOCK 256\n", ps, py).at("BLOCK"), "1024");
+  EXPECT_EQ(current_config(src, ps).at("BLOCK"), "1024");  // no #define: the declared default
+}
+
+TEST(OptimizeParams, AMalformedOrUnboundTunableInAPythonSourceIsAClearError) {
+  const ParamSyntax& py = python_syntax();
+  auto error = [&](const std::string& src) {
+    try {
+      parse_params(src, py);
+    } catch (const std::invalid_argument& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  // No domain, a default outside it, no module-level assignment (an indented one is a local).
+  EXPECT_EQ(error("x = 1\n# @vb-param BLOCK 1024\nBLOCK = 1024\n"),
+            "line 2: @vb-param BLOCK has no domain {V1,V2,...}");
+  EXPECT_NE(error("# @vb-param BLOCK 1024 {256,512}\nBLOCK = 1024\n").find("not in its domain"),
+            std::string::npos);
+  const std::string unbound = error("# @vb-param BLOCK 256 {256,512}\ndef f():\n    BLOCK = 256\n");
+  EXPECT_NE(unbound.find("line 1: @vb-param BLOCK has no binding to rewrite"), std::string::npos)
+      << unbound;
+  EXPECT_NE(unbound.find("module-level assignment 'NAME = DEFAULT'"), std::string::npos) << unbound;
+  // A configuration naming a parameter the source does not bind is refused, never prepended.
+  EXPECT_THROW(apply_config("BLOCK = 1\n", {{"OTHER", "2"}}, py), std::invalid_argument);
+}
+
+TEST(OptimizeParams, EveryTritonStarterDeclaresBlockSizesOrWarpsWithTheirDefaults) {
+  const Backend& tr = require_backend("triton");
+  for (const char* k : {"matmul", "softmax", "layernorm", "rmsnorm", "flash_attention",
+                        "fused_mlp", "cross_entropy", "rotary_embedding", "reduce"}) {
+    const std::string src = read_file(tr.starter_source(k));
+    const auto ps = parse_params(src, tr.param_syntax());
+    ASSERT_GE(ps.size(), 2u) << k;
+    bool warps = false, block = false;
+    for (const auto& p : ps) {
+      EXPECT_EQ(current_config(src, ps, tr.param_syntax()).at(p.name), p.default_value)
+          << k << " " << p.name;
+      warps = warps || p.name.find("NUM_WARPS") != std::string::npos;
+      block = block || p.name.find("BLOCK") != std::string::npos || p.name == "CHUNK" ||
+              p.name == "ROWS";
+    }
+    EXPECT_TRUE(warps) << k << " declares no num_warps tunable";
+    EXPECT_TRUE(block) << k << " declares no block-size tunable";
+  }
+}
+
 TEST(OptimizeParams, BuiltinPrunerRespectsDomainsAndLimits) {
   const auto ps = parse_params(
       "// @vb-param NUM_THREADS 0 {0,1,2,64} threads\n// @vb-param VEC_BYTES 32 {16,32,64,128} v\n"
@@ -410,11 +485,14 @@ const char* kSource =
 
 class SyntheticMeasurer : public Measurer {
  public:
-  explicit SyntheticMeasurer(double noise, std::uint64_t seed = 3) : noise_(noise), rng_(seed) {}
+  /// `syntax`: how the sources bind their parameters (default C's #define).
+  explicit SyntheticMeasurer(double noise, std::uint64_t seed = 3,
+                             const ParamSyntax& syntax = preprocessor_param_syntax())
+      : noise_(noise), rng_(seed), syntax_(&syntax) {}
   Measurement measure(const fs::path& f, EvalMode mode) override {
     ++calls;
     const std::string s = read_file(f);
-    const Config c = current_config(s, parse_params(s));
+    const Config c = current_config(s, parse_params(s, *syntax_), *syntax_);
     Measurement m;
     if (c.at("MODE") == "1") {
       m.verdict = "FAIL", m.guard = "build", m.failed_stage = "build",
@@ -444,6 +522,7 @@ class SyntheticMeasurer : public Measurer {
  private:
   double noise_;
   std::mt19937_64 rng_;
+  const ParamSyntax* syntax_;
 };
 
 fs::path make_kernel_folder(const fs::path& ws, const std::string& src = kSource) {
@@ -897,6 +976,77 @@ TEST(OptimizeLoop, RefusesBadFolders) {
   EXPECT_NE(msg(d).find("declares no tunable parameters"), std::string::npos) << msg(d);
   fs::remove(d / "problem.json");
   EXPECT_NE(msg(d).find("problem.json"), std::string::npos);
+  fs::remove_all(ws);
+}
+
+// A Triton-style kernel folder: kSource's parameters as module-level Python assignments.
+const char* kPySource =
+    "\"\"\"softmax, Triton form\"\"\"\n"
+    "# @vb-param UNROLL 1 {1,2,4,8}  unroll factor\nUNROLL = 1\n"
+    "# @vb-param MODE 0 {0,1,2}  0 honest, 1 broken, 2 cheating\nMODE = 0  # the mode\n"
+    "def vb_kernel_run(inputs, outputs, attrs):\n    UNROLL = 3\n    return UNROLL + MODE\n";
+
+fs::path make_triton_folder(const fs::path& ws) {
+  const fs::path d = ws / "kernels" / "01_softmax";
+  fs::create_directories(d);
+  std::ofstream(d / "problem.json")
+      << R"({"kernel":"softmax","dtype":"fp32","backend":"triton","size":{"label":"t","dims":{"R":8,"C":64}},"time_share":0.3,"model":"unit"})";
+  std::ofstream(d / "softmax.py") << kPySource;
+  return d;
+}
+
+TEST(OptimizeLoop, SearchesATritonSourceThroughItsModuleLevelAssignments) {
+  const fs::path ws = temp_dir("triton-search");
+  const fs::path d = make_triton_folder(ws);
+  SyntheticMeasurer m(0.0, 3, python_syntax());
+  OptimizeOptions o;
+  o.measurer = &m;  // the interpreter is never timed: the synthetic times stand in for a GPU
+  o.git = false;
+  o.seed = 5;
+  const KernelSummary s = optimize_kernel(d, o);
+  EXPECT_EQ(s.stop_reason, "exhausted");
+  EXPECT_EQ(s.experiments, 11);
+  const std::string best = read_file(d / "softmax.py");
+  EXPECT_EQ(best, read_file(d / "best" / "softmax.py"));
+  EXPECT_NE(best.find("\nUNROLL = 4\n"), std::string::npos) << best;
+  EXPECT_NE(best.find("\nMODE = 0  # the mode\n"), std::string::npos) << best;
+  EXPECT_NE(best.find("\n    UNROLL = 3\n"), std::string::npos) << "the local stays: " << best;
+  int tried = 0;
+  for (const auto& e : fs::directory_iterator(d / "tried")) {
+    EXPECT_EQ(e.path().extension(), ".py") << e.path();
+    const std::string t = read_file(e.path());
+    EXPECT_EQ(parse_params(t, python_syntax()).size(), 2u) << t;
+    ++tried;
+  }
+  EXPECT_EQ(tried, 11);
+  fs::remove_all(ws);
+}
+
+TEST(OptimizeLoop, ATritonFolderOnTheInterpreterIsRefusedNamingWhatWouldTimeIt) {
+  const fs::path ws = temp_dir("triton-refused");
+  const fs::path d = make_triton_folder(ws);
+  OptimizeOptions o;  // no measurer: the folder's own device (the Triton interpreter here)
+  o.git = false;
+  for (int orchestrated = 0; orchestrated < 2; ++orchestrated) {
+    std::string msg = "no error";
+    try {
+      if (orchestrated) {
+        OrchestratorOptions oo;
+        oo.budget_s = 60;
+        oo.loop = o;
+        run_orchestrator(ws, oo);
+      } else {
+        optimize_kernel(d, o);
+      }
+    } catch (const std::runtime_error& e) {
+      msg = e.what();
+    }
+    EXPECT_NE(msg.find("cannot optimize " + d.string() + " (backend triton)"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("only checks correctness"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("needs an NVIDIA or AMD GPU"), std::string::npos) << msg;
+  }
+  EXPECT_FALSE(fs::exists(ws / "results.tsv")) << "nothing may be timed or recorded";
+  EXPECT_FALSE(fs::exists(d / "best"));
   fs::remove_all(ws);
 }
 

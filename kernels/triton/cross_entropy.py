@@ -17,8 +17,15 @@ import torch
 import triton
 import triton.language as tl
 
+# Tunables (the optimizer's search rewrites these assignments; every value is correct):
+# @vb-param BLOCK 4096 {1024,2048,4096,8192}  logits per step of a row's online max / sum-exp
 BLOCK = 4096
+# @vb-param FINAL_BLOCK 1024 {256,512,1024,2048}  row losses per step of the final mean
 FINAL_BLOCK = 1024
+# @vb-param ROW_NUM_WARPS 8 {4,8,16}  warps per row program
+ROW_NUM_WARPS = 8
+# @vb-param MEAN_NUM_WARPS 4 {1,2,4,8}  warps of the final mean's single program
+MEAN_NUM_WARPS = 4
 
 
 @triton.jit
@@ -74,5 +81,5 @@ def vb_kernel_run(inputs, outputs, attrs):
     weight = torch.empty(max(B, 1), dtype=torch.float32, device=x.device)
     if B > 0:
         _row_loss[(B,)](x, t, loss, weight, V, int(ignore), BLOCK=min(BLOCK, triton.next_power_of_2(max(V, 1))),
-                        num_warps=8)
-    _mean[(1,)](loss, weight, out, B, BLOCK=FINAL_BLOCK, num_warps=4)
+                        num_warps=ROW_NUM_WARPS)
+    _mean[(1,)](loss, weight, out, B, BLOCK=FINAL_BLOCK, num_warps=MEAN_NUM_WARPS)

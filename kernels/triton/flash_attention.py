@@ -21,6 +21,18 @@ import triton.language as tl
 
 CONFIG_16 = (128, 64, 8, 3)  # (BLOCK_M, BLOCK_N, num_warps, num_stages)
 CONFIG_32 = (64, 32, 4, 2)
+# Tunables (the optimizer's search rewrites these assignments). 0 keeps the dtype's choice in
+# CONFIG_16 / CONFIG_32; blocks are at least 16 (tl.dot's minimum) and masked, and a causal
+# program's last key block is masked per column, so every value is correct; a tile set too
+# large for a GPU's shared memory fails to compile there (a FAIL).
+# @vb-param BLOCK_M 0 {0,16,32,64,128}  query rows per program (0: the dtype's default)
+BLOCK_M = 0
+# @vb-param BLOCK_N 0 {0,16,32,64,128}  keys per step of the online softmax (0: the dtype's default)
+BLOCK_N = 0
+# @vb-param NUM_WARPS 0 {0,2,4,8,16}  warps per program (0: the dtype's default)
+NUM_WARPS = 0
+# @vb-param NUM_STAGES 0 {0,1,2,3,4}  software-pipelining stages of the key loop (0: the dtype's default)
+NUM_STAGES = 0
 LOG2E = 1.4426950408889634
 
 
@@ -98,7 +110,8 @@ def vb_kernel_run(inputs, outputs, attrs):
     if B * H * S == 0 or D == 0:
         return
     ieee = q.dtype == torch.float32
-    bm, bn, warps, stages = CONFIG_32 if ieee else CONFIG_16
+    base = CONFIG_32 if ieee else CONFIG_16
+    bm, bn, warps, stages = (c if c else b for c, b in zip((BLOCK_M, BLOCK_N, NUM_WARPS, NUM_STAGES), base))
     grid = (triton.cdiv(S, bm), B * H)
     _attn_fwd[grid](q, k, v, o, H, H // HKV, S, D, float(sm_scale) * LOG2E, CAUSAL=causal == 1.0,
                     BLOCK_M=bm, BLOCK_N=bn, BLOCK_D=triton.next_power_of_2(D), IEEE=ieee,

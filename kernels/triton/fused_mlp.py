@@ -20,7 +20,30 @@ import triton.language as tl
 
 CONFIG_16 = (64, 128, 64, 8, 3)  # (BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages)
 CONFIG_32 = (64, 64, 32, 4, 3)
+# Tunables of both phases (the optimizer's search rewrites these assignments). 0 keeps the
+# dtype's choice in CONFIG_16 / CONFIG_32; tiles are at least 16 (tl.dot's minimum) and masked,
+# so every value is correct; a tile set too large for a GPU's shared memory fails to compile
+# there (a FAIL).
+# @vb-param BLOCK_M 0 {0,16,32,64,128}  rows (batch) per program (0: the dtype's default)
+BLOCK_M = 0
+# @vb-param BLOCK_N 0 {0,16,32,64,128,256}  columns of h / y per program (0: the dtype's default)
+BLOCK_N = 0
+# @vb-param BLOCK_K 0 {0,16,32,64,128}  reduction step (0: the dtype's default)
+BLOCK_K = 0
+# @vb-param NUM_WARPS 0 {0,2,4,8,16}  warps per program (0: the dtype's default)
+NUM_WARPS = 0
+# @vb-param NUM_STAGES 0 {0,1,2,3,4,5}  software-pipelining stages (0: the dtype's default)
+NUM_STAGES = 0
+# @vb-param GROUP_M 8 {1,4,8,16}  rows of tiles that share weight panels in L2
 GROUP_M = 8
+
+
+def tile_config(dtype):
+    """(BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages) for `dtype`: each tunable, or where it
+    is 0 the dtype's entry of CONFIG_32 (fp32) / CONFIG_16 (fp16, bf16)."""
+    base = CONFIG_32 if dtype == torch.float32 else CONFIG_16
+    chosen = (BLOCK_M, BLOCK_N, BLOCK_K, NUM_WARPS, NUM_STAGES)
+    return tuple(c if c else b for c, b in zip(chosen, base))
 
 
 @triton.jit
@@ -112,7 +135,7 @@ def vb_kernel_run(inputs, outputs, attrs):
         y.zero_()
         return
     ieee = x.dtype == torch.float32
-    bm, bn, bk, warps, stages = CONFIG_32 if ieee else CONFIG_16
+    bm, bn, bk, warps, stages = tile_config(x.dtype)
     h = torch.empty((B, H), dtype=x.dtype, device=x.device)
     grid = (triton.cdiv(B, bm) * triton.cdiv(H, bn),)
     _gate_up[grid](x, wg, wu, h, B, H, D, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=GROUP_M,

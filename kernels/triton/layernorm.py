@@ -14,8 +14,15 @@ order and the attributes as floats; raises ValueError for a bad call.
 import triton
 import triton.language as tl
 
+# Tunables (the optimizer's search rewrites these assignments; every value is correct):
+# @vb-param MAX_BLOCK 8192 {256,512,1024,2048,4096,8192,16384}  longest row kept in registers (one pass)
 MAX_BLOCK = 8192
+# @vb-param CHUNK 2048 {512,1024,2048,4096}  columns per step of the chunked path (longer rows)
 CHUNK = 2048
+# @vb-param NUM_WARPS 8 {4,8,16}  warps per program for blocks of 2048 columns or more
+NUM_WARPS = 8
+# @vb-param SMALL_NUM_WARPS 4 {1,2,4,8}  warps per program for shorter blocks
+SMALL_NUM_WARPS = 4
 
 
 @triton.jit
@@ -72,4 +79,4 @@ def vb_kernel_run(inputs, outputs, attrs):
     if not one_pass:
         block = CHUNK
     _layernorm_row[(B,)](x, w, b, y, D, float(attrs[0]), BLOCK=block, ONE_PASS=one_pass,
-                         num_warps=8 if block >= 2048 else 4)
+                         num_warps=NUM_WARPS if block >= 2048 else SMALL_NUM_WARPS)

@@ -17,7 +17,29 @@ import triton.language as tl
 # (BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages) for 16-bit inputs and for fp32.
 CONFIG_16 = (128, 128, 64, 8, 3)
 CONFIG_32 = (128, 64, 64, 8, 2)
+# Tunables (the optimizer's search rewrites these assignments). 0 keeps the dtype's choice in
+# CONFIG_16 / CONFIG_32; tiles are at least 16 (tl.dot's minimum) and masked, so every value is
+# correct; a tile set too large for a GPU's shared memory fails to compile there (a FAIL).
+# @vb-param BLOCK_M 0 {0,16,32,64,128,256}  rows of C per program (0: the dtype's default)
+BLOCK_M = 0
+# @vb-param BLOCK_N 0 {0,16,32,64,128,256}  columns of C per program (0: the dtype's default)
+BLOCK_N = 0
+# @vb-param BLOCK_K 0 {0,16,32,64,128}  K step of the main loop (0: the dtype's default)
+BLOCK_K = 0
+# @vb-param NUM_WARPS 0 {0,2,4,8,16}  warps per program (0: the dtype's default)
+NUM_WARPS = 0
+# @vb-param NUM_STAGES 0 {0,1,2,3,4,5}  software-pipelining stages of the K loop (0: the dtype's default)
+NUM_STAGES = 0
+# @vb-param GROUP_M 8 {1,4,8,16}  rows of tiles that share B panels in L2 (grouped rasterization)
 GROUP_M = 8
+
+
+def tile_config(dtype):
+    """(BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages) for `dtype`: each tunable, or where it
+    is 0 the dtype's entry of CONFIG_32 (fp32) / CONFIG_16 (fp16, bf16)."""
+    base = CONFIG_32 if dtype == torch.float32 else CONFIG_16
+    chosen = (BLOCK_M, BLOCK_N, BLOCK_K, NUM_WARPS, NUM_STAGES)
+    return tuple(c if c else b for c, b in zip(chosen, base))
 
 
 @triton.jit
@@ -54,7 +76,7 @@ def _matmul(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk, strid
 
 def matmul(a, b, c, a_strides, b_strides, M, N, K):
     """C[M,N] = A·B with A, B addressed through (row, col) element strides; C row-major."""
-    bm, bn, bk, warps, stages = CONFIG_32 if a.dtype == torch.float32 else CONFIG_16
+    bm, bn, bk, warps, stages = tile_config(a.dtype)
     if M == 0 or N == 0:
         return
     if K == 0:

@@ -12,7 +12,13 @@ order and the attributes as floats; raises ValueError for a bad call.
 import triton
 import triton.language as tl
 
+# Tunables (the optimizer's search rewrites these assignments; every value is correct):
+# @vb-param MAX_BLOCK 4096 {512,1024,2048,4096,8192}  columns summed lane-wise per step
 MAX_BLOCK = 4096
+# @vb-param NUM_WARPS 8 {4,8,16}  warps per program for blocks of 2048 columns or more
+NUM_WARPS = 8
+# @vb-param SMALL_NUM_WARPS 4 {1,2,4,8}  warps per program for shorter blocks
+SMALL_NUM_WARPS = 4
 
 
 @triton.jit
@@ -40,4 +46,5 @@ def vb_kernel_run(inputs, outputs, attrs):
         y.zero_()
         return
     block = min(triton.next_power_of_2(N), MAX_BLOCK)
-    _reduce_row[(M,)](x, y, N, BLOCK=block, num_warps=8 if block >= 2048 else 4)
+    _reduce_row[(M,)](x, y, N, BLOCK=block,
+                      num_warps=NUM_WARPS if block >= 2048 else SMALL_NUM_WARPS)

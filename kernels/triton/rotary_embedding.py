@@ -14,7 +14,11 @@ order and the attributes as floats; raises ValueError for a bad call.
 import triton
 import triton.language as tl
 
+# Tunables (the optimizer's search rewrites these assignments; every value is correct):
+# @vb-param ROWS 16 {4,8,16,32,64}  (batch, head, position) rows per program
 ROWS = 16
+# @vb-param NUM_WARPS 4 {1,2,4,8}  warps per program
+NUM_WARPS = 4
 
 
 @triton.jit
@@ -62,4 +66,4 @@ def vb_kernel_run(inputs, outputs, attrs):
         return
     _rope[(triton.cdiv(n_rows, ROWS),)](x, cos, sin, y, n_rows, S, D, half, ROWS=ROWS,
                                         BLOCK=triton.next_power_of_2(half),
-                                        INTERLEAVED=attrs[0] == 1.0, num_warps=4)
+                                        INTERLEAVED=attrs[0] == 1.0, num_warps=NUM_WARPS)

@@ -15,8 +15,15 @@ ValueError for a bad call.
 import triton
 import triton.language as tl
 
-MAX_BLOCK = 8192  # longest row kept in registers (a power of two)
+# Tunables (the optimizer's search rewrites these assignments; every value is correct):
+# @vb-param MAX_BLOCK 8192 {256,512,1024,2048,4096,8192,16384}  longest row kept in registers (one pass)
+MAX_BLOCK = 8192
+# @vb-param CHUNK 2048 {512,1024,2048,4096}  columns per step of the two-pass path (longer rows)
+CHUNK = 2048
+# @vb-param NUM_WARPS 8 {4,8,16}  warps per program for blocks of 2048 columns or more
 NUM_WARPS = 8
+# @vb-param SMALL_NUM_WARPS 4 {1,2,4,8}  warps per program for shorter blocks
+SMALL_NUM_WARPS = 4
 
 
 @triton.jit
@@ -65,5 +72,6 @@ def vb_kernel_run(inputs, outputs, attrs):
     block = min(triton.next_power_of_2(C), MAX_BLOCK)
     one_pass = C <= block
     if not one_pass:
-        block = 2048
-    _softmax_row[(R,)](x, y, C, BLOCK=block, ONE_PASS=one_pass, num_warps=NUM_WARPS if block >= 2048 else 4)
+        block = CHUNK
+    _softmax_row[(R,)](x, y, C, BLOCK=block, ONE_PASS=one_pass,
+                       num_warps=NUM_WARPS if block >= 2048 else SMALL_NUM_WARPS)

@@ -9,8 +9,10 @@
 
 #include <filesystem>
 #include <functional>
+#include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "backends/device.h"
@@ -60,6 +62,36 @@ class Sanitizer {
   virtual SanitizerFindings parse_log(const std::string& log) const = 0;
 };
 
+/// How a source language binds the value of a tunable parameter that a `@vb-param` comment
+/// declares (optimize/params.h): which line holds NAME's value, and that line rewritten for a
+/// variant. The declaration comment itself is language-neutral (any line containing
+/// "@vb-param NAME DEFAULT {V1,V2,...} description"); only the binding differs, e.g.
+/// `#define NAME VALUE` in C/C++/CUDA, a module-level `NAME = VALUE` in Python.
+class ParamSyntax {
+ public:
+  virtual ~ParamSyntax() = default;
+  /// What a source of this language adds to declare a tunable, as a phrase for messages that
+  /// name the fix ("add " + how_to_declare()), e.g. "'// @vb-param NAME DEFAULT {V1,V2,...}
+  /// description' lines with their '#ifndef NAME / #define NAME DEFAULT / #endif' defaults".
+  virtual std::string how_to_declare() const = 0;
+  /// When `line` binds a parameter's value, {name, value as written}; else nullopt.
+  virtual std::optional<std::pair<std::string, std::string>> binding(
+      const std::string& line) const = 0;
+  /// `line` (a binding of `name`, as binding() matched it) rewritten to bind `value`.
+  virtual std::string rebind(const std::string& line, const std::string& name,
+                             const std::string& value) const = 0;
+  /// A line that binds `name` to `value` when put before everything else of a source without a
+  /// binding of it, or nullopt when the language has none (then every declared parameter needs
+  /// its own binding line).
+  virtual std::optional<std::string> prepended(const std::string& name,
+                                               const std::string& value) const = 0;
+};
+
+/// The C preprocessor's binding: `#define NAME VALUE` (the first one; the `#ifndef NAME` guard
+/// around it lets a prepended `#define` or `-DNAME=VALUE` win). The syntax of the C++ and CUDA
+/// sources, and Backend::param_syntax()'s default.
+const ParamSyntax& preprocessor_param_syntax();
+
 /// A kernel author surface (the source language): builds sources; its device() runs them.
 class Backend {
  public:
@@ -108,6 +140,9 @@ class Backend {
     (void)source;
     return {};
   }
+  /// How this language binds a `@vb-param` tunable's value (the optimizer's variants rewrite
+  /// it); default: the C preprocessor's `#define NAME VALUE`.
+  virtual const ParamSyntax& param_syntax() const { return preprocessor_param_syntax(); }
   /// The playbook an agent gets in program.md for this backend (Markdown, starting with a
   /// "### Playbook: ..." heading); default "".
   virtual std::string playbook() const { return ""; }

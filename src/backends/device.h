@@ -114,6 +114,14 @@ class Device {
   /// the evaluator does not time them and `vladbud run` does not list the device as a local
   /// target. Default false.
   virtual bool emulated() const { return false; }
+  /// Why kernels on this device cannot be timed (so the optimizer cannot compare candidates
+  /// here), naming what would time them, or "" when they can. Default: "" for a real device;
+  /// for an emulated() one a generic sentence (an emulator should say what hardware it stands
+  /// for).
+  virtual std::string timing_unavailable() const {
+    return emulated() ? name() + " is an emulator: it checks correctness only and is never timed"
+                      : "";
+  }
   /// True when the emulator may report a correctness case of problem dtype `dtype` as
   /// inconclusive (runner guard "inconclusive": it cannot compute that case faithfully, e.g.
   /// bf16 arithmetic in Triton's interpreter). A case is inconclusive only when this says so;

@@ -49,6 +49,7 @@ struct AutotuneArgs {
   std::string model, class_name, module, config, model_args = "{}", input_shape = "1,64",
                                                   dtype = "fp32", device = "cpu", budget = "3m",
                                                   workspace = "workspace";
+  std::string backend;  ///< the starters' backend ("": the --device's default backend)
   int top = 3, plateau = 20, reps = 9;
   std::uint64_t seed = 1;
   bool json = false, no_git = false, no_rank = false, no_pytorch = false;
@@ -158,6 +159,19 @@ void run_autotune(AutotuneArgs a) {
   } catch (const BridgeUsageError& e) {
     usage(e.what());
   }
+  // The starters' backend: --backend, else the model device's default backend
+  // (check_profile_request refused a device no backend runs on). Its device must time kernels
+  // (the optimizer compares times) and be the model's device; both are said before profiling.
+  const Backend* chosen =
+      a.backend.empty() ? backend_for_torch_device(a.device) : find_backend(a.backend);
+  if (!chosen) usage("unknown --backend '" + a.backend + "'; available: " + backend_names());
+  if (const std::string why = chosen->device().timing_unavailable(); !why.empty())
+    usage("--backend " + chosen->name() + ": " + why);
+  if (chosen->device().torch_device() != a.device)
+    usage(fmt::format("--backend {} runs its kernels on the '{}' device, but the model runs on "
+                      "--device {}: pass --device {} (or leave --backend out)",
+                      chosen->name(), chosen->device().torch_device(), a.device,
+                      chosen->device().torch_device()));
   double budget_s = 0;
   try {
     budget_s = opt::parse_budget(a.budget);
@@ -315,9 +329,7 @@ void run_autotune(AutotuneArgs a) {
   done("wrote " + prof.written.string());
 
   // ---- 2. extract ----
-  // The model's device picks the backend of the starters: that device's default backend
-  // (check_profile_request refused a device no backend runs on).
-  const Backend& be = *backend_for_torch_device(a.device);
+  const Backend& be = *chosen;
   const std::string backend = be.name();
   begin("extract", fmt::format("the {} largest (type, shapes, dtype) groups into {}/kernels/ ({} starters)",
                                a.top, wsq, backend));
@@ -577,6 +589,9 @@ void add_autotune(CLI::App& app) {
   c->add_option("--dtype", a->dtype, "fp32, fp16 or bf16 (the model is cast to it)")->capture_default_str();
   c->add_option("--device", a->device, "cpu or cuda (cuda: CUDA starters, NVIDIA remote targets)")
       ->capture_default_str();
+  c->add_option("--backend", a->backend,
+                "backend of the starter kernels (default: the --device's own: cpu or cuda); its "
+                "device must be able to time kernels");
   c->add_option("--budget", a->budget, "the optimizer's wall-clock budget: 90s, 3m, 1h, 1h30m")
       ->capture_default_str();
   c->add_option("--top", a->top, "kernel groups to extract and optimize")->capture_default_str();

@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <iostream>
 
+#include "backends/backend.h"
 #include "bridge/bridge.h"
 #include "cli/commands.h"
 #include "core/paths.h"
@@ -67,7 +68,8 @@ void add_extract(CLI::App& app) {
       "From workspace/profile.json, write workspace/kernels/NN_<type>/ for the N largest "
       "(type, shapes, dtype) groups by time share: problem.json and the starter source.");
   c->add_option("--top", a->top, "how many groups")->capture_default_str();
-  c->add_option("--backend", a->backend, "backend of the starter sources: cpu, cuda")->capture_default_str();
+  c->add_option("--backend", a->backend, "backend of the starter sources: " + backend_names())
+      ->capture_default_str();
   c->add_option("--workspace", a->workspace, "workspace folder")->capture_default_str();
   c->add_flag("--json", a->json, "print the folders and problems as JSON");
   c->callback([a] { run_extract(*a); });

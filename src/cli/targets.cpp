@@ -12,6 +12,7 @@
 #include "targets/ceilings.h"
 #include "targets/cpu_info.h"
 #include "backends/cuda/gpu_ceilings.h"
+#include "targets/amd_detect.h"
 #include "targets/nvidia_detect.h"
 #include "targets/spec_db.h"
 
@@ -156,6 +157,17 @@ void run_list(const TargetsArgs& a) {
       if (g.spec.id == id) return &g;
     return nullptr;
   };
+  // AMD GPUs (amd-smi, rocm-smi or a ROCm torch; none of them here: no target, no error),
+  // each with its spec entry when one matches. No ROCm ceilings probe exists yet.
+  std::string why_no_amd;
+  const std::vector<AmdGpuInfo> amds = detect_amd_gpus(&why_no_amd);
+  std::vector<const TargetSpec*> amd_specs;
+  for (const auto& g : amds) amd_specs.push_back(match_amd_device(db, g));
+  auto amd_for = [&](const std::string& id) -> const AmdGpuInfo* {
+    for (std::size_t i = 0; i < amds.size(); ++i)
+      if (amd_specs[i] && amd_specs[i]->id == id) return &amds[i];
+    return nullptr;
+  };
   if (a.json) {
     nlohmann::json list = nlohmann::json::array();
     list.push_back(local_cpu_json(cpu, c, cpu_entry));
@@ -165,22 +177,44 @@ void run_list(const TargetsArgs& a) {
         if (g.ceilings) j["measured"] = ceilings_summary_json(*g.ceilings);
         list.push_back(std::move(j));
       }
+    for (std::size_t i = 0; i < amds.size(); ++i)
+      if (!amd_specs[i])
+        list.push_back({{"id", fmt::format("local-amd-gpu{}", amds[i].index)},
+                        {"name", amds[i].name},
+                        {"vendor", "AMD"},
+                        {"kind", "gpu"},
+                        {"isa", amds[i].gfx_arch},
+                        {"local", true},
+                        {"derived", true},
+                        {"db_id", nullptr},
+                        {"detected", amds[i]},
+                        {"note", "not in the spec database (no entry's match.name_tokens and isa "
+                                 "fit): no peaks or bandwidth to rank against"}});
     for (const auto& t : db) {
       const LocalGpu* g = gpu_for(t.id);
-      const bool local = (cpu_entry && cpu_entry->id == t.id) || g;
+      const AmdGpuInfo* amd = amd_for(t.id);
+      const bool local = (cpu_entry && cpu_entry->id == t.id) || g || amd;
       nlohmann::json j = spec_summary_json(t, local);
       if (cpu_entry && cpu_entry->id == t.id) j["measured"] = ceilings_summary_json(c);
       if (g && g->ceilings) j["measured"] = ceilings_summary_json(*g->ceilings);
       if (g && !g->ceilings) j["measured_note"] = g->note;
+      if (amd) {
+        j["detected"] = nlohmann::json::array();  // every local GPU of this entry
+        for (std::size_t i = 0; i < amds.size(); ++i)
+          if (amd_specs[i] == &t) j["detected"].push_back(amds[i]);
+        j["measured_note"] = "no ROCm ceilings probe yet: the datasheet numbers apply";
+      }
       list.push_back(std::move(j));
     }
-    std::cout << nlohmann::json{{"targets", list}}.dump(2) << "\n";
+    nlohmann::json out{{"targets", list}};
+    if (amds.empty()) out["amd_detection"] = why_no_amd;
+    std::cout << out.dump(2) << "\n";
     return;
   }
   std::cout << fmt::format("{:<22} {:<16} {:<11} {:<16} {:>8} {:>8} {:>8} {:>9} {:>8}\n", "id",
                            "vendor", "kind", "isa", "fp64", "fp32", "bf16", "GB/s", "mem GB");
   for (const auto& t : db) {
-    const bool local = cpu_entry && cpu_entry->id == t.id;
+    const bool local = (cpu_entry && cpu_entry->id == t.id) || amd_for(t.id);
     std::cout << fmt::format("{:<22} {:<16} {:<11} {:<16} {:>8} {:>8} {:>8} {:>9} {:>8}{}\n", t.id,
                              t.vendor, t.kind, t.isa, num(t.peak("fp64")), num(t.peak("fp32")),
                              num(t.peak("bf16")), num(t.memory_bandwidth_gbs), num(t.memory_gb),
@@ -193,6 +227,20 @@ void run_list(const TargetsArgs& a) {
   print_local_cpu(cpu, c, cpu_entry);
   if (gpus.empty()) {
     std::cout << "\nlocal GPU: " << why_no_gpu << "\n";
+  }
+  for (std::size_t i = 0; i < amds.size(); ++i) {
+    const AmdGpuInfo& g = amds[i];
+    std::cout << fmt::format(
+        "\nlocal AMD GPU {}: {} ({}{}; {}) -> {}\n", g.index, g.name.empty() ? "unnamed" : g.name,
+        g.gfx_arch.empty() ? "gfx arch unknown" : g.gfx_arch,
+        g.compute_units > 0 ? fmt::format(", {} CUs", g.compute_units) : "", g.detected_by,
+        amd_specs[i] ? amd_specs[i]->id
+                     : std::string("not in the spec database (no entry's name tokens and isa fit)"));
+    if (amd_specs[i])
+      std::cout << fmt::format("  ceilings not measured (no ROCm probe yet): datasheet {:.0f} GB/s, "
+                               "bf16 {} TFLOP/s (`vladbud targets show {}`)\n",
+                               amd_specs[i]->memory_bandwidth_gbs, num(amd_specs[i]->peak("bf16")),
+                               amd_specs[i]->id);
   }
   for (const auto& g : gpus) {
     std::cout << fmt::format("\nlocal GPU {}: {} (sm_{}{}, {} SMs) -> {}{}\n", g.info.ordinal,

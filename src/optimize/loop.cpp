@@ -91,6 +91,22 @@ fs::path editable_source(const fs::path& dir, const std::string& backend) {
   return found.front();
 }
 
+void require_timed_devices(const std::vector<fs::path>& dirs) {
+  for (const auto& d : dirs) {
+    std::string backend;
+    try {
+      backend = read_problem_file(d).backend;
+    } catch (const std::exception&) {
+      continue;  // the folder's loop names its bad problem.json
+    }
+    const Backend* b = find_backend(backend);
+    if (!b) continue;
+    if (const std::string why = b->device().timing_unavailable(); !why.empty())
+      throw std::runtime_error(
+          fmt::format("cannot optimize {} (backend {}): {}", d.string(), backend, why));
+  }
+}
+
 fs::path default_workspace(const fs::path& dir) {
   const fs::path d = fs::absolute(dir).lexically_normal();
   const fs::path clean = d.filename().empty() ? d.parent_path() : d;
@@ -245,6 +261,10 @@ class Loop {
     kdir_ = dir_.filename().string();
     problem_ = read_problem_file(dir_);
     src_ = editable_source(dir_, problem_.backend);
+    backend_ = &require_backend(problem_.backend);
+    // The loop compares candidates by their times: a device that is never timed (an emulator)
+    // cannot serve it (a given measurer, e.g. a test's, brings its own times).
+    if (!o.measurer) require_timed_devices({dir_});
     ext_ = src_.extension().string();
     ws_ = o.workspace.empty() ? default_workspace(dir_) : fs::absolute(o.workspace);
     results_ = ws_ / "results.tsv";
@@ -415,12 +435,19 @@ class Loop {
     // The best version when one is saved (the source may hold an interrupted edit).
     const fs::path start =
         fs::exists(dir_ / "best" / src_.filename()) ? dir_ / "best" / src_.filename() : src_;
-    if (opt_.proposer == "search" && parse_params(read_file(start)).empty())
-      throw std::runtime_error(
-          start.string() +
-          " declares no tunable parameters: add '// @vb-param NAME DEFAULT {V1,V2,...} "
-          "description' lines with their #ifndef/#define defaults (README: The optimizer), or "
-          "use --proposer agent");
+    if (opt_.proposer == "search") {
+      const ParamSyntax& syntax = backend_->param_syntax();
+      std::vector<TunableParam> params;
+      try {
+        params = parse_params(read_file(start), syntax);
+      } catch (const std::invalid_argument& e) {
+        throw std::runtime_error(fmt::format("{}: malformed @vb-param, {}", start.string(), e.what()));
+      }
+      if (params.empty())
+        throw std::runtime_error(start.string() + " declares no tunable parameters: add " +
+                                 syntax.how_to_declare() +
+                                 " (README: The optimizer), or use --proposer agent");
+    }
     time_pytorch();
     const fs::path best_dir = dir_ / "best";
     best_file_ = best_dir / src_.filename();
@@ -557,10 +584,11 @@ class Loop {
       branch_ = "vladbud/" + today_yyyymmdd() + "-" + sanitize_ref(model);
     }
     if (opt_.proposer == "search") {
-      auto params = parse_params(best_text_);
+      auto params = parse_params(best_text_, backend_->param_syntax());
       proposer_ = make_search_proposer(
-          opt_.seed, chain_pruners({builtin_pruner(params, require_backend(problem_.backend).device().limits()),
-                                    opt_.extra_pruner}));
+          opt_.seed,
+          chain_pruners({builtin_pruner(params, backend_->device().limits()), opt_.extra_pruner}),
+          backend_->param_syntax());
     } else if (opt_.proposer == "agent") {
       if (opt_.agent_cmd.empty())
         throw std::runtime_error("--proposer agent needs --agent-cmd 'COMMAND' (run in the kernel "
@@ -706,9 +734,10 @@ class Loop {
     std::string reject = p.reject_reason, guard = p.reject_guard;
     if (reject.empty() && p.config.empty()) {
       try {
-        const auto params = parse_params(p.source);
-        const Config cfg = current_config(p.source, params);
-        auto pr = chain_pruners({builtin_pruner(params, require_backend(problem_.backend).device().limits()),
+        const ParamSyntax& syntax = backend_->param_syntax();
+        const auto params = parse_params(p.source, syntax);
+        const Config cfg = current_config(p.source, params, syntax);
+        auto pr = chain_pruners({builtin_pruner(params, backend_->device().limits()),
                                  opt_.extra_pruner});
         if (auto r = pr(p.source, cfg)) reject = *r, guard = "static_screen";
       } catch (const std::invalid_argument& e) {
@@ -983,6 +1012,7 @@ class Loop {
   fs::path dir_, src_, ws_, results_, best_file_;
   std::string kdir_, ext_, machine_, key_suffix_, branch_, best_text_;
   KernelProblem problem_;
+  const Backend* backend_ = nullptr;  ///< problem_.backend's (a registered backend: static)
   std::unique_ptr<MeasurementCache> cache_;
   std::unique_ptr<Measurer> owned_;
   Measurer* meas_ = nullptr;

@@ -114,6 +114,14 @@ KernelProblem store_pytorch_baseline(const std::filesystem::path& dir, const Opt
 /// or more than one.
 std::filesystem::path editable_source(const std::filesystem::path& dir, const std::string& backend);
 
+/// Refuses folders whose kernels cannot be timed here: for each of `dirs` whose problem.json
+/// names a registered backend whose device is never timed (Device::timing_unavailable, e.g.
+/// the Triton interpreter), throws std::runtime_error "cannot optimize DIR (backend B): <why,
+/// naming the hardware that would time it>". Folders with an unreadable problem.json or an
+/// unknown backend are left to their own loop's error. The loop and the orchestrator call it
+/// before timing anything (a test's own Measurer brings its own times and skips it).
+void require_timed_devices(const std::vector<std::filesystem::path>& dirs);
+
 /// The workspace of a kernel folder: <dir>/../.. when <dir>'s parent is named "kernels", else
 /// <dir> itself.
 std::filesystem::path default_workspace(const std::filesystem::path& dir);

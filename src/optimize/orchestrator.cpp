@@ -156,6 +156,13 @@ void record(KernelEntry& e, const KernelSummary& s, const OrchestratorOptions& o
 json run_orchestrator(const fs::path& ws_in, const OrchestratorOptions& o) {
   const fs::path ws = fs::absolute(ws_in).lexically_normal();
   auto entries = load_entries(ws);
+  // Kernels that cannot be timed here (an emulated device) stop the run before anything is
+  // timed, with the reason and the fix, rather than failing folder by folder.
+  if (!o.loop.measurer) {
+    std::vector<fs::path> dirs;
+    for (const auto& e : entries) dirs.push_back(ws / "kernels" / e.dir);
+    require_timed_devices(dirs);
+  }
   const int par = std::max(1, std::min<int>(o.parallel, static_cast<int>(entries.size())));
   assign_budgets(entries, o.budget_s * par);
   const auto t0 = std::chrono::steady_clock::now();

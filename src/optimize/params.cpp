@@ -3,7 +3,6 @@
 #include <fmt/format.h>
 
 #include <cctype>
-#include <regex>
 #include <set>
 #include <sstream>
 #include <stdexcept>
@@ -35,12 +34,6 @@ std::string trim(std::string s) {
   return s.substr(i);
 }
 
-// Matches "#define NAME VALUE" (leading whitespace and spaces after '#' allowed).
-const std::regex& define_re() {
-  static const std::regex re(R"(^\s*#\s*define\s+([A-Za-z_][A-Za-z0-9_]*)\s+(\S.*?)\s*$)");
-  return re;
-}
-
 bool ends_with(const std::string& s, const std::string& suf) {
   return s.size() >= suf.size() && s.compare(s.size() - suf.size(), suf.size(), suf) == 0;
 }
@@ -57,7 +50,7 @@ std::optional<long long> to_int(const std::string& v) {
 
 }  // namespace
 
-std::vector<TunableParam> parse_params(const std::string& source) {
+std::vector<TunableParam> parse_params(const std::string& source, const ParamSyntax& syntax) {
   std::vector<TunableParam> out;
   std::set<std::string> names;
   const auto lines = split_lines(source);
@@ -96,38 +89,52 @@ std::vector<TunableParam> parse_params(const std::string& source) {
     p.description = trim(rest.substr(rb + 1));
     out.push_back(std::move(p));
   }
+  // A language that cannot prepend a binding needs one line per parameter to rewrite.
+  std::set<std::string> bound;
+  for (const auto& line : lines)
+    if (const auto b = syntax.binding(line)) bound.insert(b->first);
+  for (const auto& p : out)
+    if (!bound.count(p.name) && !syntax.prepended(p.name, p.default_value))
+      throw std::invalid_argument(fmt::format(
+          "line {}: @vb-param {} has no binding to rewrite: add {}", p.line, p.name,
+          syntax.how_to_declare()));
   return out;
 }
 
-Config current_config(const std::string& source, const std::vector<TunableParam>& params) {
+Config current_config(const std::string& source, const std::vector<TunableParam>& params,
+                      const ParamSyntax& syntax) {
   Config cfg;
   for (const auto& p : params) cfg[p.name] = p.default_value;
   std::set<std::string> seen;
   for (const auto& line : split_lines(source)) {
-    std::smatch m;
-    if (std::regex_match(line, m, define_re())) {
-      const std::string n = m[1];
-      if (cfg.count(n) && seen.insert(n).second) cfg[n] = trim(m[2]);
-    }
+    const auto b = syntax.binding(line);
+    if (b && cfg.count(b->first) && seen.insert(b->first).second) cfg[b->first] = trim(b->second);
   }
   return cfg;
 }
 
-std::string apply_config(const std::string& source, const Config& cfg) {
+std::string apply_config(const std::string& source, const Config& cfg, const ParamSyntax& syntax) {
   auto lines = split_lines(source);
   std::set<std::string> done;
   for (auto& line : lines) {
-    std::smatch m;
-    if (!std::regex_match(line, m, define_re())) continue;
-    const std::string n = m[1];
+    const auto b = syntax.binding(line);
+    if (!b) continue;
+    const std::string& n = b->first;
     auto it = cfg.find(n);
     if (it == cfg.end() || done.count(n)) continue;
-    line = fmt::format("#define {} {}", n, it->second);
+    line = syntax.rebind(line, n, it->second);
     done.insert(n);
   }
   std::string head;
-  for (const auto& [n, v] : cfg)
-    if (!done.count(n)) head += fmt::format("#define {} {}\n", n, v);
+  for (const auto& [n, v] : cfg) {
+    if (done.count(n)) continue;
+    const auto pre = syntax.prepended(n, v);
+    if (!pre)
+      throw std::invalid_argument(fmt::format("cannot set {}={}: the source has no binding of {} "
+                                              "to rewrite (add {})",
+                                              n, v, n, syntax.how_to_declare()));
+    head += *pre + "\n";
+  }
   std::string out = head;
   for (const auto& l : lines) {
     out += l;

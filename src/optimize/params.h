@@ -1,14 +1,18 @@
 // Tunable parameters declared in a kernel source, and candidate sources written from them.
 //
-// Convention (one line per parameter, anywhere in the file):
-//   // @vb-param NAME DEFAULT {V1,V2,...}  free-text description
+// Convention (one declaration line per parameter, anywhere in the file, in the language's
+// comment; then the parameter's binding in the language's own form, Backend::param_syntax()):
+//   // @vb-param NAME DEFAULT {V1,V2,...}  free-text description       (C++ / CUDA)
 //   #ifndef NAME
 //   #define NAME DEFAULT
 //   #endif
+//
+//   # @vb-param NAME DEFAULT {V1,V2,...}  free-text description        (Triton / Python)
+//   NAME = DEFAULT
 // Structural choices are parameters too (`// @vb-param ALGO 0 {0,1,2} 0 scalar, 1 omp simd`).
 // A configuration assigns one domain value to each parameter; a candidate source is the
-// source with the `#define NAME VALUE` defaults rewritten (or `#define`s prepended when the
-// source has none for that name).
+// source with each parameter's binding rewritten (or, where the language allows it, a binding
+// prepended when the source has none for that name).
 #pragma once
 
 #include <functional>
@@ -17,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "backends/backend.h"
 #include "backends/device.h"
 
 namespace vb::opt {
@@ -34,16 +39,22 @@ struct TunableParam {
 using Config = std::map<std::string, std::string>;
 
 /// Parses every `@vb-param` line of `source`. Throws std::invalid_argument naming the line for
-/// a malformed declaration (no domain, default not in the domain, duplicate name, bad name).
-std::vector<TunableParam> parse_params(const std::string& source);
+/// a malformed declaration (no domain, default not in the domain, duplicate name, bad name) and,
+/// when `syntax` cannot prepend a binding (Python), for a parameter without its binding line
+/// ("line 12: @vb-param BLOCK has no binding ...: add 'BLOCK = 1024' ...").
+std::vector<TunableParam> parse_params(
+    const std::string& source, const ParamSyntax& syntax = preprocessor_param_syntax());
 
-/// The configuration the source currently selects: for each parameter the value of its
-/// `#define NAME VALUE` line (the first one), else its declared default.
-Config current_config(const std::string& source, const std::vector<TunableParam>& params);
+/// The configuration the source currently selects: for each parameter the value of its first
+/// binding in `syntax` (`#define NAME VALUE`, `NAME = VALUE`), else its declared default.
+Config current_config(const std::string& source, const std::vector<TunableParam>& params,
+                      const ParamSyntax& syntax = preprocessor_param_syntax());
 
-/// `source` with each parameter of `cfg` set: the first `#define NAME ...` line is rewritten to
-/// `#define NAME VALUE`; a name without one gets `#define NAME VALUE` prepended.
-std::string apply_config(const std::string& source, const Config& cfg);
+/// `source` with each parameter of `cfg` set: its first binding line in `syntax` is rewritten
+/// (`#define NAME VALUE`); a name without one gets `syntax`'s prepended binding. Throws
+/// std::invalid_argument when a name has no binding and `syntax` cannot prepend one.
+std::string apply_config(const std::string& source, const Config& cfg,
+                         const ParamSyntax& syntax = preprocessor_param_syntax());
 
 /// "BLOCK=64 UNROLL=4" (names in order).
 std::string config_string(const Config& cfg);

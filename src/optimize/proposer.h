@@ -63,10 +63,13 @@ class Proposer {
   virtual int pruned() const { return 0; }
 };
 
-/// The search proposer over the parameters declared in the best source. `pruner` screens every
-/// configuration before it is proposed. Reproducible: the same seed and the same feedback give
-/// the same sequence. Throws std::invalid_argument when the source declares no @vb-param.
-std::unique_ptr<Proposer> make_search_proposer(std::uint64_t seed, Pruner pruner);
+/// The search proposer over the parameters declared in the best source, whose values it reads
+/// and rewrites in `syntax` (the backend's Backend::param_syntax(); it must outlive the
+/// proposer: the registered backends' are static). `pruner` screens every configuration before
+/// it is proposed. Reproducible: the same seed and the same feedback give the same sequence.
+/// Throws std::invalid_argument when the source declares no @vb-param or a malformed one.
+std::unique_ptr<Proposer> make_search_proposer(
+    std::uint64_t seed, Pruner pruner, const ParamSyntax& syntax = preprocessor_param_syntax());
 
 /// Options of the agent proposer.
 struct AgentOptions {

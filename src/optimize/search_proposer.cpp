@@ -17,24 +17,23 @@ namespace {
 // tried, a uniformly random configuration not yet tried is proposed instead (a restart).
 class SearchProposer : public Proposer {
  public:
-  SearchProposer(std::uint64_t seed, Pruner pruner) : seed_(seed), rng_(seed), pruner_(std::move(pruner)) {}
+  SearchProposer(std::uint64_t seed, Pruner pruner, const ParamSyntax& syntax)
+      : seed_(seed), rng_(seed), pruner_(std::move(pruner)), syntax_(syntax) {}
 
   std::string name() const override { return "search"; }
   int pruned() const override { return pruned_; }
 
   std::optional<Proposal> propose(const ProposeContext& ctx) override {
-    const auto params = parse_params(ctx.best_source);
+    const auto params = parse_params(ctx.best_source, syntax_);
     if (params.empty())
-      throw std::invalid_argument(
-          ctx.source_name +
-          " declares no tunable parameters: add '// @vb-param NAME DEFAULT {V1,V2,...} "
-          "description' lines (README), or use --proposer agent");
-    const Config best = current_config(ctx.best_source, params);
+      throw std::invalid_argument(ctx.source_name + " declares no tunable parameters: add " +
+                                  syntax_.how_to_declare() + " (README), or use --proposer agent");
+    const Config best = current_config(ctx.best_source, params, syntax_);
     tried_.insert(config_string(best));
     auto ok = [&](const Config& c, std::string* why) {
       if (tried_.count(config_string(c))) return false;
       if (pruner_) {
-        const auto cand = apply_config(ctx.best_source, c);
+        const auto cand = apply_config(ctx.best_source, c, syntax_);
         if (auto r = pruner_(cand, c)) {
           tried_.insert(config_string(c));
           ++pruned_;
@@ -72,7 +71,7 @@ class SearchProposer : public Proposer {
       }
       Proposal pr;
       pr.config = arms[pick].second;
-      pr.source = apply_config(ctx.best_source, pr.config);
+      pr.source = apply_config(ctx.best_source, pr.config, syntax_);
       pr.description = fmt::format("{} (bandit arm {})", config_string(pr.config), arms[pick].first);
       last_arm_ = arms[pick].first;
       pr.arm = last_arm_;
@@ -88,7 +87,7 @@ class SearchProposer : public Proposer {
       if (!ok(c, nullptr)) continue;
       Proposal pr;
       pr.config = c;
-      pr.source = apply_config(ctx.best_source, c);
+      pr.source = apply_config(ctx.best_source, c, syntax_);
       pr.description = config_string(c) + " (random restart)";
       last_arm_.clear();
       tried_.insert(config_string(c));
@@ -101,7 +100,7 @@ class SearchProposer : public Proposer {
       if (ok(c, nullptr)) {
         Proposal pr;
         pr.config = c;
-        pr.source = apply_config(ctx.best_source, c);
+        pr.source = apply_config(ctx.best_source, c, syntax_);
         pr.description = config_string(c) + " (enumeration)";
         last_arm_.clear();
         tried_.insert(config_string(c));
@@ -164,6 +163,7 @@ class SearchProposer : public Proposer {
   std::uint64_t seed_;
   std::mt19937_64 rng_;
   Pruner pruner_;
+  const ParamSyntax& syntax_;
   std::set<std::string> tried_;
   std::map<std::string, Arm> stats_;
   std::string last_arm_;
@@ -172,8 +172,9 @@ class SearchProposer : public Proposer {
 
 }  // namespace
 
-std::unique_ptr<Proposer> make_search_proposer(std::uint64_t seed, Pruner pruner) {
-  return std::make_unique<SearchProposer>(seed, std::move(pruner));
+std::unique_ptr<Proposer> make_search_proposer(std::uint64_t seed, Pruner pruner,
+                                               const ParamSyntax& syntax) {
+  return std::make_unique<SearchProposer>(seed, std::move(pruner), syntax);
 }
 
 }  // namespace vb::opt

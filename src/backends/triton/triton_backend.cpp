@@ -10,6 +10,7 @@
 
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <regex>
 
 #include "backends/backend.h"
 #include "backends/triton/toolchain.h"
@@ -23,6 +24,37 @@ namespace vb {
 namespace fs = std::filesystem;
 
 namespace {
+
+// A tunable of a Triton source is a module-level assignment under its declaration comment:
+//   # @vb-param BLOCK 1024 {256,512,1024}  description
+//   BLOCK = 1024
+// Module level (column 0): the kernel's launch code reads the global at call time. Python has no
+// guarded default like C's #ifndef, so nothing can be prepended: a prepended assignment would be
+// overwritten by the source's own, and every declared parameter needs its assignment line.
+class PythonParamSyntax final : public ParamSyntax {
+ public:
+  std::string how_to_declare() const override {
+    return "'# @vb-param NAME DEFAULT {V1,V2,...} description' lines, each with its module-level "
+           "assignment 'NAME = DEFAULT' (at column 0) that the launch code reads";
+  }
+  std::optional<std::pair<std::string, std::string>> binding(
+      const std::string& line) const override {
+    // NAME = VALUE [# comment]; not NAME == ..., not indented (a local or a class member).
+    static const std::regex re(R"(^([A-Za-z_][A-Za-z0-9_]*)[ \t]*=(?!=)[ \t]*([^#\s][^#]*?)[ \t]*(#.*)?$)");
+    std::smatch m;
+    if (!std::regex_match(line, m, re)) return std::nullopt;
+    return std::make_pair(m[1].str(), m[2].str());
+  }
+  std::string rebind(const std::string& line, const std::string& name,
+                     const std::string& value) const override {
+    // Keep a trailing comment (everything from the first '#': values are numbers or names).
+    const auto hash = line.find('#');
+    return name + " = " + value + (hash == std::string::npos ? "" : "  " + line.substr(hash));
+  }
+  std::optional<std::string> prepended(const std::string&, const std::string&) const override {
+    return std::nullopt;
+  }
+};
 
 class TritonBackend final : public Backend {
  public:
@@ -38,6 +70,11 @@ class TritonBackend final : public Backend {
     return "triton " + tc.version + " (" + tc.python + ")";
   }
 
+  const ParamSyntax& param_syntax() const override {
+    static const PythonParamSyntax s;
+    return s;
+  }
+
   std::string playbook() const override {
     return R"(### Playbook: Triton
 1. The source is Python: `vb_kernel_run(inputs, outputs, attrs)` gets contiguous torch tensors
@@ -48,7 +85,10 @@ class TritonBackend final : public Backend {
 3. Compute-bound kernels (matmul, attention, MLP): tl.dot on BLOCK_M x BLOCK_N x BLOCK_K tiles
    with an fp32 accumulator, grouped rasterization, num_stages for software pipelining; fp32
    problems need input_precision="ieee" (TF32 fails the fp32 threshold).
-4. No atomics or split reductions whose order varies: results must be bitwise deterministic.
+4. Tunables are `# @vb-param NAME DEFAULT {V1,V2,...}` comments above module-level
+   `NAME = DEFAULT` assignments that the launch code reads (block sizes, num_warps, num_stages);
+   a value that would break correctness must not be in the set.
+5. No atomics or split reductions whose order varies: results must be bitwise deterministic.
 )";
   }
 

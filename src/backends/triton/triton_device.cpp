@@ -50,6 +50,15 @@ class TritonInterpreterDevice final : public Device {
     return {{tc.python}, triton_runner_script().string(), tc.reach};
   }
   bool emulated() const override { return true; }
+  std::string timing_unavailable() const override {
+    return "the Triton interpreter only checks correctness (ladder rung 2) and is never timed, "
+           "so candidates cannot be compared here: optimizing a Triton kernel needs an NVIDIA or "
+           "AMD GPU with the triton backend's GPU path (issue 17 step 2, not built yet); here, "
+           "check a variant's correctness with `vladbud bench --backend triton --kernel TYPE "
+           "--source FILE --quick --check-dtypes fp32`, or rank variants for a GPU from the "
+           "compile-only rungs with `vladbud rank TYPE --backend triton --variants DIR "
+           "--targets ID`";
+  }
   // Triton 3.6's interpreter computes on the raw bits of bf16 values (triton_runner.py refuses
   // such operations and reports the case inconclusive); fp16 and fp32 are exact numpy.
   bool may_be_inconclusive(DType dtype) const override { return dtype == DType::BF16; }

@@ -4,7 +4,8 @@
 // Targets are validated first (each must be ignore_index or in [0, V)). Each row is cut into
 // fixed chunks of CHUNK logits; a work item is one (row, chunk) pair of a non-ignored row, so a
 // few long vocabulary rows still spread over the OpenMP threads (static schedule). Per chunk,
-// in fp32: m = max (exact), s = Σ exp(x − m) over 64 fixed lanes (pass 2 runs from cache).
+// in fp32: m = max (exact), s = Σ exp(x − m) over 64 fixed lanes (pass 2 runs from cache,
+// while the next chunk is prefetched).
 // The chunks of a row are merged in chunk order (M = max m_c, S = Σ s_c·exp(m_c − M)), then
 // loss_r = M + log(S) − x[target]; the row losses are summed in row order in double and divided
 // by their count (0/0 = NaN when every row is ignored, as PyTorch). Every order is fixed by the
@@ -23,6 +24,10 @@ namespace {
 using vbk::Dt;
 using i64 = std::int64_t;
 constexpr int LANES = 64;
+// @vb-param PREFETCH_NEXT 1 {0,1}  1 prefetch the next chunk while this one's exponentials run
+#ifndef PREFETCH_NEXT
+#define PREFETCH_NEXT 1
+#endif
 constexpr i64 CHUNK = 1 << 15;  // logits per work item (128 KiB of fp32: stays in L2)
 
 inline float combine_sum(float* acc) {
@@ -57,11 +62,16 @@ inline float chunk_max(const float* __restrict x, i64 n) {
   return any_nan > 0.0f ? __builtin_nanf("") : m;
 }
 
-/// Σ exp(x − m) over 64 fixed lanes.
-inline float chunk_sumexp(const float* __restrict x, i64 n, float m) {
+/// Σ exp(x − m) over 64 fixed lanes. `next` (nullable): the next work item's logits
+/// (`next_bytes` of them), prefetched meanwhile so their DRAM reads overlap this arithmetic.
+inline float chunk_sumexp(const float* __restrict x, i64 n, float m, const char* next,
+                          i64 next_bytes) {
   float acc[LANES] = {};
   i64 i = 0;
   for (; i + LANES <= n; i += LANES) {
+    if (PREFETCH_NEXT && next)
+      for (i64 b = i * 4; b < (i + LANES) * 4 && b < next_bytes; b += 64)
+        __builtin_prefetch(next + b, 0, 3);
 #pragma omp simd
     for (int j = 0; j < LANES; ++j) acc[j] += vbk::exp_f32(x[i + j] - m);
   }
@@ -123,6 +133,7 @@ extern "C" int vb_kernel_run(const DLTensor* inputs, int n_inputs, DLTensor* out
   float* const cs = csbuf.get();
   const bool par = items > 1 && nr * V >= (i64{1} << 15);
   const bool f32 = dt == Dt::F32;
+  const i64 esz = f32 ? 4 : 2;
   bool oom = false;
 
 #pragma omp parallel if (par)
@@ -147,7 +158,15 @@ extern "C" int vb_kernel_run(const DLTensor* inputs, int n_inputs, DLTensor* out
       const float m = chunk_max(xc, n);
       cm[it] = m;
       // A chunk whose max is ±inf or NaN decides the row's logsumexp by itself (see below).
-      cs[it] = std::isfinite(m) ? chunk_sumexp(xc, n, m) : 0.0f;
+      const char* next = nullptr;
+      i64 next_bytes = 0;
+      if (it + 1 < items) {
+        const i64 r1 = rows[static_cast<std::size_t>((it + 1) / chunks)];
+        const i64 c1 = ((it + 1) % chunks) * CHUNK;
+        next = static_cast<const char*>(x) + (r1 * V + c1) * esz;
+        next_bytes = std::min(CHUNK, V - c1) * esz;
+      }
+      cs[it] = std::isfinite(m) ? chunk_sumexp(xc, n, m, next, next_bytes) : 0.0f;
     }
   }
   if (oom) return vbk::fail("out of memory (chunk scratch)");

@@ -12,8 +12,14 @@
 // makes all-equal rows give exactly (0 · rstd) · w + b = b. If a statistic overflows fp32 (values
 // near the dtype's max) the row is recomputed in double. The row is read from memory once;
 // passes 2-3 run from cache into a thread-local row written out with non-temporal stores
-// (vbk::stream_store_f32). Weight and bias are converted to fp32 once per call.
+// (vbk::stream_store_f32), and pass 3 prefetches the next row (PREFETCH_NEXT). Weight and bias are converted to fp32 once per call.
 #include "vb_kernel.h"
+
+// Tunable parameters (read by `vladbud optimize`; the defaults are the starter's behaviour):
+// @vb-param PREFETCH_NEXT 1 {0,1}  1 prefetch the next row while pass 3 runs from cache
+#ifndef PREFETCH_NEXT
+#define PREFETCH_NEXT 1
+#endif
 
 #include <omp.h>
 
@@ -64,11 +70,16 @@ inline void shifted_sums(const float* __restrict x, i64 n, float c, float& d, fl
   q = combine_sum(aq);
 }
 
-/// y = ((x − c) − dm) · rstd · w + b (y may be x: same-index in-place update).
+/// y = ((x − c) − dm) · rstd · w + b (y may be x: same-index in-place update). Meanwhile the
+/// next row (`next`, `esz` bytes per element; nullable) is prefetched, a slice per 64 elements.
 inline void apply(const float* x, const float* __restrict w, const float* __restrict b, float* y,
-                  i64 n, float c, float dm, float rstd) {
+                  i64 n, float c, float dm, float rstd, const void* next, int esz) {
+  for (i64 i0 = 0; i0 < n; i0 += 64) {
+    const i64 i1 = i0 + 64 < n ? i0 + 64 : n;
+    if (PREFETCH_NEXT) vbk::prefetch_span(next, i0 * esz, i1 * esz, n * esz);
 #pragma omp simd
-  for (i64 i = 0; i < n; ++i) y[i] = ((x[i] - c) - dm) * rstd * w[i] + b[i];
+    for (i64 i = i0; i < i1; ++i) y[i] = ((x[i] - c) - dm) * rstd * w[i] + b[i];
+  }
 }
 
 /// Row statistics in fp32: shift c, residual mean dm (mean = c + dm), rstd = 1/sqrt(var + eps).
@@ -158,8 +169,10 @@ extern "C" int vb_kernel_run(const DLTensor* inputs, int n_inputs, DLTensor* out
         vbk::load_f32(x, dt, r * D, D, row);
         xr = row;
       }
+      const int esz = f32 ? 4 : 2;
+      const void* next = r + 1 < B ? static_cast<const char*>(x) + (r + 1) * D * esz : nullptr;
       if (row_stats(xr, D, eps, c, dm, rstd))
-        apply(xr, w, b, row, D, c, dm, rstd);
+        apply(xr, w, b, row, D, c, dm, rstd, next, esz);
       else
         row_double(xr, w, b, row, D, eps);
       vbk::stream_store_f32(row, dt, y, r * D, D, row + D);  // written once: non-temporal stores

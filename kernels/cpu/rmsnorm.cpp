@@ -24,6 +24,10 @@
 #ifndef PAR_MIN_LOG2
 #define PAR_MIN_LOG2 15
 #endif
+// @vb-param PREFETCH_NEXT 1 {0,1}  1 prefetch the next row while this one is scaled
+#ifndef PREFETCH_NEXT
+#define PREFETCH_NEXT 1
+#endif
 // @vb-param STREAM_STORES 1 {0,1}  1 non-temporal output stores, 0 ordinary stores
 #ifndef STREAM_STORES
 #define STREAM_STORES 1
@@ -66,10 +70,16 @@ inline float inv_rms(const float* __restrict x, i64 n, float eps) {
   return static_cast<float>(1.0 / std::sqrt(d / static_cast<double>(n) + eps));
 }
 
-/// y = x * r * w (y may be x: same-index in-place update).
-inline void apply(const float* x, const float* __restrict w, float* y, i64 n, float r) {
+/// y = x * r * w (y may be x: same-index in-place update). Meanwhile the next row (`next`,
+/// `esz` bytes per element; nullable) is prefetched, a slice per block of 64 elements.
+inline void apply(const float* x, const float* __restrict w, float* y, i64 n, float r,
+                  const void* next, int esz) {
+  for (i64 i0 = 0; i0 < n; i0 += 64) {
+    const i64 i1 = i0 + 64 < n ? i0 + 64 : n;
+    if (PREFETCH_NEXT) vbk::prefetch_span(next, i0 * esz, i1 * esz, n * esz);
 #pragma omp simd
-  for (i64 i = 0; i < n; ++i) y[i] = x[i] * r * w[i];
+    for (i64 i = i0; i < i1; ++i) y[i] = x[i] * r * w[i];
+  }
 }
 
 }  // namespace
@@ -128,7 +138,9 @@ extern "C" int vb_kernel_run(const DLTensor* inputs, int n_inputs, DLTensor* out
         vbk::load_f32(x, dt, r * N, N, b);
         xr = b;
       }
-      apply(xr, w, b, N, inv_rms(xr, N, eps));
+      const int esz = f32 ? 4 : 2;
+      const void* next = r + 1 < M ? static_cast<const char*>(x) + (r + 1) * N * esz : nullptr;
+      apply(xr, w, b, N, inv_rms(xr, N, eps), next, esz);
 #if STREAM_STORES
       vbk::stream_store_f32(b, dt, y, r * N, N, b + N);  // written once: non-temporal stores
 #else

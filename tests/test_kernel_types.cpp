@@ -1173,6 +1173,14 @@ TEST(ScreenSize, TheGpt2LmHeadIsScreenedWithFewerOutputColumnsAndTheSameKAndM) {
   EXPECT_EQ(screen_size(mm, small, DType::F32, 16u << 20).label, "s");
   EXPECT_EQ(screen_size(mm, lm, DType::F32, 0).label, lm.label);
   EXPECT_EQ(screen_size(mm, lm, DType::BF16, 16u << 20).dims.at("N"), 6283);
+  // No degenerate screens: a size that fits only past 16x less work, or below 1/16 of a
+  // dimension, is not screened reduced (4096^3: A alone is 64 MiB; fused_mlp's weights do
+  // not shrink with the tokens).
+  Size cube{"4096x4096x4096", {{"M", 4096}, {"N", 4096}, {"K", 4096}}, {}};
+  EXPECT_EQ(screen_size(mm, cube, DType::F32, 16u << 20).label, cube.label);
+  const KernelType& mlp = type_named("fused_mlp");
+  const Size llama = mlp.benchmark_size(DeviceKind::Gpu);
+  EXPECT_EQ(screen_size(mlp, llama, DType::BF16, 16u << 20).label, llama.label);
 }
 
 TEST(ScreenSize, EveryTypeShrinksOnlyDimensionsItHasAndNeverItsRowOrReductionLength) {
@@ -1191,7 +1199,11 @@ TEST(ScreenSize, EveryTypeShrinksOnlyDimensionsItHasAndNeverItsRowOrReductionLen
       ASSERT_TRUE(big.dims.count(d)) << t->name() << " has no dimension " << d;
       big.dims[d] *= 64;
     }
-    const Size s = screen_size(*t, big, DType::F32, 8u << 20);
+    const Problem bp = t->make_problem(big, DType::F32);
+    std::size_t bytes = 0;
+    for (const auto& x : bp.inputs) bytes += x.nbytes();
+    for (const auto& x : bp.outputs) bytes += x.nbytes();
+    const Size s = screen_size(*t, big, DType::F32, bytes / 4 * 3);
     for (const auto& k : keep.at(t->name())) {
       ASSERT_TRUE(big.dims.count(k)) << t->name() << " " << k;
       EXPECT_EQ(s.dims.at(k), big.dims.at(k)) << t->name() << " shrank " << k;

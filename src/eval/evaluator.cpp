@@ -298,7 +298,10 @@ class Session {
     const int min_reps = opt_.quick ? std::min(opt_.min_reps, 5) : opt_.min_reps;
     n_sets = std::max<std::size_t>(n_sets, static_cast<std::size_t>(std::max(2, min_reps)));
     n_sets = std::min<std::size_t>(n_sets, 256);
-    while (n_sets > 2 && (n_sets + 1) * foot > opt_.max_rotation_bytes) --n_sets;
+    // The cap counts the arena and the parent-private copies of the inputs.
+    std::size_t in_bytes = 0;
+    for (const auto& t : p.inputs) in_bytes += t.nbytes();
+    while (n_sets > 2 && (n_sets + 1) * (foot + in_bytes) > opt_.max_rotation_bytes) --n_sets;
     tr.rotation_sets = static_cast<int>(n_sets);
     tr.rotation_bytes = static_cast<double>(n_sets * set_bytes);
     progress(fmt::format("[timing] {} {}: {} rotating input sets ({:.0f} MiB; {} {:.0f} MiB)",
@@ -511,7 +514,19 @@ class Session {
       // of the others, decided after the reply: a kernel that skips work on some calls cannot
       // know which outputs will be checked.
       std::vector<std::size_t> check;
-      if (batch == 0 || last || pick() % 4 == 0) {
+      if (batch == 0 && last) {
+        // The whole timing in one batch (large sets: enough of them for the minimum count):
+        // ceil(k/2) sets (at least 2) drawn at random after the reply. A kernel must skip
+        // work on more than half of the calls to move the median, so one of them is always
+        // verified (with two sets of batches of <= 2 calls, as before, most calls were).
+        std::vector<std::size_t> pool(order);
+        const std::size_t want = std::min<std::size_t>(k, std::max<std::size_t>(2, (k + 1) / 2));
+        for (std::size_t j = 0; j < want; ++j) {
+          const std::size_t i = j + static_cast<std::size_t>(pick() % (pool.size() - j));
+          std::swap(pool[j], pool[i]);
+          check.push_back(pool[j]);
+        }
+      } else if (batch == 0 || last || pick() % 4 == 0) {
         check.push_back(order.back());
         if (k > 1) check.push_back(order[pick() % (k - 1)]);
       }

@@ -1,5 +1,6 @@
 #include "kernels/kernel_type.h"
 
+#include <algorithm>
 #include <cmath>
 #include <sstream>
 #include <stdexcept>
@@ -91,18 +92,30 @@ Size screen_size(const KernelType& type, const Size& size, DType dtype,
   };
   Size out = size;
   std::string shrunk;
+  // Each dimension keeps >= 64 and >= 1/16 of its extent, and the work shrinks by <= 16x in
+  // all: a smaller screen would time another kernel (a GEMM screened as a GEMV).
+  auto floor_of = [&](const std::string& d) {
+    return std::max<std::int64_t>(64, (size.dims.at(d) + 15) / 16);
+  };
+  double reduction = 1;
   for (int step = 0; step < 64 && set_bytes(out) > max_set_bytes; ++step) {
     bool any = false;
     for (const auto& d : dims) {
       auto it = out.dims.find(d);
-      if (it == out.dims.end() || it->second < 32) continue;
-      it->second = (it->second + 1) / 2;
+      if (it == out.dims.end()) continue;
+      const std::int64_t half = (it->second + 1) / 2;
+      if (half < floor_of(d)) continue;
+      const double r = reduction * static_cast<double>(it->second) / static_cast<double>(half);
+      if (r > 16.0 + 1e-9) continue;
+      reduction = r;
+      it->second = half;
       any = true;
       break;
     }
     if (!any) break;
   }
-  if (out.dims == size.dims) return size;
+  // Cannot fit within those limits: screen at the problem's size.
+  if (out.dims == size.dims || set_bytes(out) > max_set_bytes) return size;
   for (const auto& d : dims)
     if (out.dims.count(d) && out.dims.at(d) != size.dims.at(d))
       shrunk += d + std::to_string(out.dims.at(d));

@@ -148,9 +148,11 @@ class KernelType {
 
 /// The size a quick screen times instead of `size` when one rotating set of it (inputs plus
 /// outputs, in `dtype`) exceeds `max_set_bytes`: the type's screen_dims() halved (rounded up),
-/// the first one that is at least 32 first, until a set fits or no dimension can shrink.
-/// Labelled "<label>-screen-<dim><value>..." with the shrunk dimensions; `size` itself when
-/// max_set_bytes is 0, the set already fits, or the type declares no screen_dims(). The
+/// in order of preference, until a set fits. A dimension keeps >= 64 and >= 1/16 of its
+/// extent, and the work shrinks by <= 16x in all (a GEMM screened as a GEMV would time
+/// another kernel). Labelled "<label>-screen-<dim><value>..." with the shrunk dimensions;
+/// `size` itself when max_set_bytes is 0, the set already fits, the type declares no
+/// screen_dims(), or no size within those limits fits. The
 /// screen only filters candidates: every keep is still decided at `size` (issue 16: a
 /// 64x50257x768 fp32 matmul's 154 MB sets cost ~3.5 s per screen, mostly input generation
 /// and the fp64 verification, against 0.2 s of calls).

@@ -13,16 +13,6 @@ using nlohmann::json;
 
 namespace {
 
-RungEvidence evidence(int rung, std::string status, std::string tool, std::string summary,
-                      json data = json::object()) {
-  RungEvidence e;
-  e.rung = rung;
-  e.status = std::move(status);
-  e.tool = std::move(tool);
-  e.summary = std::move(summary);
-  e.data = std::move(data);
-  return e;
-}
 
 class AmdClimber final : public TargetClimber {
  public:
@@ -51,7 +41,7 @@ class AmdClimber final : public TargetClimber {
     if (!accepts(variant.backend)) {
       r.rejected = true;
       r.confidence = "rejected";
-      r.evidence.push_back(evidence(kStaticReject, "reject", tool,
+      r.evidence.push_back(make_evidence(kStaticReject, "reject", tool,
                                     "a " + variant.backend + " source cannot run on " + target.id +
                                         " (the AMD climber compiles Triton sources)"));
       r.stop_reason = "wrong backend for this target";
@@ -59,7 +49,7 @@ class AmdClimber final : public TargetClimber {
     }
     const auto& tc = triton_toolchain();
     if (!tc.error.empty()) {
-      r.evidence.push_back(evidence(kStaticReject, "unavailable", tool, "unavailable: " + tc.error));
+      r.evidence.push_back(make_evidence(kStaticReject, "unavailable", tool, "unavailable: " + tc.error));
       r.stop_reason = "no Triton here";
       r.confidence = "none";
       return r;
@@ -69,7 +59,7 @@ class AmdClimber final : public TargetClimber {
     const TritonCompile res = triton_compile_only(variant.source, p, "hip:" + target.isa + ":64");
     const std::string version = "triton " + res.triton_version;
     if (res.arch_unsupported) {
-      auto e = evidence(kStaticReject, "unavailable", tool, "unavailable: " + res.diagnostics);
+      auto e = make_evidence(kStaticReject, "unavailable", tool, "unavailable: " + res.diagnostics);
       e.tool_version = version;
       r.evidence.push_back(e);
       r.stop_reason = "the installed Triton cannot compile for " + target.isa;
@@ -79,7 +69,7 @@ class AmdClimber final : public TargetClimber {
     if (!res.ok) {
       r.rejected = true;
       r.confidence = "rejected";
-      auto e = evidence(kStaticReject, "reject", tool, res.diagnostics.empty() ? "compile failed" : res.diagnostics);
+      auto e = make_evidence(kStaticReject, "reject", tool, res.diagnostics.empty() ? "compile failed" : res.diagnostics);
       e.tool_version = version;
       r.evidence.push_back(e);
       r.stop_reason = "does not compile for " + target.isa;
@@ -91,7 +81,7 @@ class AmdClimber final : public TargetClimber {
       if (lds_limit > 0 && k.value("lds_bytes", 0) > lds_limit) {
         r.rejected = true;
         r.confidence = "rejected";
-        auto e = evidence(kStaticReject, "reject", tool,
+        auto e = make_evidence(kStaticReject, "reject", tool,
                           fmt::format("{} needs {} B of LDS per workgroup; {} has {:.0f} B per CU",
                                       k.value("name", ""), k.value("lds_bytes", 0), target.id, lds_limit));
         e.tool_version = version;
@@ -100,7 +90,7 @@ class AmdClimber final : public TargetClimber {
         return r;
       }
     }
-    auto e0 = evidence(kStaticReject, "pass", tool,
+    auto e0 = make_evidence(kStaticReject, "pass", tool,
                        fmt::format("{} kernel(s) compile for {}", kernels.size(), target.isa));
     e0.tool_version = version;
     r.evidence.push_back(e0);
@@ -117,13 +107,13 @@ class AmdClimber final : public TargetClimber {
           k.value("lds_bytes", 0), k.value("scratch_bytes", 0), k.value("occupancy", 0),
           k.value("mfma", 0) + k.value("wmma", 0), k.value("instructions", 0),
           k.value("num_warps", 0), k.value("num_stages", 0));
-    auto e1 = evidence(kStaticSignals, "pass", "amdgcn (" + target.isa + ")", summary,
+    auto e1 = make_evidence(kStaticSignals, "pass", "amdgcn (" + target.isa + ")", summary,
                        json{{"kernels", kernels}});
     e1.tool_version = version;
     r.evidence.push_back(e1);
     r.highest_rung = kStaticSignals;
     if (opts.max_rung < kCorrectness) return finish(r, "--max-rung");
-    r.evidence.push_back(evidence(
+    r.evidence.push_back(make_evidence(
         kCorrectness, "skipped", "triton interpreter",
         "not climbed per target: `vladbud bench " + type.name() +
             " --backend triton --source SRC` runs the evaluator's stages in Triton's interpreter "
@@ -131,7 +121,7 @@ class AmdClimber final : public TargetClimber {
     if (opts.max_rung < kAnalytical) return finish(r, "--max-rung");
     try {
       Estimate est = amd_estimate(target, opts.dtype, type.flops(p), type.min_bytes(p), kernels);
-      r.evidence.push_back(evidence(kAnalytical, "pass", "roofline (" + target.id + " spec)",
+      r.evidence.push_back(make_evidence(kAnalytical, "pass", "roofline (" + target.id + " spec)",
                                     fmt::format("{:.4g} us [{:.4g}, {:.4g}]: {}", est.time_us,
                                                 est.low_us, est.high_us, est.basis),
                                     json{{"estimate_us", est.time_us}, {"low_us", est.low_us},
@@ -139,12 +129,12 @@ class AmdClimber final : public TargetClimber {
       r.estimate = est;
       r.highest_rung = kAnalytical;
     } catch (const std::invalid_argument& e) {
-      r.evidence.push_back(evidence(kAnalytical, "unavailable", "roofline", e.what()));
+      r.evidence.push_back(make_evidence(kAnalytical, "unavailable", "roofline", e.what()));
     }
     if (opts.max_rung < kSimulation) return finish(r, "--max-rung");
-    r.evidence.push_back(evidence(kSimulation, "unavailable", "none",
+    r.evidence.push_back(make_evidence(kSimulation, "unavailable", "none",
                                   "unavailable: no AMD GPU cycle simulator installed"));
-    r.evidence.push_back(evidence(kRealHardware, "unavailable", "none",
+    r.evidence.push_back(make_evidence(kRealHardware, "unavailable", "none",
                                   "unavailable: no " + target.name + " here"));
     return finish(r, "no AMD GPU here (rungs 4 and 5 unavailable)");
   }

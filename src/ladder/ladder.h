@@ -56,6 +56,19 @@ struct RungEvidence {
   nlohmann::json data;       ///< the rung's numbers (cycles/iter, registers, verdict, ...)
 };
 
+/// A RungEvidence from its fields (tool_version left empty).
+inline RungEvidence make_evidence(int rung, std::string status, std::string tool,
+                                  std::string summary,
+                                  nlohmann::json data = nlohmann::json::object()) {
+  RungEvidence e;
+  e.rung = rung;
+  e.status = std::move(status);
+  e.tool = std::move(tool);
+  e.summary = std::move(summary);
+  e.data = std::move(data);
+  return e;
+}
+
 /// An estimated time for one call at the ranking size, with its band.
 struct Estimate {
   double time_us = 0;  ///< point estimate, microseconds

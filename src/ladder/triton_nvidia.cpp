@@ -33,16 +33,6 @@ int cuda_capability_of_isa(const std::string& isa) {
 
 namespace {
 
-RungEvidence evidence(int rung, std::string status, std::string tool, std::string summary,
-                      json data = json::object()) {
-  RungEvidence e;
-  e.rung = rung;
-  e.status = std::move(status);
-  e.tool = std::move(tool);
-  e.summary = std::move(summary);
-  e.data = std::move(data);
-  return e;
-}
 
 // One captured launch with its rung-1 numbers.
 struct LaunchedKernel {
@@ -111,14 +101,14 @@ ClimbResult TritonNvidiaClimber::climb(const KernelType& type, const Variant& va
   const std::string gpu_target = fmt::format("cuda:{}:{}", cc, limits.warp_size);
   const std::string tool = "triton -> ptx -> cubin (" + gpu_target + ")";
   if (!accepts(variant.backend)) {
-    return reject(r, evidence(kStaticReject, "reject", tool,
+    return reject(r, make_evidence(kStaticReject, "reject", tool,
                               "a " + variant.backend + " source is not a Triton source (this climber "
                               "compiles .py Triton kernels for " + target.id + ")"),
                   "wrong backend for this climber");
   }
   const auto& tc = triton_toolchain();
   if (!tc.error.empty()) {
-    r.evidence.push_back(evidence(kStaticReject, "unavailable", tool, "unavailable: " + tc.error));
+    r.evidence.push_back(make_evidence(kStaticReject, "unavailable", tool, "unavailable: " + tc.error));
     return finish(r, "no Triton here");
   }
 
@@ -146,13 +136,13 @@ ClimbResult TritonNvidiaClimber::climb(const KernelType& type, const Variant& va
   });
   std::string version = "triton " + res.triton_version;
   if (res.arch_unsupported) {
-    auto e = evidence(kStaticReject, "unavailable", tool, "unavailable: " + res.diagnostics);
+    auto e = make_evidence(kStaticReject, "unavailable", tool, "unavailable: " + res.diagnostics);
     e.tool_version = version;
     r.evidence.push_back(e);
     return finish(r, "the installed Triton cannot compile for " + target.isa);
   }
   if (!res.ok) {
-    auto e = evidence(kStaticReject, "reject", tool,
+    auto e = make_evidence(kStaticReject, "reject", tool,
                       "does not compile for " + target.isa + ": " +
                           (res.diagnostics.empty() ? std::string("compile failed") : res.diagnostics));
     e.tool_version = version;
@@ -160,7 +150,7 @@ ClimbResult TritonNvidiaClimber::climb(const KernelType& type, const Variant& va
   }
   if (!launched.empty()) version += "; ptxas " + launched[0].record.value("ptxas_version", std::string("?"));
   if (!ptxas_errors.empty()) {
-    auto e = evidence(kStaticReject, "reject", tool,
+    auto e = make_evidence(kStaticReject, "reject", tool,
                       "ptxas rejects the PTX for " + target.isa + ": " + ptxas_errors[0]);
     e.tool_version = version;
     return reject(r, e, "does not assemble for " + target.isa);
@@ -188,14 +178,14 @@ ClimbResult TritonNvidiaClimber::climb(const KernelType& type, const Variant& va
                         k.threads, k.record.value("num_warps", 0), limits.max_threads_per_block,
                         target.id);
     if (!why.empty()) {
-      auto e = evidence(kStaticReject, "reject", tool, "rejected for " + target.isa + ": " + why);
+      auto e = make_evidence(kStaticReject, "reject", tool, "rejected for " + target.isa + ": " + why);
       e.tool_version = version;
       return reject(r, e, why);
     }
     k.occupancy = analysis::compute_occupancy(
         {k.threads, k.ptxas.registers, k.ptxas.smem_bytes, k.dynamic_smem}, limits);
   }
-  auto e0 = evidence(kStaticReject, "pass", tool,
+  auto e0 = make_evidence(kStaticReject, "pass", tool,
                      fmt::format("{} kernel launch(es) compile for {}", launched.size(),
                                  launched.empty() ? target.isa : launched[0].record.value("arch", target.isa)));
   e0.tool_version = version;
@@ -249,7 +239,7 @@ ClimbResult TritonNvidiaClimber::climb(const KernelType& type, const Variant& va
              {"main_kernel_choice", "the launch with the most programs x warps"},
              {"sass_available", sass_missing.empty()}};
   if (!sass_missing.empty()) d1["sass_missing"] = sass_missing;
-  auto e1 = evidence(kStaticSignals, "pass",
+  auto e1 = make_evidence(kStaticSignals, "pass",
                      "ptxas -v + " + (sass_missing.empty() ? std::string("cuobjdump --dump-sass")
                                                            : std::string("(no cuobjdump)")) +
                          " (" + main->record.value("arch", target.isa) + ")",
@@ -261,7 +251,7 @@ ClimbResult TritonNvidiaClimber::climb(const KernelType& type, const Variant& va
   r.highest_rung = kStaticSignals;
   if (opts.max_rung < kCorrectness) return finish(r, "--max-rung");
 
-  r.evidence.push_back(evidence(
+  r.evidence.push_back(make_evidence(
       kCorrectness, "skipped", "triton interpreter",
       "not climbed per target: `vladbud bench " + type.name() +
           " --backend triton --source SRC` runs the evaluator's stages in Triton's interpreter on "
@@ -298,7 +288,7 @@ ClimbResult TritonNvidiaClimber::climb(const KernelType& type, const Variant& va
     d3["dtype"] = std::string(dtype_name(opts.dtype));
     d3["flops"] = in.flops;
     d3["bytes"] = in.bytes;
-    auto e3 = evidence(kAnalytical, "pass", "roofline from the spec DB + rung-1 efficiency model",
+    auto e3 = make_evidence(kAnalytical, "pass", "roofline from the spec DB + rung-1 efficiency model",
                        fmt::format("{:.4g} us [{:.4g}..{:.4g}] at {} {}: {}", est.time_us, est.low_us,
                                    est.high_us, size.label, dtype_name(opts.dtype), est.basis),
                        d3);
@@ -313,12 +303,12 @@ ClimbResult TritonNvidiaClimber::climb(const KernelType& type, const Variant& va
     r.estimate = out;
     r.highest_rung = kAnalytical;
   } catch (const std::invalid_argument& e) {
-    r.evidence.push_back(evidence(kAnalytical, "unavailable", "roofline", e.what()));
+    r.evidence.push_back(make_evidence(kAnalytical, "unavailable", "roofline", e.what()));
   }
   if (opts.max_rung < kSimulation) return finish(r, "--max-rung");
-  r.evidence.push_back(evidence(kSimulation, "unavailable", "none",
+  r.evidence.push_back(make_evidence(kSimulation, "unavailable", "none",
                                 "unavailable: no GPU cycle simulator installed"));
-  r.evidence.push_back(evidence(
+  r.evidence.push_back(make_evidence(
       kRealHardware, "unavailable", "none",
       "unavailable: VladBud does not time Triton kernels on NVIDIA GPUs yet (the GPU path, "
       "ahead-of-time cubins launched by the C++ runner, is not built)"));

@@ -516,11 +516,13 @@ class Session {
       std::vector<std::size_t> check;
       if (batch == 0 && last) {
         // The whole timing in one batch (large sets: enough of them for the minimum count):
-        // ceil(k/2) sets (at least 2) drawn at random after the reply. A kernel must skip
-        // work on more than half of the calls to move the median, so one of them is always
-        // verified (with two sets of batches of <= 2 calls, as before, most calls were).
+        // ceil(k/2) sets (at least 2, at most 8) drawn at random after the reply. A kernel
+        // must skip work on more than half of the calls to move the median, so up to 16 calls
+        // one of them is always verified, and beyond that it escapes 8 independent draws with
+        // probability < 2^-8 (two sets per batch before).
         std::vector<std::size_t> pool(order);
-        const std::size_t want = std::min<std::size_t>(k, std::max<std::size_t>(2, (k + 1) / 2));
+        const std::size_t want =
+            std::min<std::size_t>(k, std::clamp<std::size_t>((k + 1) / 2, 2, 8));
         for (std::size_t j = 0; j < want; ++j) {
           const std::size_t i = j + static_cast<std::size_t>(pick() % (pool.size() - j));
           std::swap(pool[j], pool[i]);

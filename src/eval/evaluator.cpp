@@ -295,8 +295,14 @@ class Session {
     // large problem costs far more than its calls (a 64x50257x768 fp32 matmul: ~1 s of input
     // generation and fp64 oracle per batch of two sets against ~0.1 s of calls). Memory
     // permitting: the cap below wins.
+    // Only for sets of at least half the device's cache: smaller ones regenerate cheaply, and
+    // their later batches reuse buffers with fresh values, so even a short screen still
+    // catches a kernel that caches results by buffer address (kernels/bad/cpu/caches_result).
     const int min_reps = opt_.quick ? std::min(opt_.min_reps, 5) : opt_.min_reps;
-    n_sets = std::max<std::size_t>(n_sets, static_cast<std::size_t>(std::max(2, min_reps)));
+    std::size_t device_cache = device.timing_cache_bytes(device_l2_);
+    if (device_cache == 0) device_cache = 64ull << 20;
+    if (2 * set_bytes >= device_cache)
+      n_sets = std::max<std::size_t>(n_sets, static_cast<std::size_t>(std::max(2, min_reps)));
     n_sets = std::min<std::size_t>(n_sets, 256);
     // The cap counts the arena and the parent-private copies of the inputs.
     std::size_t in_bytes = 0;

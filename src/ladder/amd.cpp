@@ -13,7 +13,6 @@ using nlohmann::json;
 
 namespace {
 
-
 class AmdClimber final : public TargetClimber {
  public:
   std::string name() const override { return "amd"; }

@@ -33,7 +33,6 @@ int cuda_capability_of_isa(const std::string& isa) {
 
 namespace {
 
-
 // One captured launch with its rung-1 numbers.
 struct LaunchedKernel {
   json record;                           // triton_build.py compile's record

@@ -116,8 +116,7 @@ class EvaluatorMeasurer : public Measurer {
     switch (mode) {
       case EvalMode::Quick:
         // The screen: timing only (the timed calls' outputs, guard bands and inputs are still
-        // verified), three calls. The five
-        // stages run only for candidates that pass it.
+        // verified), three calls. The five stages run only for candidates that pass it.
         o.timing_size = screen_;  // a reduced size when the sets are large (screen_size_for)
         o.quick = true;
         timing_only(o);

@@ -9,6 +9,12 @@
 // converted to fp32 in pieces of PIECE elements through a stack buffer (one pass over memory).
 // If a row's fp32 sum overflows while its inputs are finite (values near the dtype's max with
 // cancellation), the row is re-summed in double so the result matches the fp64 oracle.
+// The reads are software-prefetched PREFETCH_BYTES ahead of the summing position (across row
+// ends: a thread's rows are contiguous), which keeps more DRAM reads in flight than the
+// hardware prefetcher alone: 4096x4096 fp32 on this 2-core EPYC VM went from 0.93-0.96x to
+// 1.09-1.13x torch.sum (same process, alternating, 9-11 rounds, 2026-12-05). Rows that fit in
+// one work item (N <= CHUNK) are summed in a single parallel loop, with no partial-sum pass
+// and no barrier between passes.
 #include "vb_kernel.h"
 
 // Tunable parameters (read by `vladbud optimize`; the defaults are the starter's behaviour):
@@ -27,6 +33,10 @@
 // @vb-param PAR_MIN_LOG2 15 {12,15,18,21}  use threads from 2^k elements on
 #ifndef PAR_MIN_LOG2
 #define PAR_MIN_LOG2 15
+#endif
+// @vb-param PREFETCH_BYTES 8192 {0,2048,4096,8192,16384,32768}  software prefetch distance ahead of the reads (0 = none)
+#ifndef PREFETCH_BYTES
+#define PREFETCH_BYTES 8192
 #endif
 
 #include <omp.h>
@@ -48,10 +58,20 @@ inline float combine_sum(float* acc) {
   return acc[0];
 }
 
-/// acc[j] += x[i] for i ≡ j (mod 64), over n floats.
-inline void lane_accumulate(float* __restrict acc, const float* __restrict x, i64 n) {
+/// Hints the cache lines of bytes [p, p + n) (a prefetch never faults, so p may run past the
+/// end of the input; it has no effect on results).
+inline void prefetch_bytes(const void* p, i64 n) {
+  const char* c = static_cast<const char*>(p);
+  for (i64 b = 0; b < n; b += 64) __builtin_prefetch(c + b, 0, 0);
+}
+
+/// acc[j] += x[i] for i ≡ j (mod LANES), over n floats; `prefetch`: hint the input
+/// PREFETCH_BYTES ahead (x is the input itself, not a converted copy).
+inline void lane_accumulate(float* __restrict acc, const float* __restrict x, i64 n,
+                            bool prefetch) {
   i64 i = 0;
   for (; i + LANES <= n; i += LANES) {
+    if (PREFETCH_BYTES > 0 && prefetch) prefetch_bytes(x + i + PREFETCH_BYTES / 4, LANES * 4);
 #pragma omp simd
     for (int j = 0; j < LANES; ++j) acc[j] += x[i + j];
   }
@@ -62,13 +82,15 @@ inline void lane_accumulate(float* __restrict acc, const float* __restrict x, i6
 inline float chunk_sum(const void* x, Dt dt, i64 off, i64 n) {
   float acc[LANES] = {};
   if (dt == Dt::F32) {
-    lane_accumulate(acc, static_cast<const float*>(x) + off, n);
+    lane_accumulate(acc, static_cast<const float*>(x) + off, n, true);
   } else {
     alignas(64) float buf[PIECE];
     for (i64 p = 0; p < n; p += PIECE) {
       const i64 k = std::min(PIECE, n - p);
+      if (PREFETCH_BYTES > 0)
+        prefetch_bytes(static_cast<const char*>(x) + (off + p) * 2 + PREFETCH_BYTES, k * 2);
       vbk::load_f32(x, dt, off + p, k, buf);
-      lane_accumulate(acc, buf, k);  // PIECE is a multiple of LANES: lanes stay aligned
+      lane_accumulate(acc, buf, k, false);  // PIECE is a multiple of LANES: lanes stay aligned
     }
   }
   return combine_sum(acc);
@@ -115,6 +137,20 @@ extern "C" int vb_kernel_run(const DLTensor* inputs, int n_inputs, DLTensor* out
   const bool par = items > 1 && M * N >= (i64{1} << PAR_MIN_LOG2);
   const int n_threads = NUM_THREADS > 0 ? NUM_THREADS : omp_get_max_threads();
 
+  // Σ of row r from its chunk partials, re-summed in double if fp32 overflowed on finite inputs.
+  auto finish_row = [&](i64 r, float s) {
+    if (!std::isfinite(s)) {
+      const double sd = row_sum_double(x, dt, r * N, N);  // overflow with finite inputs?
+      if (std::isfinite(sd)) s = static_cast<float>(sd);   // rounds to ±inf past fp32 range
+    }
+    ys[r] = s;
+  };
+  if (chunks == 1) {  // a row is one work item: one loop, no partial sums, no inner barrier
+#pragma omp parallel for if (par) num_threads(n_threads) schedule(static)
+    for (i64 r = 0; r < M; ++r) finish_row(r, N > 0 ? chunk_sum(x, dt, r * N, N) : 0.0f);
+    vbk::store_f32(ys, dt, y, 0, M);
+    return 0;
+  }
 #pragma omp parallel if (par) num_threads(n_threads)
   {
 #pragma omp for schedule(static)
@@ -127,11 +163,7 @@ extern "C" int vb_kernel_run(const DLTensor* inputs, int n_inputs, DLTensor* out
     for (i64 r = 0; r < M; ++r) {
       float s = 0.0f;
       for (i64 c = 0; c < chunks; ++c) s += ps[r * chunks + c];
-      if (!std::isfinite(s)) {
-        const double sd = row_sum_double(x, dt, r * N, N);  // overflow with finite inputs?
-        if (std::isfinite(sd)) s = static_cast<float>(sd);   // rounds to ±inf past fp32 range
-      }
-      ys[r] = s;
+      finish_row(r, s);
     }
   }
   vbk::store_f32(ys, dt, y, 0, M);

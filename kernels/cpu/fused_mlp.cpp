@@ -17,6 +17,16 @@
 // the shape, so results are bitwise deterministic.
 #include "vb_kernel.h"
 
+// Tunable parameters (read by `vladbud optimize`; the defaults are the starter's behaviour):
+// @vb-param MR_TILE 0 {0,4,6,8,12}  weight rows of the register tile (with NV_TILE; 0 = chosen per call)
+#ifndef MR_TILE
+#define MR_TILE 0
+#endif
+// @vb-param NV_TILE 0 {0,2,3,4}  token-lane vectors of the register tile (with MR_TILE; 0 = chosen per call)
+#ifndef NV_TILE
+#define NV_TILE 0
+#endif
+
 #include <omp.h>
 
 #include <algorithm>
@@ -40,24 +50,33 @@ using Df = hn::ScalableTag<float>;  // a full vector of the static target (not s
 
 constexpr int V = static_cast<int>(hn::MaxLanes(Df()));  // fp32 lanes: 8 AVX2, 16 AVX-512, 4 NEON
 // Register tile MR weight rows × NV vectors of token lanes, sized so that the MR·NV
-// accumulators stay in registers (same choice and reasons as kernels/cpu/matmul.cpp).
+// accumulators stay in registers (same reasons as kernels/cpu/matmul.cpp). The token count B
+// is the tile's lane dimension, so a tile whose NV·V lanes do not divide B computes padding:
+// with AVX-512's 8×3 tile (48 lanes) B = 64 tokens runs 96 lanes, a third of the FMAs wasted.
+// Each target therefore offers a few tiles of the same accumulator count and a call picks,
+// from B alone, the one that pads least (ties: the first listed), so results stay a function
+// of the shape. MR_TILE/NV_TILE (tunables) fix one tile instead.
 #if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
-constexpr int kRegs = 32, MR = 8, NV = 3;  // AVX-512: 24 accumulators + 3 B + 1 broadcast
+constexpr int kRegs = 32;  // AVX-512: 24 accumulators + NV B vectors + 1 broadcast
+#define VB_TILES(X) X(8, 3) X(12, 2) X(6, 4)
 #elif HWY_ARCH_ARM_A64
-constexpr int kRegs = 32, MR = 8, NV = 2;  // NEON: 16 accumulators + 2 B + 8 weights (fmla by lane)
+constexpr int kRegs = 32;  // NEON: MR·NV accumulators + NV B + MR weights (fmla by lane)
+#define VB_TILES(X) X(8, 2) X(4, 4)
 #else
-constexpr int kRegs = 16, MR = 6, NV = 2;  // AVX2/SSE4: 12 accumulators + 2 B + 1 broadcast
+constexpr int kRegs = 16;  // AVX2/SSE4: 12 accumulators + NV B + 1 broadcast
+#define VB_TILES(X) X(6, 2) X(4, 3)
 #endif
-static_assert(MR * NV + NV + 1 <= kRegs, "register tile exceeds the register file");
-constexpr int NR = NV * V;  // token lanes of the register tile (16 on AVX2)
-constexpr int KC = 256;     // depth of one slice (Aᵀ micro-panel KC×NR×4 = 16 KiB on AVX2, L1)
+constexpr int KC = 256;  // depth of one slice (Aᵀ micro-panel KC×NR×4 = 16 KiB at NR = 16, L1)
 
-/// c[i][j] += Σ_p a[i][p] · b[p][j] for an MR×NR tile. a: MR weight rows with row stride KC
-/// (broadcast), b: packed kc×NR strip of Aᵀ (row stride NR), c: row stride ldc. The MR × NV
-/// accumulators live in vector registers for the whole k loop.
+/// c[i][j] += Σ_p a[i][p] · b[p][j] for an MR×NR tile (NR = NV·V). a: MR weight rows with
+/// row stride KC (broadcast), b: packed kc×NR strip of Aᵀ (row stride NR), c: row stride ldc.
+/// The MR × NV accumulators live in vector registers for the whole k loop.
 /// Not forced inline: gemm_nt has no HWY_ATTR (an Arm SVE build's NEON attribute differs).
+template <int MR, int NV>
 HWY_ATTR void micro_kernel(int kc, const float* HWY_RESTRICT a, const float* HWY_RESTRICT b,
                            float* HWY_RESTRICT c, i64 ldc) {
+  static_assert(MR * NV + NV + 1 <= kRegs, "register tile exceeds the register file");
+  constexpr int NR = NV * V;
   const Df d;
   hn::Vec<Df> acc[MR][NV];
   for (int i = 0; i < MR; ++i)
@@ -78,9 +97,12 @@ HWY_ATTR void micro_kernel(int kc, const float* HWY_RESTRICT a, const float* HWY
 }
 
 /// C[M,N] (dtype dtc, row stride ldc) = A[M,K] (dtype dta, row stride lda) · W[N,K]ᵀ (dtype
-/// dtw), computed as Cᵀ = W·Aᵀ. K ≥ 1. Returns false on allocation failure.
-bool gemm_nt(i64 M, i64 N, i64 K, const void* A, Dt dta, i64 lda, const void* W, Dt dtw, void* C,
-             Dt dtc, i64 ldc) {
+/// dtw), computed as Cᵀ = W·Aᵀ with an MR×(NV·V) register tile. K ≥ 1. Returns false on
+/// allocation failure.
+template <int MR, int NV>
+bool gemm_nt_tile(i64 M, i64 N, i64 K, const void* A, Dt dta, i64 lda, const void* W, Dt dtw,
+                  void* C, Dt dtc, i64 ldc) {
+  constexpr int NR = NV * V;  // token lanes of the register tile
   const double flops = 2.0 * static_cast<double>(M) * static_cast<double>(N) * static_cast<double>(K);
   const int nth = flops >= 2.0e6 ? std::max(1, omp_get_max_threads()) : 1;
   const i64 strips = (M + NR - 1) / NR;  // NR-row strips of A
@@ -135,7 +157,8 @@ bool gemm_nt(i64 M, i64 N, i64 K, const void* A, Dt dta, i64 lda, const void* W,
             else
               std::fill(wb + i * KC, wb + i * KC + kc, 0.0f);
           }
-          for (i64 s = 0; s < strips; ++s) micro_kernel(kc, wb, at + s * K * NR + pc * NR, ct + s * NR, Mp);
+          for (i64 s = 0; s < strips; ++s)
+            micro_kernel<MR, NV>(kc, wb, at + s * K * NR + pc * NR, ct + s * NR, Mp);
         }
         // C[m][j0 + i] = ct[i][m], rounded once.
         for (i64 m = 0; m < M; ++m) {
@@ -146,6 +169,45 @@ bool gemm_nt(i64 M, i64 N, i64 K, const void* A, Dt dta, i64 lda, const void* W,
     }
   }
   return !oom;
+}
+
+/// The register tile a GEMM with M token rows uses: MR_TILE × NV_TILE when both are set, else
+/// the target's tile (VB_TILES) that pads M least, the first listed on a tie.
+struct TileChoice {
+  int mr = 0, nv = 0;
+};
+TileChoice choose_tile(i64 M) {
+  if (MR_TILE > 0 && NV_TILE > 0) return {MR_TILE, NV_TILE};
+  TileChoice best;
+  i64 best_lanes = -1;
+#define VB_CONSIDER(mr_, nv_)                                      \
+  {                                                                \
+    const i64 nr = static_cast<i64>(nv_) * V;                      \
+    const i64 lanes = (M + nr - 1) / nr * nr;                      \
+    if (best_lanes < 0 || lanes < best_lanes) {                    \
+      best = {mr_, nv_};                                           \
+      best_lanes = lanes;                                          \
+    }                                                              \
+  }
+  VB_TILES(VB_CONSIDER)
+#undef VB_CONSIDER
+  return best;
+}
+
+/// gemm_nt_tile with the tile choose_tile(M) picks.
+bool gemm_nt(i64 M, i64 N, i64 K, const void* A, Dt dta, i64 lda, const void* W, Dt dtw, void* C,
+             Dt dtc, i64 ldc) {
+  const TileChoice t = choose_tile(M);
+#if MR_TILE > 0 && NV_TILE > 0
+  (void)t;
+  return gemm_nt_tile<MR_TILE, NV_TILE>(M, N, K, A, dta, lda, W, dtw, C, dtc, ldc);
+#else
+#define VB_DISPATCH(mr_, nv_) \
+  if (t.mr == (mr_) && t.nv == (nv_)) return gemm_nt_tile<mr_, nv_>(M, N, K, A, dta, lda, W, dtw, C, dtc, ldc);
+  VB_TILES(VB_DISPATCH)
+#undef VB_DISPATCH
+  return false;  // unreachable: choose_tile returns a listed tile
+#endif
 }
 
 /// h = silu(g) ⊙ u = g / (1 + exp(-g)) · u, in place in g.

@@ -306,6 +306,53 @@ TEST(TritonRank, AnArchitectureTritonCannotCompileForIsUnavailableNamingItAndThe
   EXPECT_NE(r.stop_reason.find("sm_130a"), std::string::npos) << r.stop_reason;
 }
 
+// `vladbud run --remote amd` climbs the Triton starters on the spec DB's AMD GPUs (their only
+// climber takes Triton sources); with --remote-backend triton the CPU family's targets get
+// rejected rows that say why instead of climbing another backend's starters.
+TEST(TritonRun, RemoteFamiliesClimbTheTritonStartersOnAmdGpusAndRejectThemOnCpus) {
+  if (const std::string no = triton().device_unavailable(); !no.empty()) GTEST_SKIP() << no;
+  const fs::path tsv = fs::temp_directory_path() / ("vb-triton-run-" + std::to_string(::getpid()) + ".tsv");
+  const auto r = vladbud({"run", "softmax", "--no-cpu", "--remote", "amd,cpu", "--remote-backend",
+                          "triton", "--json", "--results", tsv.string()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  int amd = 0, cpu = 0;
+  for (const auto& t : j.at("targets")) {
+    ASSERT_EQ(t.at("kernels").size(), 1u) << t.dump();
+    const auto& k = t["kernels"][0];
+    EXPECT_EQ(k.at("kernel"), "softmax");
+    // The backend of a target's row is its climber's: triton on the AMD GPUs, cpu on CPUs.
+    if (t.at("backend") == "triton") {
+      ++amd;
+      EXPECT_FALSE(k.at("rejected").get<bool>()) << k.dump();
+      EXPECT_GE(k.at("rung").get<int>(), 1) << k.dump();
+      EXPECT_TRUE(k.at("estimate_us").is_number()) << k.dump();
+    } else {
+      ++cpu;
+      EXPECT_TRUE(k.at("rejected").get<bool>()) << k.dump();
+      EXPECT_NE(k.at("stop_reason").get<std::string>().find("a triton source cannot run on"),
+                std::string::npos)
+          << k.dump();
+    }
+  }
+  EXPECT_GE(amd, 2) << r.out;  // mi300x and mi355x at least
+  EXPECT_GE(cpu, 1) << r.out;
+  EXPECT_NE(r.err.find("triton starters"), std::string::npos) << r.err;
+  fs::remove(tsv);
+}
+
+TEST(TritonRun, AnUnknownRemoteFamilyOrBackendIsAUsageErrorNamingTheKnownOnes) {
+  const auto fam = vladbud({"run", "softmax", "--no-cpu", "--remote", "amd,tpu9"});
+  EXPECT_EQ(fam.exit_code, 2) << fam.out << fam.err;
+  EXPECT_NE(fam.err.find("no remote targets of family 'tpu9'"), std::string::npos) << fam.err;
+  EXPECT_NE(fam.err.find("amd"), std::string::npos) << fam.err;
+  const auto be =
+      vladbud({"run", "softmax", "--no-cpu", "--remote", "amd", "--remote-backend", "pallas"});
+  EXPECT_EQ(be.exit_code, 2) << be.out << be.err;
+  EXPECT_NE(be.err.find("unknown --remote-backend 'pallas'"), std::string::npos) << be.err;
+  EXPECT_NE(be.err.find("triton"), std::string::npos) << be.err;
+}
+
 TEST(TritonRank, AnUnknownTargetIsAUsageErrorListingTheKnownOnes) {
   const auto r = vladbud({"rank", "softmax", "--backend", "triton", "--targets", "h999"});
   EXPECT_EQ(r.exit_code, 2) << r.out << r.err;

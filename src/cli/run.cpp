@@ -1,6 +1,7 @@
 // `vladbud run`: all nine kernels (or one) on every local target, as one table.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <iostream>
 
@@ -20,6 +21,8 @@ struct RunArgs {
   bool all = false, json = false, quick = false, progress = false, no_gpu = false, no_cpu = false,
        no_pytorch = false, emulate = false;
   std::vector<std::string> remote{"cpu"};
+  bool remote_given = false;   ///< --remote was on the command line (a single kernel climbs too)
+  std::string remote_backend;  ///< --remote-backend: whose starters climb ("" = each target's default)
   std::string dtype = "fp32";
   std::string kernel, report, results = "results.tsv";
 };
@@ -120,33 +123,48 @@ void run_run(const RunArgs& a) {
       std::cerr << "vladbud run: " << none << be->name() << " backend skipped (" << why << ")\n";
     }
   }
-  // Remote targets (--all): the starters climbed up the confidence ladder (rungs 0, 1, 3; rung 2
-  // natively/under QEMU only with --emulate, which takes minutes more).
+  // Remote targets (--all, or a single kernel with --remote): the starters climbed up the
+  // confidence ladder (rungs 0, 1, 3; rung 2 natively/under QEMU only with --emulate, which takes
+  // minutes more). --remote names target families (ladder::remote_families: cpu, nvidia, amd).
   std::vector<TargetSpec> remote;
   std::vector<std::vector<ladder::ClimbResult>> climbs;
-  bool remote_cpu = false, remote_nvidia = false;
-  for (const auto& w : a.remote) {
-    if (w == "cpu") remote_cpu = true;
-    else if (w == "nvidia") remote_nvidia = true;
-    else if (w != "none") {
-      std::cerr << "vladbud run: --remote takes cpu, nvidia, both (cpu,nvidia) or none; got '" << w
-                << "'\n";
-      throw CLI::RuntimeError(kUsage);
-    }
+  std::vector<std::string> families;
+  for (const auto& w : a.remote)
+    if (w != "none" && std::find(families.begin(), families.end(), w) == families.end())
+      families.push_back(w);
+  if (!a.remote_backend.empty() && !find_backend(a.remote_backend)) {
+    std::cerr << "vladbud run: unknown --remote-backend '" << a.remote_backend
+              << "'; available: " << backend_names() << "\n";
+    throw CLI::RuntimeError(kUsage);
   }
-  if (a.all && (remote_cpu || remote_nvidia)) {
+  if ((a.all || a.remote_given) && !families.empty()) {
+    std::vector<std::string> known;
     try {
-      if (remote_cpu) remote = ladder::remote_cpu_targets();
-      if (remote_nvidia)
-        for (auto& t : ladder::remote_nvidia_targets()) remote.push_back(std::move(t));
+      known = ladder::remote_families();
+    } catch (const std::exception& e) {
+      std::cerr << "vladbud run: remote targets skipped: " << e.what() << "\n";
+    }
+    for (const auto& f : families)
+      if (!known.empty() && std::find(known.begin(), known.end(), f) == known.end()) {
+        std::string k;
+        for (const auto& x : known) k += (k.empty() ? "" : ", ") + x;
+        std::cerr << "vladbud run: --remote: no remote targets of family '" << f
+                  << "'; choose from " << k << " (comma-separated), or none\n";
+        throw CLI::RuntimeError(kUsage);
+      }
+    try {
+      for (const auto& f : families)
+        for (auto& t : ladder::remote_targets_of_family(f)) remote.push_back(std::move(t));
       ladder::ClimbOptions lo;
       lo.quick = true;
       lo.max_rung = 3;
       lo.skip_emulation = !a.emulate;
       lo.progress = [](const std::string& m) { std::cerr << m << "\n"; };
       std::cerr << "vladbud run: remote targets (ladder"
-                << (a.emulate ? ", with rung 2" : ", rungs 0/1/3") << "): " << remote.size() << "\n";
-      climbs = ladder::climb_starters(types, remote, lo);
+                << (a.emulate ? ", with rung 2" : ", rungs 0/1/3")
+                << (a.remote_backend.empty() ? "" : ", " + a.remote_backend + " starters")
+                << "): " << remote.size() << "\n";
+      climbs = ladder::climb_starters(types, remote, lo, a.remote_backend);
     } catch (const std::exception& e) {
       std::cerr << "vladbud run: remote targets skipped: " << e.what() << "\n";
       remote.clear();
@@ -196,16 +214,25 @@ void add_run(CLI::App& app) {
   c->add_flag("--no-cpu", args->no_cpu, "skip the local CPU (e.g. only the GPU on a GPU machine)");
   c->add_flag("--no-pytorch", args->no_pytorch,
               "do not time PyTorch on the same problems (speedup_vs_pytorch n/a)");
-  c->add_option("--remote", args->remote,
-                "--all: remote targets climbed up the confidence ladder (rungs 0, 1, 3): cpu (the "
-                "spec DB's CPUs), nvidia (one NVIDIA GPU per architecture, compile-only: several "
-                "minutes of nvcc the first time), cpu,nvidia, or none")
-      ->delimiter(',')
-      ->capture_default_str();
+  auto* remote = c->add_option(
+      "--remote", args->remote,
+      "remote targets climbed up the confidence ladder (rungs 0, 1, 3), by family, "
+      "comma-separated: cpu (the spec DB's CPUs), nvidia (one NVIDIA GPU per architecture, "
+      "compile-only: several minutes of nvcc the first time), amd (the AMD GPUs, Triton "
+      "starters compiled for gfx*), or none. Default with --all: cpu; a single kernel climbs "
+      "only when --remote is given");
+  remote->delimiter(',')->capture_default_str();
+  c->add_option("--remote-backend", args->remote_backend,
+                "whose starters the remote targets climb: a registered backend (e.g. triton: the "
+                "Triton starters on NVIDIA and AMD GPUs); default: each target's own (cpu, cuda "
+                "on NVIDIA, triton on AMD)");
   c->add_flag("--emulate", args->emulate,
               "--all: also rung 2 for remote CPU targets (qemu-aarch64 for Arm, native for AVX-512)");
   c->add_option("--results", args->results, "results.tsv to append to")->capture_default_str();
-  c->callback([args] { run_run(*args); });
+  c->callback([args, remote] {
+    args->remote_given = remote->count() > 0;
+    run_run(*args);
+  });
 }
 
 }  // namespace vb::cli

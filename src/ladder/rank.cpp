@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cctype>
 #include <regex>
 #include <set>
 #include <sstream>
@@ -466,6 +467,53 @@ std::vector<TargetSpec> remote_targets_for(const std::string& backend) {
   return out;
 }
 
+std::string target_family(const TargetSpec& t) {
+  if (t.kind == "cpu") return "cpu";
+  std::string v = t.vendor;
+  for (char& ch : v) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  return v;
+}
+
+namespace {
+
+// Every climber's remote targets, each once, in climber order.
+std::vector<TargetSpec> all_remote_targets() {
+  std::vector<TargetSpec> out;
+  std::set<std::string> seen;
+  for (const TargetClimber* c : all_climbers())
+    for (auto& t : c->remote_targets())
+      if (seen.insert(t.id).second) out.push_back(std::move(t));
+  return out;
+}
+
+}  // namespace
+
+std::vector<std::string> remote_families() {
+  std::vector<std::string> out;
+  for (const auto& t : all_remote_targets()) {
+    const std::string f = target_family(t);
+    if (std::find(out.begin(), out.end(), f) == out.end()) out.push_back(f);
+  }
+  return out;
+}
+
+std::vector<TargetSpec> remote_targets_of_family(const std::string& family) {
+  std::vector<TargetSpec> out;
+  std::vector<std::string> families;
+  for (auto& t : all_remote_targets()) {
+    const std::string f = target_family(t);
+    if (std::find(families.begin(), families.end(), f) == families.end()) families.push_back(f);
+    if (f == family) out.push_back(std::move(t));
+  }
+  if (std::find(families.begin(), families.end(), family) == families.end()) {
+    std::string names;
+    for (const auto& f : families) names += (names.empty() ? "" : ", ") + f;
+    throw std::invalid_argument("no remote targets of family '" + family + "'; the climbers offer: " +
+                                (names.empty() ? std::string("none") : names));
+  }
+  return out;
+}
+
 std::vector<TargetSpec> remote_nvidia_targets() {
   std::string why;
   std::set<std::string> local_arch;
@@ -522,15 +570,18 @@ std::vector<std::vector<ClimbResult>> climb_kernels(const std::vector<KernelToCl
 
 std::vector<std::vector<ClimbResult>> climb_starters(const std::vector<const KernelType*>& types,
                                                      const std::vector<TargetSpec>& targets,
-                                                     const ClimbOptions& opts) {
-  // Each target climbs the starters of its climber's backend (kernels/<backend>/<type><ext>).
+                                                     const ClimbOptions& opts,
+                                                     const std::string& backend) {
+  if (!backend.empty()) (void)require_backend(backend);  // names the registered ones
+  // Each target climbs the starters of `backend`, else of its default climber's backend
+  // (kernels/<backend>/<type><ext>); climb_kernels rejects those no climber of the target takes.
   std::vector<std::vector<ClimbResult>> out(targets.size());
   for (std::size_t ti = 0; ti < targets.size(); ++ti) {
     const TargetClimber* c = climber_for(targets[ti]);
     if (!c)
       throw std::invalid_argument("no ladder climber handles target " + targets[ti].id +
                                   " (kind " + targets[ti].kind + "); climbers: " + climber_names());
-    const Backend& be = require_backend(c->backend());
+    const Backend& be = require_backend(backend.empty() ? c->backend() : backend);
     std::vector<KernelToClimb> starters;
     for (const auto* kt : types)
       starters.push_back({kt, Variant{"starter", be.starter_source(kt->name()), be.name(),
@@ -579,6 +630,17 @@ std::string format_remote_table(const std::vector<TargetSpec>& targets,
                                 const std::vector<std::vector<ClimbResult>>& results,
                                 const std::vector<std::string>& row_labels) {
   std::string o = "\nRemote targets (not this machine; the confidence ladder, no measurement):\n";
+  std::vector<std::string> backends;  // whose sources were climbed, for the reader
+  for (const auto& per_target : results)
+    for (const auto& r : per_target)
+      if (!r.rejected && !r.backend.empty() &&
+          std::find(backends.begin(), backends.end(), r.backend) == backends.end())
+        backends.push_back(r.backend);
+  if (!backends.empty()) {
+    std::string b;
+    for (const auto& x : backends) b += (b.empty() ? "" : ", ") + x;
+    o += "sources climbed: " + b + "\n";
+  }
   o += fmt::format("{:<17}", "kernel");
   for (const auto& t : targets) o += fmt::format(" {:>26}", t.id);
   o += "\n";

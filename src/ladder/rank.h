@@ -159,13 +159,32 @@ std::vector<std::vector<ClimbResult>> climb_kernels(const std::vector<KernelToCl
                                                     const std::vector<TargetSpec>& targets,
                                                     const ClimbOptions& opts);
 
-/// Climbs the starter kernel of each type on each target with `opts` (kernels/cpu/<type>.cpp
-/// for CPU targets, kernels/cuda/<type>.cu for NVIDIA ones)
-/// (`vladbud run --all`: rungs 0, 1, 3, and 2 only with --emulate). Results per target in
-/// `types` order.
+/// Climbs the starter kernel of each type on each target with `opts`
+/// (`vladbud run --all`: rungs 0, 1, 3, and 2 only with --emulate). `backend` "" climbs each
+/// target's default climber's starters (kernels/cpu/<type>.cpp on CPUs, kernels/cuda/<type>.cu
+/// on NVIDIA GPUs, kernels/triton/<type>.py on AMD GPUs); a registered backend name climbs that
+/// backend's starters wherever a climber takes them (kernels/triton/*.py on NVIDIA and AMD), and
+/// a target none of whose climbers takes them gets rejected results saying so. Results per
+/// target in `types` order. Throws std::invalid_argument for an unknown backend or a target no
+/// climber handles.
 std::vector<std::vector<ClimbResult>> climb_starters(const std::vector<const KernelType*>& types,
                                                      const std::vector<TargetSpec>& targets,
-                                                     const ClimbOptions& opts);
+                                                     const ClimbOptions& opts,
+                                                     const std::string& backend = "");
+
+/// The family of a target as `vladbud run --remote` names it: "cpu" for CPU targets, else the
+/// target's vendor in lower case ("nvidia", "amd"): target kinds and vendors (DESIGN §5), not
+/// backend names.
+std::string target_family(const TargetSpec& t);
+
+/// The families (target_family) of the remote targets some climber offers, in climber order
+/// ("cpu", "nvidia", "amd" with the spec DB shipped here).
+std::vector<std::string> remote_families();
+
+/// The remote targets of `family` that the climbers offer (TargetClimber::remote_targets, each
+/// target once, in climber order). Throws std::invalid_argument for a family no climber offers,
+/// naming the ones that exist.
+std::vector<TargetSpec> remote_targets_of_family(const std::string& family);
 
 /// {"id", "name", "backend": "cpu", "local": false, "family", "kernels": [{"kernel", "rung",
 /// "rung_name", "confidence", "estimate_us", "low_us", "high_us", "rejected", "stop_reason"}]}

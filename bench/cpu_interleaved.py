@@ -10,9 +10,10 @@ the two N times per kernel at its CPU benchmark size (fp32), in rotated order (V
      rotating input sets over more than 2x the LLC, median of the timed calls);
   P: `python -m vladbud.baseline REQ RES` on the same problem (PyTorch's op, the same rotation
      rule and the evaluator's default counts), the call `vladbud bench` makes for its PyTorch column.
-and reports the median of the N pair ratios P/V with their range, plus VladBud's achieved
-bandwidth against the memory bandwidth probed right before and after each kernel (the probe of
-`vladbud targets --calibrate`). Correctness is not re-checked here: `bench/cpu_starters.sh` (or
+and reports the median of the N pair ratios P/V with their range, plus, for the memory-bound
+types, VladBud's achieved bandwidth against the bandwidth probed within each pair (the probe of
+`vladbud targets --calibrate`, its bandwidth part alone: read for reduce and cross_entropy, copy
+for the others; median over pairs). Correctness is not re-checked here: `bench/cpu_starters.sh` (or
 `vladbud bench`) runs the five stages. Writes FILE.md and FILE.json (default
 bench/results/cpu-interleaved.md). Needs build/vladbud and the .venv (scripts/setup.sh).
 """
@@ -44,6 +45,10 @@ SIZES = {
     "rotary_embedding": {"B": 1, "H": 32, "S": 512, "D": 128},
 }
 MEMORY_BOUND = {"softmax", "layernorm", "rmsnorm", "reduce", "cross_entropy", "rotary_embedding"}
+# Memory-bound types that read much more than they write (reduce: [M,N] -> [M]; cross_entropy:
+# logits [B,V] -> [B]) are held against the probe's read bandwidth, the others (one row in, one
+# row out) against its copy bandwidth (STREAM copy: read + write, non-temporal stores).
+READ_BOUND = {"reduce", "cross_entropy"}
 
 
 def llc_bytes():
@@ -63,15 +68,19 @@ def run(cmd, **kw):
     return r.stdout
 
 
-def probe_gbs():
-    """Memory bandwidth now (GB/s, the best of the probe's read/copy/triad), or None."""
-    probes = sorted(glob.glob(os.path.expanduser("~/.cache/vladbud/probes/*/cpu_ceilings")),
-                    key=os.path.getmtime)
-    if not probes:
-        return None
-    out = run([probes[-1], "--threads", str(os.cpu_count() or 1)])
-    bw = json.loads(out)["bw_gbs"]
-    return max(bw.values())
+def build_probe(tmp):
+    """Builds the ceiling probe (src/targets/probes/cpu_ceilings.cpp) with the CPU kernel flags."""
+    exe = os.path.join(tmp, "cpu_ceilings")
+    run(["g++", "-std=c++20", "-O3", "-march=native", "-fopenmp",
+         os.path.join(HERE, "src", "targets", "probes", "cpu_ceilings.cpp"), "-o", exe])
+    return exe
+
+
+def probe_gbs(exe):
+    """Memory bandwidth now: {"read", "copy", "triad"} GB/s from the probe's bandwidth part alone
+    (--bandwidth-only --quick: arrays of 4x the LLC, about 0.5 s), so it can sit inside a pair."""
+    out = run([exe, "--bandwidth-only", "--quick", "--threads", str(os.cpu_count() or 1)])
+    return json.loads(out)["bw_gbs"]
 
 
 def vladbud_us(kernel, tmp):
@@ -107,6 +116,7 @@ def main():
     started = datetime.datetime.now(datetime.timezone.utc)
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
+        probe = build_probe(tmp)
         for k in kernels:
             abi = json.loads(run([VB, "bench", "--kernel", k, "--abi", "--json"], cwd=tmp))
             req = {"kernel": k, "dims": SIZES[k], "attrs": abi.get("attrs", {}), "dtype": "fp32",
@@ -116,33 +126,46 @@ def main():
             req_path = os.path.join(tmp, "req.json")
             with open(req_path, "w") as f:
                 json.dump(req, f)
-            bw_before = probe_gbs()
-            pairs, op, gbs = [], "", []
+            kind = "read" if k in READ_BOUND else "copy"
+            pairs, op, gbs, probes, pcts = [], "", [], [], []
             for i in range(a.pairs):
+                # V P (B), P V (B), ...: B, the bandwidth probe, only for memory-bound types, so
+                # that each pair's % of bandwidth is against the bandwidth of the same minute.
                 order = ("V", "P") if i % 2 == 0 else ("P", "V")
+                if k in MEMORY_BOUND:
+                    order = order + ("B",) if i % 3 != 2 else ("B",) + order
                 got = {}
                 for side in order:
                     if side == "V":
                         got["V"], j = vladbud_us(k, tmp)
-                        if k in MEMORY_BOUND:
-                            gbs.append(float(j.get("bandwidth_gb_s", 0) or 0))
-                    else:
+                        got["gbs"] = float(j.get("bandwidth_gb_s", 0) or 0)
+                    elif side == "P":
                         got["P"], op = pytorch_us(req_path, tmp)
+                    else:
+                        got["B"] = probe_gbs(probe)
                 pairs.append((got["V"], got["P"]))
+                if k in MEMORY_BOUND:
+                    gbs.append(got["gbs"])
+                    probes.append(got["B"])
+                    if got["gbs"] > 0 and got["B"].get(kind, 0) > 0:
+                        pcts.append(100 * got["gbs"] / got["B"][kind])
                 print(f"{k} pair {i + 1}/{a.pairs}: vladbud {got['V']:.1f} us, pytorch "
-                      f"{got['P']:.1f} us", file=sys.stderr)
-            bw_after = probe_gbs()
+                      f"{got['P']:.1f} us" + (f", {got['gbs']:.1f} GB/s vs {kind} probe "
+                                              f"{got['B'][kind]:.1f} GB/s" if "B" in got else ""),
+                      file=sys.stderr)
             ratios = [p / v for v, p in pairs]
             row = {"kernel": k, "size": "x".join(str(v) for v in SIZES[k].values()), "dtype": "fp32",
                    "op": op, "pairs": [{"vladbud_us": v, "pytorch_us": p} for v, p in pairs],
                    "latency_us": statistics.median(v for v, _ in pairs),
                    "pytorch_us": statistics.median(p for _, p in pairs),
                    "speedup": statistics.median(ratios), "speedup_min": min(ratios),
-                   "speedup_max": max(ratios), "bw_probe_gbs": [bw_before, bw_after],
-                   "load_average": os.getloadavg()[0]}
-            if gbs and bw_before and bw_after:
+                   "speedup_max": max(ratios), "load_average": os.getloadavg()[0]}
+            if pcts:
                 row["achieved_gbs"] = statistics.median(gbs)
-                row["pct_probe"] = 100 * row["achieved_gbs"] / max(bw_before, bw_after)
+                row["probe_kind"] = kind
+                row["probe_gbs"] = [p[kind] for p in probes]
+                row["pct_probe_pairs"] = pcts
+                row["pct_probe"] = statistics.median(pcts)
             rows.append(row)
     head = {"date": started.strftime("%Y-%m-%d %H:%M UTC"), "commit": commit + ("-dirty" if dirty else ""),
             "machine": f"{platform.machine()}, {os.cpu_count()} logical cores",
@@ -155,18 +178,23 @@ def main():
           "- protocol: per kernel, VladBud (`vladbud bench --timing-only`) and PyTorch "
           "(`python -m vladbud.baseline`, the op `vladbud bench` compares with) alternate in "
           "rotated order; speedup = the median of the pair ratios PyTorch/VladBud (range in "
-          "brackets). % of probe: VladBud's achieved GB/s against the higher of two bandwidth "
-          "probes taken just before and after the kernel's pairs. Correctness: not re-run here "
-          "(`bench/cpu_starters.sh` runs the five stages).", "",
-          "| kernel | size | latency_us | pytorch_us (op) | speedup [min-max] | GB/s | probe GB/s (before, after) | % of probe | load |",
+          "brackets). For the memory-bound types each pair also runs the bandwidth probe "
+          "(`cpu_ceilings --bandwidth-only --quick`: STREAM read and copy over arrays of 4x the "
+          "LLC, in the rotation with the pair), and % of bandwidth is the median over pairs of "
+          "VladBud's achieved GB/s / that pair's probe: the read bandwidth for reduce and "
+          "cross_entropy (they read much more than they write), the copy bandwidth for the "
+          "others. Correctness: not re-run here (`bench/cpu_starters.sh` runs the five stages).", "",
+          "| kernel | size | latency_us | pytorch_us (op) | speedup [min-max] | GB/s | probe GB/s per pair | % of probe (median [min-max]) | load |",
           "|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
-        bw = r["bw_probe_gbs"]
+        pc = r.get("pct_probe_pairs") or []
         md.append(f"| {r['kernel']} | {r['size']} | {r['latency_us']:.1f} | {r['pytorch_us']:.1f} ({r['op']}) | "
                   f"**{r['speedup']:.2f}x** [{r['speedup_min']:.2f}-{r['speedup_max']:.2f}] | "
                   f"{r.get('achieved_gbs', float('nan')):.1f} | "
-                  f"{bw[0] or float('nan'):.1f}, {bw[1] or float('nan'):.1f} | "
-                  f"{r.get('pct_probe', float('nan')):.1f}% | {r['load_average']:.2f} |")
+                  + (f"{r['probe_kind']}: " + ", ".join(f"{g:.1f}" for g in r["probe_gbs"]) if pc else "—")
+                  + " | "
+                  + (f"**{r['pct_probe']:.1f}%** [{min(pc):.0f}-{max(pc):.0f}]" if pc else "—")
+                  + f" | {r['load_average']:.2f} |")
     with open(a.out, "w") as f:
         f.write("\n".join(md) + "\n")
     print(a.out)

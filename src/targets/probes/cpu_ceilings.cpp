@@ -2,7 +2,7 @@
 // with the CPU kernel toolchain (g++ -std=c++20 -O3 -march=native -fopenmp ...), so it uses
 // exactly the instructions kernels can use on this machine. Self-contained: no VladBud headers.
 //
-//   cpu_ceilings [--llc-bytes N] [--max-bytes N] [--threads N] [--quick]
+//   cpu_ceilings [--llc-bytes N] [--max-bytes N] [--threads N] [--quick] [--bandwidth-only]
 //
 // Prints one JSON object on stdout (progress on stderr):
 //   {"threads":2,"quick":false,"llc_bytes":...,"array_bytes":...,
@@ -26,8 +26,12 @@
 // checksum, so the loops cannot be removed. Where a 16-bit type has no native vector FMA, its
 // peak is the fp32 peak, labelled "via fp32 (no native 16-bit FMA)". AMX and SVE are not probed.
 //
-// --quick (or VB_PROBE_QUICK=1): 32 MiB arrays (may measure cache, not DRAM, bandwidth), fewer
-// and shorter repetitions; about 1-2 s. For tests.
+// --quick (or VB_PROBE_QUICK=1): arrays of max(32 MiB, 4x the LLC) (DRAM, not the LLC:
+// 32 MiB arrays with a 32 MiB LLC read 117 GB/s here), fewer and shorter repetitions; about
+// 1-2 s. For tests.
+// --bandwidth-only: the bandwidth part alone, printed as {"threads","quick","array_bytes",
+// "bw_gbs":{...},"seconds"}: for benches that pair a kernel's timing with the bandwidth of the
+// same minute (bench/cpu_interleaved.py), since this VM's bandwidth moves by 1.7x within minutes.
 
 #include <omp.h>
 #include <sys/mman.h>
@@ -63,6 +67,7 @@ struct Options {
   std::size_t max_bytes = 3 * kGiB;
   int threads = 0;
   bool quick = false;
+  bool bandwidth_only = false;  ///< --bandwidth-only: skip the compute peaks
 };
 
 double now() {
@@ -161,7 +166,8 @@ BwResult measure_bandwidth(const Options& o, int nt) {
   if (const std::size_t avail = mem_available_bytes(); avail > 0)
     total_cap = std::min(total_cap, avail / 2);
   per_array = std::min(per_array, total_cap / 3);
-  if (o.quick) per_array = std::min<std::size_t>(per_array, 32 * kMiB);
+  // Quick: smaller arrays, but never cache-resident (4x the LLC each), or "read" measures the LLC.
+  if (o.quick) per_array = std::min<std::size_t>(per_array, std::max<std::size_t>(32 * kMiB, 4 * llc));
   per_array = std::max<std::size_t>(per_array, 4 * kMiB);
   const std::size_t n = per_array / sizeof(double);
 
@@ -532,8 +538,12 @@ int main(int argc, char** argv) {
       o.max_bytes = parse_size(argv[++i]);
     } else if (a == "--threads" && i + 1 < argc) {
       o.threads = static_cast<int>(parse_size(argv[++i]));
+    } else if (a == "--bandwidth-only") {
+      o.bandwidth_only = true;
     } else {
-      std::fprintf(stderr, "usage: %s [--llc-bytes N] [--max-bytes N] [--threads N] [--quick]\n",
+      std::fprintf(stderr,
+                   "usage: %s [--llc-bytes N] [--max-bytes N] [--threads N] [--quick] "
+                   "[--bandwidth-only]\n",
                    argv[0]);
       return 2;
     }
@@ -541,6 +551,14 @@ int main(int argc, char** argv) {
   const double t_start = now();
   const int nt = o.threads > 0 ? o.threads : omp_get_max_threads();
   const BwResult bw = measure_bandwidth(o, nt);
+  if (o.bandwidth_only) {  // benches that pair a kernel with the bandwidth of the same minute
+    std::printf(
+        "{\"threads\":%d,\"quick\":%s,\"array_bytes\":%zu,"
+        "\"bw_gbs\":{\"read\":%.6g,\"copy\":%.6g,\"triad\":%.6g},\"seconds\":%.4f}\n",
+        nt, o.quick ? "true" : "false", bw.array_bytes, bw.read, bw.copy, bw.triad,
+        now() - t_start);
+    return 0;
+  }
 
   std::vector<Variant> f64, f32, f16, bf16;
 #if defined(__AVX512F__)

@@ -3,9 +3,12 @@
 // One row at a time, rows split statically over OpenMP threads. Per row (fp32 throughout):
 //   pass 1  m = max(x)                               (64 fixed lanes, exact)
 //   pass 2  e = exp(x - m) into a thread-local fp32 row, s = Σ e (64 fixed lanes, pairwise
-//           combine)
+//           combine); with AVX-512 exp is vbk::exp_f32x16 (the pass is compute-bound here:
+//           512x4096 from the LLC took as long per element as 4096x4096 from DRAM)
 //   pass 3  y = e * (1/s), rounded once to the output dtype and written with non-temporal
-//           stores (vbk::stream_store_f32: no read-for-ownership of the output lines)
+//           stores (vbk::stream_store_f32: no read-for-ownership of the output lines), in
+//           WRITE_BLOCK pieces interleaved with the next row's pass 2 (two row buffers), so the
+//           stores drain while exp is computed
 // The row is read from memory once (fp16/bf16 rows are converted into the thread-local row;
 // fp32 rows are read in place) and passes 2-3 run from cache. While pass 2 computes, the next
 // row is prefetched (PREFETCH_NEXT), so its DRAM reads overlap this row's arithmetic instead of
@@ -36,6 +39,11 @@
 #ifndef PREFETCH_NEXT
 #define PREFETCH_NEXT 1
 #endif
+// @vb-param WRITE_BLOCK 512 {256,512,1024,2048}  elements per block of the pipelined pass 2 / output
+#ifndef WRITE_BLOCK
+#define WRITE_BLOCK 512
+#endif
+static_assert(WRITE_BLOCK % LANES == 0, "WRITE_BLOCK must be a multiple of LANES (the sum's lane order)");
 
 #include <omp.h>
 
@@ -69,13 +77,32 @@ inline float row_max(const float* __restrict x, i64 n) {
   return m;
 }
 
-/// y = exp(x - m); returns Σ y (64 fixed lanes). x and y may be the same buffer. `next`
-/// (nullable): the next row's input, prefetched into the cache meanwhile (its bytes per
-/// element `esz`), so its DRAM reads overlap this row's arithmetic.
-inline float exp_shift_sum(const float* x, float* y, i64 n, float m, const char* next, int esz) {
-  float acc[LANES] = {};
-  i64 i = 0;
-  for (; i + LANES <= n; i += LANES) {
+/// y[i] = exp(x[i] - m) for i in [i0, i1), accumulated into the LANES lanes acc (lane = i mod
+/// LANES, so the sum's order does not depend on the block boundaries when i0 is a multiple of
+/// LANES). x and y may be the same buffer. `next` (nullable): the next row's input, the same
+/// slice prefetched meanwhile (`esz` bytes per element), so its DRAM reads overlap this row's
+/// arithmetic.
+inline void exp_shift_acc(const float* x, float* y, i64 i0, i64 i1, float m, const char* next,
+                          int esz, float* acc) {
+  i64 i = i0;
+#if defined(__AVX512F__)
+  if constexpr (LANES % 16 == 0) {  // the same lanes, 16 per zmm register, exp by exp_f32x16
+    __m512 a[LANES / 16];
+    for (int k = 0; k < LANES / 16; ++k) a[k] = _mm512_loadu_ps(acc + 16 * k);
+    const __m512 mv = _mm512_set1_ps(m);
+    for (; i + LANES <= i1; i += LANES) {
+      if (PREFETCH_NEXT && next)
+        for (int b = 0; b < LANES * esz; b += 64) __builtin_prefetch(next + i * esz + b, 0, 3);
+      for (int k = 0; k < LANES / 16; ++k) {
+        const __m512 e = vbk::exp_f32x16(_mm512_sub_ps(_mm512_loadu_ps(x + i + 16 * k), mv));
+        _mm512_storeu_ps(y + i + 16 * k, e);
+        a[k] = _mm512_add_ps(a[k], e);
+      }
+    }
+    for (int k = 0; k < LANES / 16; ++k) _mm512_storeu_ps(acc + 16 * k, a[k]);
+  }
+#endif
+  for (; i + LANES <= i1; i += LANES) {
     if (PREFETCH_NEXT && next)
       for (int b = 0; b < LANES * esz; b += 64) __builtin_prefetch(next + i * esz + b, 0, 3);
 #pragma omp simd
@@ -85,12 +112,11 @@ inline float exp_shift_sum(const float* x, float* y, i64 n, float m, const char*
       acc[j] += e;
     }
   }
-  for (int j = 0; i + j < n; ++j) {
+  for (int j = 0; i + j < i1; ++j) {
     const float e = vbk::exp_f32(x[i + j] - m);
     y[i + j] = e;
     acc[j] += e;
   }
-  return combine_sum(acc);
 }
 
 inline void scale_row(float* __restrict y, i64 n, float s) {
@@ -124,34 +150,53 @@ extern "C" int vb_kernel_run(const DLTensor* inputs, int n_inputs, DLTensor* out
 
 #pragma omp parallel if (par) num_threads(n_threads)
   {
-    // Thread-local fp32 row [C] + staging for a 16-bit output row [C/2 floats].
-    vbk::Scratch buf(C + (C + 1) / 2);
+    // Thread-local: two fp32 rows [C] (this row's exp values and the previous row's, whose
+    // output is written while this row is computed) + staging for a 16-bit row [C/2 floats].
+    vbk::Scratch buf(2 * C + (C + 1) / 2);
     if (!buf.ok()) {
 #pragma omp atomic write
       oom = true;
     }
+    float* cur = buf.ok() ? buf.get() : nullptr;
+    float* prev = buf.ok() ? buf.get() + C : nullptr;
+    void* stage = buf.ok() ? static_cast<void*>(buf.get() + 2 * C) : nullptr;
+    i64 prev_row = -1;  // the row whose exp values `prev` holds, not yet written
+    float prev_inv = 0.0f;
+    // Writes block [i0, i1) of the pending row: y = e * (1/s), rounded once.
+    auto write_prev = [&](i64 i0, i64 i1) {
+      scale_row(prev + i0, i1 - i0, prev_inv);
+#if STREAM_STORES
+      vbk::stream_store_f32(prev + i0, dt, y, prev_row * C + i0, i1 - i0, stage);
+#else
+      vbk::store_f32(prev + i0, dt, y, prev_row * C + i0, i1 - i0);
+#endif
+    };
 #pragma omp for schedule(static)
     for (i64 r = 0; r < R; ++r) {
       if (!buf.ok()) continue;
-      float* row = buf.get();
       const float* xr;
       if (f32) {
         xr = static_cast<const float*>(x) + r * C;
       } else {
-        vbk::load_f32(x, dt, r * C, C, row);
-        xr = row;
+        vbk::load_f32(x, dt, r * C, C, cur);
+        xr = cur;
       }
       const float m = row_max(xr, C);
       const int esz = f32 ? 4 : 2;
       const char* next = r + 1 < R ? static_cast<const char*>(x) + (r + 1) * C * esz : nullptr;
-      const float s = exp_shift_sum(xr, row, C, m, next, esz);
-      scale_row(row, C, 1.0f / s);
-#if STREAM_STORES
-      vbk::stream_store_f32(row, dt, y, r * C, C, row + C);  // written once: non-temporal stores
-#else
-      vbk::store_f32(row, dt, y, r * C, C);
-#endif
+      // Pass 2 of this row in blocks, each followed by the same block of the previous row's
+      // output (software pipelining: the stores drain while this row's exp is computed).
+      float acc[LANES] = {};
+      for (i64 i0 = 0; i0 < C; i0 += WRITE_BLOCK) {
+        const i64 i1 = std::min<i64>(C, i0 + WRITE_BLOCK);
+        exp_shift_acc(xr, cur, i0, i1, m, next, esz, acc);
+        if (prev_row >= 0) write_prev(i0, i1);
+      }
+      prev_inv = 1.0f / combine_sum(acc);
+      prev_row = r;
+      std::swap(cur, prev);
     }
+    if (prev_row >= 0) write_prev(0, C);
     vbk::stream_fence();
   }
   if (oom) return vbk::fail("out of memory (row scratch)");

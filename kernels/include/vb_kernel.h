@@ -224,6 +224,33 @@ inline float exp_f32(float x) {
 #endif
 }
 
+#if defined(__AVX512F__)
+/// exp of 16 fp32 lanes with AVX-512, for loops written with intrinsics where exp dominates
+/// (softmax, cross_entropy: ~1.5x the throughput of the vectorized exp_f32 here, whose range
+/// selects cost more than its polynomial). Same reduction and polynomial as exp_f32 (Cody-Waite
+/// by ln 2 in two parts, cephes' degree-7 polynomial, ~1 ulp); 2^n is applied by vscalefps,
+/// which rounds to the subnormals below 2^-126 (exp_f32 flushes x < -86 to 0) and overflows to
+/// +inf. The input is clamped to [-110, 89] first (exp(-110) rounds to 0, exp(89) to +inf), so
+/// -inf gives 0 and +inf gives +inf; NaN stays NaN (vmaxps/vminps return their second operand
+/// when one is NaN).
+inline __m512 exp_f32x16(__m512 x) {
+  x = _mm512_max_ps(_mm512_set1_ps(-110.0f), x);
+  x = _mm512_min_ps(_mm512_set1_ps(89.0f), x);
+  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
+  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
+  __m512 p = _mm512_set1_ps(1.9875691500e-4f);
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
+  p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
+  return _mm512_scalef_ps(p, n);
+}
+#endif
+
 // ---- span conversions (the loops the compiler vectorizes) -----------------------------------
 
 #if defined(VBK_HAVE_F16C) && defined(__GNUC__) && !defined(__clang__)

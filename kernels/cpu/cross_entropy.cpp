@@ -5,7 +5,7 @@
 // fixed chunks of CHUNK logits; a work item is one (row, chunk) pair of a non-ignored row, so a
 // few long vocabulary rows still spread over the OpenMP threads (static schedule). Per chunk,
 // in fp32: m = max (exact), s = Σ exp(x − m) over 64 fixed lanes (pass 2 runs from cache,
-// while the next chunk is prefetched).
+// while the next chunk is prefetched; with AVX-512 exp is vbk::exp_f32x16).
 // The chunks of a row are merged in chunk order (M = max m_c, S = Σ s_c·exp(m_c − M)), then
 // loss_r = M + log(S) − x[target]; the row losses are summed in row order in double and divided
 // by their count (0/0 = NaN when every row is ignored, as PyTorch). Every order is fixed by the
@@ -68,6 +68,22 @@ inline float chunk_sumexp(const float* __restrict x, i64 n, float m, const char*
                           i64 next_bytes) {
   float acc[LANES] = {};
   i64 i = 0;
+#if defined(__AVX512F__)
+  {  // the same lanes, 16 per zmm register, exp by vbk::exp_f32x16 (this pass is compute-bound)
+    static_assert(LANES % 16 == 0, "LANES must be a multiple of 16 for the AVX-512 path");
+    __m512 a[LANES / 16];
+    for (int k = 0; k < LANES / 16; ++k) a[k] = _mm512_setzero_ps();
+    const __m512 mv = _mm512_set1_ps(m);
+    for (; i + LANES <= n; i += LANES) {
+      if (PREFETCH_NEXT && next)
+        for (i64 b = i * 4; b < (i + LANES) * 4 && b < next_bytes; b += 64)
+          __builtin_prefetch(next + b, 0, 3);
+      for (int k = 0; k < LANES / 16; ++k)
+        a[k] = _mm512_add_ps(a[k], vbk::exp_f32x16(_mm512_sub_ps(_mm512_loadu_ps(x + i + 16 * k), mv)));
+    }
+    for (int k = 0; k < LANES / 16; ++k) _mm512_storeu_ps(acc + 16 * k, a[k]);
+  }
+#endif
   for (; i + LANES <= n; i += LANES) {
     if (PREFETCH_NEXT && next)
       for (i64 b = i * 4; b < (i + LANES) * 4 && b < next_bytes; b += 64)

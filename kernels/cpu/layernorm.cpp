@@ -12,7 +12,9 @@
 // makes all-equal rows give exactly (0 · rstd) · w + b = b. If a statistic overflows fp32 (values
 // near the dtype's max) the row is recomputed in double. The row is read from memory once;
 // passes 2-3 run from cache into a thread-local row written out with non-temporal stores
-// (vbk::stream_store_f32), and pass 3 prefetches the next row (PREFETCH_NEXT). Weight and bias are converted to fp32 once per call.
+// (vbk::stream_store_f32), and pass 3 prefetches the next row (PREFETCH_NEXT). fp32 rows with
+// AVX-512 skip the row buffer: pass 3 streams straight into y (apply_stream; 4096x4096 here
+// 4.46 -> 3.51 ms, 84 % of a non-temporal copy of the same bytes in the same minute). Weight and bias are converted to fp32 once per call.
 #include "vb_kernel.h"
 
 // Tunable parameters (read by `vladbud optimize`; the defaults are the starter's behaviour):
@@ -81,6 +83,22 @@ inline void apply(const float* x, const float* __restrict w, const float* __rest
     for (i64 i = i0; i < i1; ++i) y[i] = ((x[i] - c) - dm) * rstd * w[i] + b[i];
   }
 }
+
+#if defined(__AVX512F__)
+/// apply() written straight to the output row `y` with non-temporal stores (no row buffer, no
+/// second pass over it). Needs y 64-byte aligned; the n % 16 tail uses ordinary stores.
+inline void apply_stream(const float* x, const float* __restrict w, const float* __restrict b,
+                         float* y, i64 n, float c, float dm, float rstd, const void* next, int esz) {
+  const __m512 vc = _mm512_set1_ps(c), vdm = _mm512_set1_ps(dm), vr = _mm512_set1_ps(rstd);
+  i64 i = 0;
+  for (; i + 16 <= n; i += 16) {
+    if (PREFETCH_NEXT && (i & 63) == 0) vbk::prefetch_span(next, i * esz, (i + 64) * esz, n * esz);
+    const __m512 t = _mm512_mul_ps(_mm512_sub_ps(_mm512_sub_ps(_mm512_loadu_ps(x + i), vc), vdm), vr);
+    _mm512_stream_ps(y + i, _mm512_fmadd_ps(t, _mm512_loadu_ps(w + i), _mm512_loadu_ps(b + i)));
+  }
+  for (; i < n; ++i) y[i] = ((x[i] - c) - dm) * rstd * w[i] + b[i];
+}
+#endif
 
 /// Row statistics in fp32: shift c, residual mean dm (mean = c + dm), rstd = 1/sqrt(var + eps).
 /// Returns false when a statistic is not finite (fp32 overflow or inf/NaN inputs).
@@ -171,7 +189,15 @@ extern "C" int vb_kernel_run(const DLTensor* inputs, int n_inputs, DLTensor* out
       }
       const int esz = f32 ? 4 : 2;
       const void* next = r + 1 < B ? static_cast<const char*>(x) + (r + 1) * D * esz : nullptr;
-      if (row_stats(xr, D, eps, c, dm, rstd))
+      const bool ok = row_stats(xr, D, eps, c, dm, rstd);
+#if defined(__AVX512F__)
+      float* const yr = static_cast<float*>(y) + r * D;
+      if (ok && f32 && (reinterpret_cast<std::uintptr_t>(yr) & 63) == 0) {
+        apply_stream(xr, w, b, yr, D, c, dm, rstd, next, esz);  // no row buffer
+        continue;
+      }
+#endif
+      if (ok)
         apply(xr, w, b, row, D, c, dm, rstd, next, esz);
       else
         row_double(xr, w, b, row, D, eps);

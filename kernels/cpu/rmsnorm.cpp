@@ -7,7 +7,8 @@
 // finite. If Σx² overflows fp32 (bf16/fp32 values near the dtype's max) the row's statistic is
 // recomputed in double, so the result matches the fp64 oracle instead of collapsing to 0.
 // The row is read from memory once; pass 2 runs from cache into a thread-local row that is
-// written out with non-temporal stores (vbk::stream_store_f32: no read-for-ownership of the
+// written out (outputs of >= 2^STREAM_MIN_LOG2 bytes; smaller ones, a model's activations that
+// the next op reads at once, go straight into y with ordinary stores) with non-temporal stores (vbk::stream_store_f32: no read-for-ownership of the
 // output lines). The weight is converted to fp32 once per call. fp32 rows with AVX-512 skip
 // the row buffer: pass 2 streams straight into y (apply_stream; 4096x4096 here 4.26 -> 3.17 ms,
 // 97 % of a non-temporal copy of the same bytes in the same minute).
@@ -33,6 +34,10 @@
 // @vb-param STREAM_STORES 1 {0,1}  1 non-temporal output stores, 0 ordinary stores
 #ifndef STREAM_STORES
 #define STREAM_STORES 1
+#endif
+// @vb-param STREAM_MIN_LOG2 22 {0,18,20,22,24}  non-temporal stores only from 2^k output bytes on
+#ifndef STREAM_MIN_LOG2
+#define STREAM_MIN_LOG2 22
 #endif
 
 #include <omp.h>
@@ -134,6 +139,10 @@ extern "C" int vb_kernel_run(const DLTensor* inputs, int n_inputs, DLTensor* out
   }
 
   const bool par = M > 1 && M * N >= (i64{1} << PAR_MIN_LOG2);
+  // Non-temporal stores skip the read-for-ownership but leave y out of the cache: right for an
+  // output far larger than the LLC, wrong for a model's activations that the next op reads
+  // back at once (GPT-2/LLaMA at 64 tokens: 128-192 KiB). From 4 MiB on by default.
+  const bool nt_stores = STREAM_STORES && M * N * (f32 ? 4 : 2) >= (i64{1} << STREAM_MIN_LOG2);
   const int n_threads = NUM_THREADS > 0 ? NUM_THREADS : omp_get_max_threads();
   bool oom = false;
 #pragma omp parallel if (par) num_threads(n_threads)
@@ -158,19 +167,22 @@ extern "C" int vb_kernel_run(const DLTensor* inputs, int n_inputs, DLTensor* out
       const int esz = f32 ? 4 : 2;
       const void* next = r + 1 < M ? static_cast<const char*>(x) + (r + 1) * N * esz : nullptr;
       const float ir = inv_rms(xr, N, eps);
-#if defined(__AVX512F__)
       float* const yr = static_cast<float*>(y) + r * N;
+      if (f32 && !nt_stores) {  // a model-sized output: ordinary stores straight into y
+        apply(xr, w, yr, N, ir, next, esz);
+        continue;
+      }
+#if defined(__AVX512F__)
       if (f32 && (reinterpret_cast<std::uintptr_t>(yr) & 63) == 0) {
         apply_stream(xr, w, yr, N, ir, next, esz);  // no row buffer
         continue;
       }
 #endif
       apply(xr, w, b, N, ir, next, esz);
-#if STREAM_STORES
-      vbk::stream_store_f32(b, dt, y, r * N, N, b + N);  // written once: non-temporal stores
-#else
-      vbk::store_f32(b, dt, y, r * N, N);
-#endif
+      if (nt_stores)
+        vbk::stream_store_f32(b, dt, y, r * N, N, b + N);  // written once: non-temporal stores
+      else
+        vbk::store_f32(b, dt, y, r * N, N);
     }
     vbk::stream_fence();
   }

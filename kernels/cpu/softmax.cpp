@@ -5,8 +5,9 @@
 //   pass 2  e = exp(x - m) into a thread-local fp32 row, s = Σ e (64 fixed lanes, pairwise
 //           combine); with AVX-512 exp is vbk::exp_f32x16 (the pass is compute-bound here:
 //           512x4096 from the LLC took as long per element as 4096x4096 from DRAM)
-//   pass 3  y = e * (1/s), rounded once to the output dtype and written with non-temporal
-//           stores (vbk::stream_store_f32: no read-for-ownership of the output lines), in
+//   pass 3  y = e * (1/s), rounded once to the output dtype and written (non-temporal stores,
+//           vbk::stream_store_f32, for outputs of >= 2^STREAM_MIN_LOG2 bytes: no read-for-
+//           ownership; ordinary ones below, so a model's next op finds y in cache), in
 //           WRITE_BLOCK pieces interleaved with the next row's pass 2 (two row buffers), so the
 //           stores drain while exp is computed
 // The row is read from memory once (fp16/bf16 rows are converted into the thread-local row;
@@ -33,6 +34,10 @@
 // @vb-param STREAM_STORES 1 {0,1}  1 non-temporal output stores, 0 ordinary stores
 #ifndef STREAM_STORES
 #define STREAM_STORES 1
+#endif
+// @vb-param STREAM_MIN_LOG2 22 {0,18,20,22,24}  non-temporal stores only from 2^k output bytes on
+#ifndef STREAM_MIN_LOG2
+#define STREAM_MIN_LOG2 22
 #endif
 
 // @vb-param PREFETCH_NEXT 1 {0,1}  1 prefetch the next row while this one is computed
@@ -145,6 +150,10 @@ extern "C" int vb_kernel_run(const DLTensor* inputs, int n_inputs, DLTensor* out
   void* y = vbk::data_ptr(ty);
   const bool f32 = dt == Dt::F32;
   const bool par = R > 1 && R * C >= (i64{1} << PAR_MIN_LOG2);
+  // Non-temporal stores skip the read-for-ownership but leave y out of the cache: right for an
+  // output far larger than the LLC, wrong for a model's activations that the next op reads
+  // back at once. From 2^STREAM_MIN_LOG2 bytes (4 MiB) on by default.
+  const bool nt_stores = STREAM_STORES && R * C * (f32 ? 4 : 2) >= (i64{1} << STREAM_MIN_LOG2);
   const int n_threads = NUM_THREADS > 0 ? NUM_THREADS : omp_get_max_threads();
   bool oom = false;
 
@@ -165,11 +174,10 @@ extern "C" int vb_kernel_run(const DLTensor* inputs, int n_inputs, DLTensor* out
     // Writes block [i0, i1) of the pending row: y = e * (1/s), rounded once.
     auto write_prev = [&](i64 i0, i64 i1) {
       scale_row(prev + i0, i1 - i0, prev_inv);
-#if STREAM_STORES
-      vbk::stream_store_f32(prev + i0, dt, y, prev_row * C + i0, i1 - i0, stage);
-#else
-      vbk::store_f32(prev + i0, dt, y, prev_row * C + i0, i1 - i0);
-#endif
+      if (nt_stores)
+        vbk::stream_store_f32(prev + i0, dt, y, prev_row * C + i0, i1 - i0, stage);
+      else
+        vbk::store_f32(prev + i0, dt, y, prev_row * C + i0, i1 - i0);
     };
 #pragma omp for schedule(static)
     for (i64 r = 0; r < R; ++r) {

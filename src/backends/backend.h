@@ -121,6 +121,11 @@ class Backend {
   /// Selects the target architecture for later builds ("" restores the default). Throws
   /// std::invalid_argument for a malformed name, or when has_target_arch() is false.
   virtual void set_target_arch(const std::string& arch) const;
+  /// The architecture later builds target ("sm_90a"): the one set_target_arch() selected, else
+  /// the backend's default (e.g. the local GPU's); "" when has_target_arch() is false (default).
+  /// Throws std::runtime_error when the backend has one but it cannot be determined (nothing
+  /// selected and no device to ask), naming the fix.
+  virtual std::string target_arch() const { return ""; }
   /// The run-time sanitizer the runner can be started under, or nullptr (default).
   virtual const Sanitizer* sanitizer() const { return nullptr; }
   /// True when build() fills BuildResult::vectorized_loops from a compiler report (the host

@@ -103,6 +103,9 @@ class Backend {
   virtual std::string source_extension() const = 0;
   /// The starter kernel of a type: <home>/kernels/<backend>/<type><ext>.
   std::filesystem::path starter_source(std::string_view kernel) const;
+  /// The folder of hand-written variants of a type, <home>/kernels/variants/<backend>/<type>
+  /// (what `vladbud rank` and `vladbud variants` read by default); it need not exist.
+  std::filesystem::path variants_dir(std::string_view kernel) const;
   /// Builds `source` into a library, from the content-hash cache when possible. Never throws
   /// for a bad source: a failed build returns ok=false with the compiler's diagnostics.
   virtual BuildResult build(const std::filesystem::path& source) const = 0;

@@ -37,8 +37,10 @@ nvcc's) or "cpu", the machine, the OS. torch 2.11.0+cu130 gives torch211-cxx11-c
 `python -m vladbud.hf_export REQUEST.json RESULT.json`; REQUEST:
   {"kernel": PATH, "name": NAME, "out": DIR, "type": TYPE|null, "force": bool, "build": bool,
    "cuda_archs": ["9.0a"]|null, "license": "Apache-2.0", "version": 1}
-RESULT: {"out", "name", "package", "type", "backend", "source", "files": [...], "variant",
-  "variant_dir", "op_namespace", "build": {"ok", "seconds", "library"} | null, "warnings": [...]}.
+RESULT: {"out", "name", "package", "type", "backend" (kernel-builder's: "cpu", "cuda"), "source",
+  "files": [...], "variant", "variant_dir", "op_namespace", "build": {"ok", "seconds", "library"} |
+  null, "warnings": [...], "load": the Python call that loads the package
+  ('kernels.get_local_kernel(Path("OUT"), backend="cpu")')}.
 Bad input (unknown kernel path, unsupported type or backend, a name `kernels` refuses, a
 non-empty OUT without force) exits 2 with the fix; ExportBuildError (exit 1) when the build fails.
 """
@@ -54,15 +56,28 @@ import sys
 import time
 
 from . import BridgeError
+from . import backends
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 HOME = os.environ.get("VLADBUD_HOME") or os.path.dirname(os.path.dirname(HERE))
 SDK_DIR = os.path.join(HOME, "kernels", "include")
 
-# Source extension -> backend (kernels/<backend>/<type><ext>). Triton kernels are Python, JIT
-# compiled: kernel-builder packages compiled kernels, so they are refused with that reason.
-BACKEND_OF_EXT = {".cu": "cuda", ".cpp": "cpu"}
-EXT_OF_BACKEND = {v: k for k, v in BACKEND_OF_EXT.items()}
+# kernel-builder's backend (build.toml's `backends`, the `kernels` package's variant resolver and
+# get_local_kernel(backend=...)) of each PyTorch device a VladBud kernel library can serve. A
+# VladBud backend (vladbud.backends) is exported when its build is a compiled op
+# (serves_torch_ops) on one of these devices; from there on `backend` in this module is the
+# kernel-builder backend, chosen by the VladBud backend's torch device.
+KB_BACKEND_OF_TORCH_DEVICE = {"cpu": "cpu", "cuda": "cuda"}
+
+
+def exportable(be):
+    """True when VladBud backend `be` (a vladbud.backends.Backend) can be packaged: a compiled op
+    on a device kernel-builder has a backend for."""
+    return be.serves_torch_ops and be.torch_device in KB_BACKEND_OF_TORCH_DEVICE
+
+
+def _exportable_extensions():
+    return [b.extension for b in backends.BACKENDS if exportable(b)]
 
 # The nine types' ops: the schemas of torch.ops.vladbud.<type> (python/vladbud/csrc/
 # vladbud_ops.cpp), the ABI order of the tensors and float attributes (DESIGN §2-3), the output's
@@ -162,21 +177,23 @@ def resolve_kernel(path, type_=None):
                 raise BridgeError(f"{pj}: field 'kernel' is {t!r}, not one of the nine kernel types")
             if type_ is not None and type_ != t:
                 raise BridgeError(f"--type {type_} contradicts {pj} (kernel {t}); drop --type")
-            backend = problem.get("backend", "cpu")
-            if backend not in EXT_OF_BACKEND:
-                raise _backend_error(backend, pj)
-            ext = EXT_OF_BACKEND[backend]
+            be = backends.by_name(problem.get("backend", backends.BACKENDS[0].name))
+            if be is None or not exportable(be):
+                raise _backend_error(problem.get("backend"), pj)
+            ext = be.extension
             src = os.path.join(path, "best", t + ext)
             if not os.path.isfile(src):
                 src = os.path.join(path, problem.get("source", t + ext))
             if not os.path.isfile(src):
                 raise BridgeError(f"{path}: neither best/{t}{ext} nor {problem.get('source', t + ext)} exists; "
                                   f"re-run `vladbud extract` to restore the starter")
-            return {"type": t, "backend": backend, "source": os.path.abspath(src), "problem": problem}
+            return {"type": t, "backend": KB_BACKEND_OF_TORCH_DEVICE[be.torch_device],
+                    "source": os.path.abspath(src), "problem": problem}
         if type_ is None:
             raise BridgeError(f"{path} has no problem.json; give --type (one of {', '.join(OPS)}) to export "
                               f"<type>.cu or <type>.cpp from it")
-        found = [os.path.join(path, type_ + e) for e in BACKEND_OF_EXT if os.path.isfile(os.path.join(path, type_ + e))]
+        found = [os.path.join(path, type_ + e) for e in _exportable_extensions()
+                 if os.path.isfile(os.path.join(path, type_ + e))]
         if not found:
             others = [f for f in os.listdir(path) if f.startswith(type_ + ".")]
             if others:
@@ -186,18 +203,24 @@ def resolve_kernel(path, type_=None):
             raise BridgeError(f"{path} has both {type_}.cu and {type_}.cpp; pass the file itself as --kernel")
         path = found[0]
     stem, ext = os.path.splitext(os.path.basename(path))
-    if ext not in BACKEND_OF_EXT:
+    be = backends.by_extension(ext)
+    if be is None or not exportable(be):
         raise _backend_error(ext, path)
     t = type_ or stem
     if t not in OPS:
         raise BridgeError(f"{path}: the file name does not name a kernel type ({', '.join(OPS)}); give --type")
-    return {"type": t, "backend": BACKEND_OF_EXT[ext], "source": os.path.abspath(path), "problem": problem}
+    return {"type": t, "backend": KB_BACKEND_OF_TORCH_DEVICE[be.torch_device], "source": os.path.abspath(path),
+            "problem": problem}
 
 
 def _backend_error(what, where):
+    ok = backends.BACKENDS
+    supported = ", ".join(f"{b.extension} (backend {b.name})" for b in ok if exportable(b))
+    other = backends.names(lambda b: not exportable(b))
     return BridgeError(f"{where}: backend/source '{what}' cannot be exported: a kernel-builder package ships "
-                       f"compiled kernels, and export supports CUDA (.cu, backend cuda) and C++ (.cpp, backend "
-                       f"cpu) kernels; Triton kernels are JIT-compiled Python (use them as they are)")
+                       f"compiled kernels, and export supports {supported} kernels"
+                       + (f"; {other} kernels are not compiled into such a library (use them as they are)"
+                          if other else ""))
 
 
 def _local_sdk_headers(source_text, seen=None):
@@ -777,6 +800,12 @@ if __name__ == "__main__":
 '''
 
 
+def _load_backend_arg(backend):
+    """The backend argument get_local_kernel needs for a package of kernel-builder `backend`: ""
+    where `kernels` picks it from torch (a CUDA build), ', backend="cpu"' for a CPU package."""
+    return ', backend="cpu"' if backend == "cpu" else ""
+
+
 def readme_md(kname, pkg, type_, backend, source_label, variant, layers):
     """README.md of the package: what it is, where it came from, how to load, test and time it."""
     return f"""# {kname}
@@ -790,7 +819,7 @@ VladBud's `{type_}` kernel ({backend}) as a Hugging Face `kernels` package, expo
 ```python
 from pathlib import Path
 from kernels import get_local_kernel
-k = get_local_kernel(Path("{kname}"){', backend="cpu"' if backend == "cpu" else ""})
+k = get_local_kernel(Path("{kname}"){_load_backend_arg(backend)})
 y = k.{OPS[type_]["py"]}({OPS[type_]["py_sig"]})
 ```
 {"" if not layers else f'''
@@ -826,7 +855,7 @@ def write_tree(req):
     files = {}
     src_name = os.path.basename(k["source"])
     if os.path.splitext(src_name)[0] != type_:
-        src_name = type_ + EXT_OF_BACKEND[backend]
+        src_name = type_ + os.path.splitext(src_name)[1]
     files[f"{kdir}/{src_name}"] = _portable(src_text)
     for h in headers:
         with open(os.path.join(SDK_DIR, h)) as f:
@@ -854,7 +883,8 @@ def write_tree(req):
     op_ns = f"_{pkg}_{backend}_{digest}"
     res = {"out": out, "name": kname, "package": pkg, "type": type_, "backend": backend, "source": k["source"],
            "files": sorted(files), "variant": variant, "variant_dir": None, "op_namespace": op_ns,
-           "cuda_archs": archs, "layers": layers, "build": None, "warnings": []}
+           "cuda_archs": archs, "layers": layers, "build": None, "warnings": [],
+           "load": f"kernels.get_local_kernel(Path({json.dumps(out)}){_load_backend_arg(backend)})"}
     if "hwy/" in src_text:
         res["warnings"].append("the kernel includes Highway (hwy/highway.h), which kernel-builder does not provide: "
                                "the local variant builds with this machine's headers, a kernel-builder build "

@@ -35,7 +35,7 @@ TEST(LadderCpu, KernelUnderQemuAarch64PassesTheEvaluator) {
   ClimbOptions o;
   o.quick = true;
   o.max_rung = 3;
-  Variant v{"unroll", default_variant_dir("reduce") / "unroll.cpp", "cpu", ""};
+  Variant v{"unroll", require_backend("cpu").variants_dir("reduce") / "unroll.cpp", "cpu", ""};
   const auto inst = instantiate_variants({v}, t, fs::temp_directory_path() / "vb-ladder-qemu");
   auto r = cpu_climber().climb(*find_kernel_type("reduce"), inst[0], t, o);
   const auto* e2 = rung(r, 2);
@@ -90,7 +90,7 @@ TEST(LadderCpu, LoopThatDoesNotVectorizeForSveShowsAtRungOne) {
   EXPECT_FALSE(e1->data["vectorized"].get<bool>());
   EXPECT_NE(e1->summary.find("NOT vectorized"), std::string::npos) << e1->summary;
   // The compiler-vectorized variant does vectorize for SVE (scalable width).
-  auto s = cpu_climber().climb(*kt, {"simd", default_variant_dir("reduce") / "simd.cpp", "cpu", ""},
+  auto s = cpu_climber().climb(*kt, {"simd", require_backend("cpu").variants_dir("reduce") / "simd.cpp", "cpu", ""},
                                resolve_target("neoverse-v2"), o);
   EXPECT_TRUE(rung(s, 1)->data["vectorized"].get<bool>()) << rung(s, 1)->summary;
 }
@@ -124,7 +124,7 @@ void expect_variants_pass(std::initializer_list<const char*> types, std::vector<
   for (const char* type : types) {
     const auto* kt = find_kernel_type(type);
     ASSERT_NE(kt, nullptr) << type;
-    const auto variants = load_variants(default_variant_dir(type));
+    const auto variants = default_variants(type);
     EXPECT_GE(variants.size(), 4u) << type << ": issue 4 asks for at least four variants per type";
     for (const auto& v : variants) {
       EvalOptions o;

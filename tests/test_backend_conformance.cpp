@@ -13,6 +13,7 @@
 #include "backends/backend.h"
 #include "core/paths.h"
 #include "kernels/kernel_type.h"
+#include "ladder/rank.h"
 #include "optimize/params.h"
 #include "runner/protocol.h"
 #include "support.h"
@@ -120,6 +121,48 @@ TEST_P(BackendConformance, OptionalHooksKeepTheirContracts) {
   if (!b.has_vectorization_report()) {
     const BuildResult r = b.build(fs::temp_directory_path() / "vb-conformance-none.x");
     EXPECT_TRUE(r.vectorized_loops.empty());
+  }
+}
+
+// Pool workers build for the backend's target_arch() (optimize/pool.cpp): none without one; with
+// one, what set_target_arch() selected, and "" restores the default.
+TEST_P(BackendConformance, TargetArchIsEmptyWithoutOneAndRoundTripsWithOne) {
+  const Backend& b = *GetParam();
+  if (!b.has_target_arch()) {
+    EXPECT_EQ(b.target_arch(), "");
+    return;
+  }
+  std::string arch;
+  try {
+    arch = b.target_arch();
+  } catch (const std::runtime_error& e) {
+    // No device here to ask and nothing selected: the error names the fix.
+    EXPECT_NE(std::string(e.what()).find("arch"), std::string::npos) << e.what();
+    return;
+  }
+  ASSERT_FALSE(arch.empty());
+  b.set_target_arch(arch);
+  EXPECT_EQ(b.target_arch(), arch);
+  b.set_target_arch("");
+  EXPECT_EQ(b.target_arch(), arch);
+}
+
+// `vladbud rank` and `vladbud variants` read every backend's variants folder by default.
+TEST_P(BackendConformance, ItsVariantsFolderIsNamedAfterItAndReadByDefault) {
+  const Backend& b = *GetParam();
+  for (const KernelType* kt : all_kernel_types()) {
+    const fs::path dir = b.variants_dir(kt->name());
+    EXPECT_EQ(dir.filename().string(), kt->name()) << dir;
+    EXPECT_EQ(dir.parent_path().filename().string(), b.name()) << dir;
+    if (!fs::is_directory(dir)) continue;
+    const auto all = ladder::default_variants(kt->name());
+    for (const auto& e : fs::directory_iterator(dir)) {
+      if (e.path().extension() != b.source_extension()) continue;
+      const bool found = std::any_of(all.begin(), all.end(), [&](const ladder::Variant& v) {
+        return v.source == e.path() && v.backend == b.name();
+      });
+      EXPECT_TRUE(found) << e.path() << " is not among the default variants of " << kt->name();
+    }
   }
 }
 

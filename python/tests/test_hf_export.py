@@ -80,6 +80,8 @@ def check_tree(res):
 def test_tree_of_every_cuda_starter(tmp_path, t):
     res = tree(tmp_path, ROOT / "kernels" / "cuda" / f"{t}.cu", f"vb-{t.replace('_', '-')}", cuda_archs=["9.0a"])
     assert (res["type"], res["backend"], res["cuda_archs"]) == (t, "cuda", ["9.0a"])
+    # `kernels` picks a CUDA package's backend from torch: the load call names none.
+    assert res["load"] == f'kernels.get_local_kernel(Path("{res["out"]}"))'
     b = check_tree(res)
     assert b["kernel"][f"vb_{t}_cuda"]["cuda-capabilities"] == ["9.0a"]
     # The SDK headers the source includes (transitively) are in the kernel's folder.
@@ -98,6 +100,8 @@ def test_tree_from_a_workspace_folder_takes_best(tmp_path):
                                                 "dims": {"M": 8, "N": 64}, "dtype": "fp32"}))
     res = tree(tmp_path, d, "ws_rmsnorm")
     assert res["source"] == str(d / "best" / "rmsnorm.cpp")
+    assert res["backend"] == "cpu"
+    assert res["load"] == f'kernels.get_local_kernel(Path("{res["out"]}"), backend="cpu")'
     check_tree(res)
     assert "#define LANES 32" in (Path(res["out"]) / "ws_rmsnorm_cpu" / "rmsnorm.cpp").read_text()
     assert (Path(res["out"]) / "torch-ext" / "ws_rmsnorm" / "layers.py").is_file()
@@ -121,10 +125,18 @@ def test_refuses_bad_names(tmp_path, name, why):
 def test_refuses_bad_kernels(tmp_path):
     with pytest.raises(BridgeError, match="no such file or folder"):
         tree(tmp_path, tmp_path / "missing", "vb_x")
-    with pytest.raises(BridgeError, match="Triton kernels are JIT-compiled"):
+    with pytest.raises(BridgeError, match="triton kernels are not compiled into such a library"):
         tree(tmp_path, ROOT / "kernels" / "triton" / "rmsnorm.py", "vb_x")
-    with pytest.raises(BridgeError, match="Triton kernels are JIT-compiled"):
+    with pytest.raises(BridgeError, match="triton kernels are not compiled into such a library"):
         tree(tmp_path, ROOT / "kernels" / "triton", "vb_x", type="rmsnorm")
+    tri = tmp_path / "ws" / "01_softmax"
+    tri.mkdir(parents=True)
+    (tri / "problem.json").write_text(json.dumps({"kernel": "softmax", "backend": "triton", "source": "softmax.py"}))
+    with pytest.raises(BridgeError, match="backend/source 'triton' cannot be exported"):
+        tree(tmp_path, tri, "vb_x")
+    (tri / "problem.json").write_text(json.dumps({"kernel": "softmax", "backend": "no-such", "source": "x"}))
+    with pytest.raises(BridgeError, match="backend/source 'no-such' cannot be exported.*backend cpu"):
+        tree(tmp_path, tri, "vb_x")
     with pytest.raises(BridgeError, match="no problem.json; give --type"):
         tree(tmp_path, ROOT / "kernels" / "cuda", "vb_x")
     with pytest.raises(BridgeError, match="unknown kernel type"):

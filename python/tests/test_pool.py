@@ -25,7 +25,7 @@ def test_resource_names():
 
 
 def test_one_worker_per_gpu_the_rest_build():
-    s = pool.worker_specs(4, ["cuda"], ["NVIDIA H200", "NVIDIA H200"], 16, "sm_90a")
+    s = pool.worker_specs(4, ["gpu"], ["NVIDIA H200", "NVIDIA H200"], 16, "sm_90a")
     assert list(s) == ["gpu0", "gpu1", "host0", "host1"]
     assert s["gpu0"]["resources"] == {"gpu-h200": 2} and s["gpu0"]["env"]["CUDA_VISIBLE_DEVICES"] == "0"
     assert s["gpu0"]["nthreads"] == 3 and s["host0"]["nthreads"] == 1
@@ -35,13 +35,13 @@ def test_one_worker_per_gpu_the_rest_build():
     # worker (no GPU) and the GPU worker measuring its build compute the same build-cache key.
     assert {v["env"]["VB_CUDA_ARCH"] for v in s.values()} == {"sm_90a"}
     # No architecture given: none set (workers inherit VB_CUDA_ARCH, if any).
-    assert all("VB_CUDA_ARCH" not in v["env"] for v in pool.worker_specs(2, ["cuda"], ["H200"], 4).values())
-    # The CPU backend: every worker owns a group of cores.
-    c = pool.worker_specs(2, ["cpu"], [], 16)
+    assert all("VB_CUDA_ARCH" not in v["env"] for v in pool.worker_specs(2, ["gpu"], ["H200"], 4).values())
+    # A host device (the CPU backend's): every worker owns a group of cores.
+    c = pool.worker_specs(2, ["host"], [], 16)
     assert all(list(v["resources"]) == [pool.cpu_resource()] for v in c.values())
     assert c["host0"]["env"]["OMP_NUM_THREADS"] == "8"
     # More GPUs than workers: only N GPU workers.
-    assert list(pool.worker_specs(1, ["cuda"], ["A", "B"], 4)) == ["gpu0"]
+    assert list(pool.worker_specs(1, ["gpu"], ["A", "B"], 4)) == ["gpu0"]
 
 
 def test_measurement_slots_count_timed_tasks_at_once():
@@ -59,12 +59,12 @@ def test_measurement_slots_count_timed_tasks_at_once():
 
 def test_bad_flags_are_refused():
     with pytest.raises(ValueError, match="at least 1"):
-        pool.worker_specs(0, ["cpu"], [], 2)
+        pool.worker_specs(0, ["host"], [], 2)
     with pytest.raises(ValueError, match="not a CUDA architecture name"):
-        pool.worker_specs(2, ["cuda"], ["H200"], 4, "hopper")
+        pool.worker_specs(2, ["gpu"], ["H200"], 4, "hopper")
     for argv in (["--workers", "0"], ["--workers", "2", "--scheduler", "tcp://h:1"], [],
                  ["--workers", "1", "--task-timeout", "0"], ["--workers", "1", "--check-slots", "0"],
-                 ["--workers", "1", "--cuda-arch", "90a"]):
+                 ["--workers", "1", "--cuda-arch", "90a"], ["--workers", "1", "--devices", "cuda"]):
         with pytest.raises(SystemExit) as e:
             pool.parse_args(argv)
         assert e.value.code == 2
@@ -97,7 +97,7 @@ def test_protocol_over_a_local_cluster(tmp_path):
         # A device no worker owns: given up after --no-worker-timeout, never left waiting.
         {"id": 5, "op": "quick", "resource": "gpu-nothing", "problem": {}, "ext": ".cpp", "source": src},
     ]
-    p = subprocess.Popen([sys.executable, "-m", "vladbud.pool", "--workers", "2", "--backends", "cpu",
+    p = subprocess.Popen([sys.executable, "-m", "vladbud.pool", "--workers", "2", "--devices", "host",
                           "--no-worker-timeout", "2"],
                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                          text=True, env=env)
@@ -203,7 +203,7 @@ def test_a_device_measures_the_earliest_request_first_and_cancelled_ones_never_r
     env = dict(os.environ, VB_POOL_TASK_CMD=f"{sys.executable} {STANDIN}",
                PYTHONPATH=os.path.join(ROOT, "python"), VB_STANDIN_SLEEP="1.2",
                VB_STANDIN_SPANS=str(spans))
-    p = subprocess.Popen([sys.executable, "-m", "vladbud.pool", "--workers", "1", "--backends", "cpu"],
+    p = subprocess.Popen([sys.executable, "-m", "vladbud.pool", "--workers", "1", "--devices", "host"],
                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                          text=True, env=env)
     try:
@@ -243,6 +243,6 @@ def test_a_host_with_gpus_of_two_architectures_is_refused(monkeypatch):
     pytest.importorskip("distributed", reason="Dask distributed is not installed (scripts/setup.sh)")
     monkeypatch.setattr(pool, "local_gpus", lambda: ["NVIDIA H200", "NVIDIA A100-SXM4-80GB"])
     monkeypatch.setattr(pool, "local_gpu_caps", lambda: ["9.0", "8.0"])
-    args = pool.parse_args(["--workers", "3", "--backends", "cuda", "--cuda-arch", "sm_90a"])
+    args = pool.parse_args(["--workers", "3", "--devices", "gpu", "--cuda-arch", "sm_90a"])
     with pytest.raises(RuntimeError, match=r"differ in compute capability \(8\.0, 9\.0\).*--scheduler"):
         pool.Pool(args)

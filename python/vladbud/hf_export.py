@@ -37,8 +37,10 @@ nvcc's) or "cpu", the machine, the OS. torch 2.11.0+cu130 gives torch211-cxx11-c
 `python -m vladbud.hf_export REQUEST.json RESULT.json`; REQUEST:
   {"kernel": PATH, "name": NAME, "out": DIR, "type": TYPE|null, "force": bool, "build": bool,
    "cuda_archs": ["9.0a"]|null, "license": "Apache-2.0", "version": 1}
-RESULT: {"out", "name", "package", "type", "backend", "source", "files": [...], "variant",
-  "variant_dir", "op_namespace", "build": {"ok", "seconds", "library"} | null, "warnings": [...]}.
+RESULT: {"out", "name", "package", "type", "backend" (kernel-builder's: "cpu", "cuda"), "source",
+  "files": [...], "variant", "variant_dir", "op_namespace", "build": {"ok", "seconds", "library"} |
+  null, "warnings": [...], "load": the Python call that loads the package
+  ('kernels.get_local_kernel(Path("OUT"), backend="cpu")')}.
 Bad input (unknown kernel path, unsupported type or backend, a name `kernels` refuses, a
 non-empty OUT without force) exits 2 with the fix; ExportBuildError (exit 1) when the build fails.
 """
@@ -54,15 +56,28 @@ import sys
 import time
 
 from . import BridgeError
+from . import backends
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 HOME = os.environ.get("VLADBUD_HOME") or os.path.dirname(os.path.dirname(HERE))
 SDK_DIR = os.path.join(HOME, "kernels", "include")
 
-# Source extension -> backend (kernels/<backend>/<type><ext>). Triton kernels are Python, JIT
-# compiled: kernel-builder packages compiled kernels, so they are refused with that reason.
-BACKEND_OF_EXT = {".cu": "cuda", ".cpp": "cpu"}
-EXT_OF_BACKEND = {v: k for k, v in BACKEND_OF_EXT.items()}
+# kernel-builder's backend (build.toml's `backends`, the `kernels` package's variant resolver and
+# get_local_kernel(backend=...)) of each PyTorch device a VladBud kernel library can serve. A
+# VladBud backend (vladbud.backends) is exported when its build is a compiled op
+# (serves_torch_ops) on one of these devices; `kb_backend` in this module is the kernel-builder
+# backend, chosen by the VladBud backend's torch device (the result's "backend" too).
+KB_BACKEND_OF_TORCH_DEVICE = {"cpu": "cpu", "cuda": "cuda"}
+
+
+def exportable(be):
+    """True when VladBud backend `be` (a vladbud.backends.Backend) can be packaged: a compiled op
+    on a device kernel-builder has a backend for."""
+    return be.serves_torch_ops and be.torch_device in KB_BACKEND_OF_TORCH_DEVICE
+
+
+def _exportable_extensions():
+    return [b.extension for b in backends.BACKENDS if exportable(b)]
 
 # The nine types' ops: the schemas of torch.ops.vladbud.<type> (python/vladbud/csrc/
 # vladbud_ops.cpp), the ABI order of the tensors and float attributes (DESIGN §2-3), the output's
@@ -162,21 +177,23 @@ def resolve_kernel(path, type_=None):
                 raise BridgeError(f"{pj}: field 'kernel' is {t!r}, not one of the nine kernel types")
             if type_ is not None and type_ != t:
                 raise BridgeError(f"--type {type_} contradicts {pj} (kernel {t}); drop --type")
-            backend = problem.get("backend", "cpu")
-            if backend not in EXT_OF_BACKEND:
-                raise _backend_error(backend, pj)
-            ext = EXT_OF_BACKEND[backend]
+            be = backends.by_name(problem.get("backend", backends.BACKENDS[0].name))
+            if be is None or not exportable(be):
+                raise _backend_error(problem.get("backend"), pj)
+            ext = be.extension
             src = os.path.join(path, "best", t + ext)
             if not os.path.isfile(src):
                 src = os.path.join(path, problem.get("source", t + ext))
             if not os.path.isfile(src):
                 raise BridgeError(f"{path}: neither best/{t}{ext} nor {problem.get('source', t + ext)} exists; "
                                   f"re-run `vladbud extract` to restore the starter")
-            return {"type": t, "backend": backend, "source": os.path.abspath(src), "problem": problem}
+            return {"type": t, "backend": KB_BACKEND_OF_TORCH_DEVICE[be.torch_device],
+                    "source": os.path.abspath(src), "problem": problem}
         if type_ is None:
             raise BridgeError(f"{path} has no problem.json; give --type (one of {', '.join(OPS)}) to export "
                               f"<type>.cu or <type>.cpp from it")
-        found = [os.path.join(path, type_ + e) for e in BACKEND_OF_EXT if os.path.isfile(os.path.join(path, type_ + e))]
+        found = [os.path.join(path, type_ + e) for e in _exportable_extensions()
+                 if os.path.isfile(os.path.join(path, type_ + e))]
         if not found:
             others = [f for f in os.listdir(path) if f.startswith(type_ + ".")]
             if others:
@@ -186,18 +203,24 @@ def resolve_kernel(path, type_=None):
             raise BridgeError(f"{path} has both {type_}.cu and {type_}.cpp; pass the file itself as --kernel")
         path = found[0]
     stem, ext = os.path.splitext(os.path.basename(path))
-    if ext not in BACKEND_OF_EXT:
+    be = backends.by_extension(ext)
+    if be is None or not exportable(be):
         raise _backend_error(ext, path)
     t = type_ or stem
     if t not in OPS:
         raise BridgeError(f"{path}: the file name does not name a kernel type ({', '.join(OPS)}); give --type")
-    return {"type": t, "backend": BACKEND_OF_EXT[ext], "source": os.path.abspath(path), "problem": problem}
+    return {"type": t, "backend": KB_BACKEND_OF_TORCH_DEVICE[be.torch_device], "source": os.path.abspath(path),
+            "problem": problem}
 
 
 def _backend_error(what, where):
+    ok = backends.BACKENDS
+    supported = ", ".join(f"{b.extension} (backend {b.name})" for b in ok if exportable(b))
+    other = backends.names(lambda b: not exportable(b))
     return BridgeError(f"{where}: backend/source '{what}' cannot be exported: a kernel-builder package ships "
-                       f"compiled kernels, and export supports CUDA (.cu, backend cuda) and C++ (.cpp, backend "
-                       f"cpu) kernels; Triton kernels are JIT-compiled Python (use them as they are)")
+                       f"compiled kernels, and export supports {supported} kernels"
+                       + (f"; {other} kernels are not compiled into such a library (use them as they are)"
+                          if other else ""))
 
 
 def _local_sdk_headers(source_text, seen=None):
@@ -220,14 +243,14 @@ def _portable(text):
 
 # ---- variant ------------------------------------------------------------------------------------
 
-def variant_name(backend):
-    """The build variant `kernels` resolves for this torch and `backend` ("cuda" or "cpu"), e.g.
+def variant_name(kb_backend):
+    """The build variant `kernels` resolves for this torch and `kb_backend` ("cuda" or "cpu"), e.g.
     torch211-cxx11-cu130-x86_64-linux. Raises BridgeError for a CUDA kernel under a torch
     without CUDA."""
     import torch
     v = torch.__version__.split("+")[0].split(".")
     abi = "cxx11" if torch.compiled_with_cxx11_abi() else "cxx98"
-    if backend == "cuda":
+    if kb_backend == "cuda":
         if torch.version.cuda is None:
             raise BridgeError(f"a CUDA kernel needs a CUDA build of torch to build against; this torch "
                               f"({torch.__version__}) has none (install torch's CUDA wheel, or pass --no-build)")
@@ -265,7 +288,7 @@ def _toml_list(xs):
     return "[" + ", ".join(json.dumps(x) for x in xs) + "]"
 
 
-def build_toml(kname, pkg, backend, kernel_files, archs, license_, version):
+def build_toml(kname, pkg, kb_backend, kernel_files, archs, license_, version):
     """build.toml (kernel-builder edition 5) for one kernel."""
     lines = [
         "# Written by `vladbud export` (VladBud); build with kernel-builder (`kernel-builder build`,",
@@ -275,19 +298,19 @@ def build_toml(kname, pkg, backend, kernel_files, archs, license_, version):
         "edition = 5",
         f"version = {int(version)}",
         f"license = {json.dumps(license_)}",
-        f'backends = ["{backend}"]',
+        f'backends = ["{kb_backend}"]',
         "",
         "[torch]",
         'src = ["torch-ext/torch_binding.cpp", "torch-ext/torch_binding.h"]',
         f"cxx-flags = {_toml_list(_rename_flags(pkg))}",
         "",
-        f"[kernel.{pkg}_{backend}]",
-        f'backend = "{backend}"',
+        f"[kernel.{pkg}_{kb_backend}]",
+        f'backend = "{kb_backend}"',
         'depends = ["torch"]',
         f"src = {_toml_list(kernel_files)}",
-        f'include = ["{pkg}_{backend}"]',
+        f'include = ["{pkg}_{kb_backend}"]',
     ]
-    if backend == "cuda":
+    if kb_backend == "cuda":
         lines += [f"cuda-capabilities = {_toml_list(archs)}",
                   f"cuda-flags = {_toml_list(['-O3', '-std=c++17'] + _rename_flags(pkg))}"]
     else:
@@ -319,7 +342,7 @@ def _schema(type_):
                                    [f"float {a}" for a in spec["attrs"]]) + ") -> Tensor"
 
 
-def binding_cpp(type_, pkg, backend):
+def binding_cpp(type_, pkg, kb_backend):
     """torch-ext/torch_binding.cpp: the op's schema, its CPU or CUDA implementation calling the
     kernel through DLPack (inputs made contiguous, the output allocated here, torch's current
     stream), and its Meta implementation (shapes only: fake tensors, torch.compile)."""
@@ -328,14 +351,14 @@ def binding_cpp(type_, pkg, backend):
     ins = ", ".join(f"&{t}" for t in spec["tensors"])
     attrs = ("const double attrs[] = {" + ", ".join(spec["attrs"]) + "};") if spec["attrs"] else \
         "const double* attrs = nullptr;"
-    key = "CUDA" if backend == "cuda" else "CPU"
+    key = "CUDA" if kb_backend == "cuda" else "CPU"
     return f"""// Written by `vladbud export` from VladBud's {type_} kernel (DESIGN §3: the kernel ABI).
 //
 // The op `{_schema(type_)}` of this package: the inputs are made
 // contiguous, the output is allocated here (the kernel never allocates), DLTensor views of the
 // at::Tensors are passed to the kernel's C entry point (renamed {pkg}_vb_kernel_run by the
 // -D flags in build.toml so that several packages share a process), with torch's current
-// {'CUDA stream (no host synchronization)' if backend == 'cuda' else 'thread (host memory)'}. A kernel error
+// {'CUDA stream (no host synchronization)' if kb_backend == 'cuda' else 'thread (host memory)'}. A kernel error
 // (bad dtype or shape) is raised as a RuntimeError with the kernel's message.
 #include <ATen/core/Tensor.h>
 #include <ATen/dlpack.h>
@@ -484,7 +507,7 @@ def hf_attention_forward(module, query, key, value, attention_mask, dropout=0.0,
 '''
 
 
-def init_py(type_, pkg, backend, source_label):
+def init_py(type_, pkg, kb_backend, source_label):
     """torch-ext/<pkg>/__init__.py: the op as a Python function (relative imports only); a
     flash_attention package also gets hf_attention_forward (transformers' AttentionInterface)."""
     spec = OPS[type_]
@@ -496,7 +519,7 @@ def init_py(type_, pkg, backend, source_label):
                "    return y.reshape(*shape[:-1], y.shape[-1])\n")) if spec["rows"] else \
         f"    return ops.{type_}({spec['py_call']})\n"
     layers = LAYERS.get(type_, [])
-    return f'''"""{pkg}: VladBud's {type_} kernel ({backend}) as a Hugging Face `kernels` package.
+    return f'''"""{pkg}: VladBud's {type_} kernel ({kb_backend}) as a Hugging Face `kernels` package.
 
 Exported by `vladbud export` from {source_label}. Load it with
 `kernels.get_local_kernel(Path("<this repo>"))` (or `get_kernel` once on the Hub), then call
@@ -640,14 +663,14 @@ def _rope_ref(x, cos, sin):
 '''
 
 
-def test_py(type_, pkg, backend):
+def test_py(type_, pkg, kb_backend):
     """tests/test_<pkg>.py: loads the package with get_local_kernel and checks the op against a
     float64 PyTorch reference (relative Frobenius error), per dtype."""
     spec = OPS[type_]
     args, ref, make, sizes, call = _REF[type_]
-    dev = "cuda" if backend == "cuda" else "cpu"
-    return f'''"""Checks {pkg} ({type_}, {backend}) against a float64 PyTorch reference. Run from the package's
-root: `python -m pytest tests/` (needs the `kernels` package{"" if backend == "cpu" else " and a CUDA GPU"})."""
+    dev = "cuda" if kb_backend == "cuda" else "cpu"
+    return f'''"""Checks {pkg} ({type_}, {kb_backend}) against a float64 PyTorch reference. Run from the package's
+root: `python -m pytest tests/` (needs the `kernels` package{"" if kb_backend == "cpu" else " and a CUDA GPU"})."""
 import pathlib
 
 import pytest
@@ -663,7 +686,7 @@ BOUND = {{torch.float32: 1e-5, torch.float16: 2e-3, torch.bfloat16: 1.6e-2}}
 def kernel():
     if DEVICE == "cuda" and not torch.cuda.is_available():
         pytest.skip("needs a CUDA GPU")
-    return get_local_kernel(ROOT, backend={'"cpu"' if backend == "cpu" else "None"})
+    return get_local_kernel(ROOT, backend={'"cpu"' if kb_backend == "cpu" else "None"})
 
 
 @pytest.mark.parametrize("dt", [torch.float32, torch.float16, torch.bfloat16])
@@ -701,7 +724,7 @@ def _attr_default(type_, a):
     return "1e-5" if (type_, a) == ("layernorm", "eps") else _ATTR_DEFAULTS[a]
 
 
-def benchmark_py(type_, pkg, backend):
+def benchmark_py(type_, pkg, kb_backend):
     """benchmarks/benchmark_<pkg>.py: the op against PyTorch's own, one timing protocol for both
     (CUDA events per call with the L2 flushed on a GPU; perf_counter on the CPU); prints JSON."""
     spec = OPS[type_]
@@ -715,7 +738,7 @@ def benchmark_py(type_, pkg, backend):
         "cross_entropy": "torch.nn.functional.cross_entropy(logits.float(), targets)",
         "rotary_embedding": "_rope_ref(x, cos, sin)", "reduce": "x.sum(-1)",
     }
-    dev = "cuda" if backend == "cuda" else "cpu"
+    dev = "cuda" if kb_backend == "cuda" else "cpu"
     return f'''"""Times {pkg}.ops.{type_} against PyTorch on the same inputs and protocol; prints JSON.
 `python benchmarks/benchmark_{pkg}.py [--dtype bf16] [--reps 50]` from the package's root."""
 import argparse
@@ -761,7 +784,7 @@ def main():
     a = ap.parse_args()
     dt = {{"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}}[a.dtype]
     dev = "{dev}"
-    kernel = get_local_kernel(ROOT, backend={'"cpu"' if backend == "cpu" else "None"})
+    kernel = get_local_kernel(ROOT, backend={'"cpu"' if kb_backend == "cpu" else "None"})
     torch.manual_seed(0)
     {sizes.replace("33", "4096")}
     {make}
@@ -777,20 +800,27 @@ if __name__ == "__main__":
 '''
 
 
-def readme_md(kname, pkg, type_, backend, source_label, variant, layers):
+def _load_backend_arg(kb_backend):
+    """The backend argument get_local_kernel needs for a package of kernel-builder backend
+    `kb_backend`: "" where `kernels` picks it from torch (a CUDA build), ', backend="cpu"' for a
+    CPU package."""
+    return ', backend="cpu"' if kb_backend == "cpu" else ""
+
+
+def readme_md(kname, pkg, type_, kb_backend, source_label, variant, layers):
     """README.md of the package: what it is, where it came from, how to load, test and time it."""
     return f"""# {kname}
 
-VladBud's `{type_}` kernel ({backend}) as a Hugging Face `kernels` package, exported by
+VladBud's `{type_}` kernel ({kb_backend}) as a Hugging Face `kernels` package, exported by
 `vladbud export` from `{source_label}`.
 
-- Source tree for kernel-builder: `build.toml` (edition 5), `torch-ext/`, `{pkg}_{backend}/`.
+- Source tree for kernel-builder: `build.toml` (edition 5), `torch-ext/`, `{pkg}_{kb_backend}/`.
 - A local build: `build/{variant}/` (loads with `kernels.get_local_kernel`, offline).
 
 ```python
 from pathlib import Path
 from kernels import get_local_kernel
-k = get_local_kernel(Path("{kname}"){', backend="cpu"' if backend == "cpu" else ""})
+k = get_local_kernel(Path("{kname}"){_load_backend_arg(kb_backend)})
 y = k.{OPS[type_]["py"]}({OPS[type_]["py_sig"]})
 ```
 {"" if not layers else f'''
@@ -815,18 +845,18 @@ def write_tree(req):
             raise BridgeError(f"--out {out} exists and is not empty; pass --force to replace it, or choose "
                               f"another --out")
         shutil.rmtree(out)
-    type_, backend = k["type"], k["backend"]
-    archs = list(req.get("cuda_archs") or default_cuda_archs()) if backend == "cuda" else []
+    type_, kb_backend = k["type"], k["backend"]
+    archs = list(req.get("cuda_archs") or default_cuda_archs()) if kb_backend == "cuda" else []
     for a in archs:
         _gencode(a)  # validates
     with open(k["source"]) as f:
         src_text = f.read()
     headers = sorted(_local_sdk_headers(src_text))
-    kdir = f"{pkg}_{backend}"
+    kdir = f"{pkg}_{kb_backend}"
     files = {}
     src_name = os.path.basename(k["source"])
     if os.path.splitext(src_name)[0] != type_:
-        src_name = type_ + EXT_OF_BACKEND[backend]
+        src_name = type_ + os.path.splitext(src_name)[1]
     files[f"{kdir}/{src_name}"] = _portable(src_text)
     for h in headers:
         with open(os.path.join(SDK_DIR, h)) as f:
@@ -834,40 +864,41 @@ def write_tree(req):
     kernel_files = [f"{kdir}/{src_name}"] + [f"{kdir}/{h}" for h in headers]
     layers = LAYERS.get(type_, [])
     label = os.path.relpath(k["source"], HOME) if k["source"].startswith(HOME + os.sep) else k["source"]
-    variant = variant_name(backend) if req.get("build", True) else _variant_or_none(backend)
-    files["build.toml"] = build_toml(kname, pkg, backend, kernel_files, archs, req.get("license", "Apache-2.0"),
+    variant = variant_name(kb_backend) if req.get("build", True) else _variant_or_none(kb_backend)
+    files["build.toml"] = build_toml(kname, pkg, kb_backend, kernel_files, archs, req.get("license", "Apache-2.0"),
                                      req.get("version", 1))
     files["torch-ext/torch_binding.h"] = binding_h(type_)
-    files["torch-ext/torch_binding.cpp"] = binding_cpp(type_, pkg, backend)
-    files[f"torch-ext/{pkg}/__init__.py"] = init_py(type_, pkg, backend, label)
+    files["torch-ext/torch_binding.cpp"] = binding_cpp(type_, pkg, kb_backend)
+    files[f"torch-ext/{pkg}/__init__.py"] = init_py(type_, pkg, kb_backend, label)
     if layers:
         files[f"torch-ext/{pkg}/layers.py"] = layers_py(type_, pkg)
-    files[f"tests/test_{pkg}.py"] = test_py(type_, pkg, backend)
-    files[f"benchmarks/benchmark_{pkg}.py"] = benchmark_py(type_, pkg, backend)
-    files["README.md"] = readme_md(kname, pkg, type_, backend, label, variant or "<variant>", layers)
+    files[f"tests/test_{pkg}.py"] = test_py(type_, pkg, kb_backend)
+    files[f"benchmarks/benchmark_{pkg}.py"] = benchmark_py(type_, pkg, kb_backend)
+    files["README.md"] = readme_md(kname, pkg, type_, kb_backend, label, variant or "<variant>", layers)
     for rel, text in files.items():
         p = os.path.join(out, rel)
         os.makedirs(os.path.dirname(p), exist_ok=True)
         with open(p, "w") as f:
             f.write(text)
     digest = hashlib.sha256(json.dumps(sorted(files.items())).encode()).hexdigest()[:10]
-    op_ns = f"_{pkg}_{backend}_{digest}"
-    res = {"out": out, "name": kname, "package": pkg, "type": type_, "backend": backend, "source": k["source"],
+    op_ns = f"_{pkg}_{kb_backend}_{digest}"
+    res = {"out": out, "name": kname, "package": pkg, "type": type_, "backend": kb_backend, "source": k["source"],
            "files": sorted(files), "variant": variant, "variant_dir": None, "op_namespace": op_ns,
-           "cuda_archs": archs, "layers": layers, "build": None, "warnings": []}
+           "cuda_archs": archs, "layers": layers, "build": None, "warnings": [],
+           "load": f"kernels.get_local_kernel(Path({json.dumps(out)}){_load_backend_arg(kb_backend)})"}
     if "hwy/" in src_text:
         res["warnings"].append("the kernel includes Highway (hwy/highway.h), which kernel-builder does not provide: "
                                "the local variant builds with this machine's headers, a kernel-builder build "
                                "needs Highway added")
-    ctx = {"out": out, "pkg": pkg, "kname": kname, "type": type_, "backend": backend, "archs": archs,
+    ctx = {"out": out, "pkg": pkg, "kname": kname, "type": type_, "backend": kb_backend, "archs": archs,
            "kernel_files": kernel_files, "op_ns": op_ns, "license": req.get("license", "Apache-2.0"),
            "version": req.get("version", 1)}
     return res, ctx
 
 
-def _variant_or_none(backend):
+def _variant_or_none(kb_backend):
     try:
-        return variant_name(backend)
+        return variant_name(kb_backend)
     except BridgeError:
         return None
 
@@ -878,23 +909,23 @@ def build_variant(ctx, res):
     on import), _ops.py, the Python files and metadata.json. Raises ExportBuildError with the
     compiler's output when the build fails."""
     from . import ext
-    out, pkg, backend = ctx["out"], ctx["pkg"], ctx["backend"]
-    variant = variant_name(backend)
+    out, pkg, kb_backend = ctx["out"], ctx["pkg"], ctx["backend"]
+    variant = variant_name(kb_backend)
     if not ext._ninja_on_path():
         raise ExportBuildError("building the local variant needs ninja: run `bash scripts/setup.sh`")
     cxx = ext.compiler()
     if shutil.which(cxx) is None:
         raise ExportBuildError(f"building the local variant needs a C++ compiler ('{cxx}' not found; set VB_TORCH_CXX)")
-    if backend == "cuda" and shutil.which("nvcc") is None and not os.environ.get("CUDA_HOME"):
+    if kb_backend == "cuda" and shutil.which("nvcc") is None and not os.environ.get("CUDA_HOME"):
         raise ExportBuildError("building a CUDA variant needs nvcc: put the CUDA toolkit's bin/ on PATH or set CUDA_HOME")
     scratch = os.path.join(out, "build", ".scratch")
     os.makedirs(scratch, exist_ok=True)
     with open(os.path.join(scratch, "registration.h"), "w") as f:
         f.write(registration_h())
-    kdir = os.path.join(out, f"{pkg}_{backend}")
+    kdir = os.path.join(out, f"{pkg}_{kb_backend}")
     sources = [os.path.join(out, "torch-ext", "torch_binding.cpp"), os.path.join(out, ctx["kernel_files"][0])]
     cflags = ["-O3", "-std=c++20", "-DPy_LIMITED_API=0x03090000"] + _rename_flags(pkg)
-    if backend == "cpu":
+    if kb_backend == "cpu":
         cflags.append("-fopenmp")
     cuda_flags = ["-O3", "-std=c++17"] + _rename_flags(pkg)
     for a in ctx["archs"]:
@@ -904,8 +935,8 @@ def build_variant(ctx, res):
     # In a child process: cpp_extension.load also loads the library, and a later load of the
     # variant's copy (get_local_kernel) in this process would register the namespace twice.
     job = {"name": ctx["op_ns"], "sources": sources, "extra_cflags": cflags, "extra_cuda_cflags": cuda_flags,
-           "extra_include_paths": [scratch, kdir], "extra_ldflags": ["-fopenmp"] if backend == "cpu" else [],
-           "build_directory": scratch, "with_cuda": backend == "cuda"}
+           "extra_include_paths": [scratch, kdir], "extra_ldflags": ["-fopenmp"] if kb_backend == "cpu" else [],
+           "build_directory": scratch, "with_cuda": kb_backend == "cuda"}
     code = ("import json, sys\nfrom torch.utils import cpp_extension\n"
             "cpp_extension.load(**json.loads(sys.argv[1]), is_python_module=False, verbose=False)\n")
     env = dict(os.environ, CXX=cxx)
@@ -929,7 +960,7 @@ def build_variant(ctx, res):
         f.write(ops_py(ctx["op_ns"]))
     meta = {"id": ctx["op_ns"], "name": ctx["kname"], "version": int(ctx["version"]), "license": ctx["license"],
             "python-depends": [],
-            "backend": {"type": backend, **({"archs": ctx["archs"]} if backend == "cuda" else {})}}
+            "backend": {"type": kb_backend, **({"archs": ctx["archs"]} if kb_backend == "cuda" else {})}}
     with open(os.path.join(vdir, "metadata.json"), "w") as f:
         json.dump(meta, f, indent=2)
         f.write("\n")

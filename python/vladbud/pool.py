@@ -118,6 +118,9 @@ def local_gpu_caps() -> list[str]:
 
 CUDA_ARCH = re.compile(r"^sm_\d+[af]?$")
 
+# The device kinds the optimizer passes (--devices): src/core/device_kind.h device_kind_name.
+DEVICE_KINDS = ("host", "gpu")
+
 
 def gpu_resource(name: str) -> str:
     """Dask resource naming a GPU model: "gpu-<model>" without the vendor ("NVIDIA H200" -> "gpu-h200")."""
@@ -128,17 +131,19 @@ def gpu_resource(name: str) -> str:
     return "gpu-" + s
 
 
-def worker_specs(n: int, backends: list[str], gpus: list[str], cores: int, cuda_arch: str = "",
+def worker_specs(n: int, devices: list[str], gpus: list[str], cores: int, cuda_arch: str = "",
                  check_slots: int = 2) -> dict:
     """The local cluster's workers: one per GPU (CUDA_VISIBLE_DEVICES=i, its gpu resource,
     check_slots + 1 threads: the checks, and one more may build), the rest build workers, which
     see no GPU; every worker, GPU or not, builds for `cuda_arch` (VB_CUDA_ARCH = the one string
     the optimizer computed, so a build done ahead on a build worker has the very cache key the
-    measuring GPU worker computes); for the cpu backend every worker also owns a group of cores
+    measuring GPU worker computes); for a host device every worker also owns a group of cores
     (the "cpu-<model>" resource, OMP_NUM_THREADS = its share).
 
     :param n: number of workers (>= 1)
-    :param backends: backends of the kernel folders ("cpu", "cuda", ...)
+    :param devices: kinds of the kernel folders' devices, as the optimizer names them ("host",
+        "gpu": src/core/device_kind.h); GPU workers only for "gpu", the cores' resource only for
+        "host"
     :param gpus: local GPU names (local_gpus())
     :param cores: logical cores of this host
     :param cuda_arch: the architecture CUDA candidates are built for ("sm_90a", from the
@@ -153,7 +158,7 @@ def worker_specs(n: int, backends: list[str], gpus: list[str], cores: int, cuda_
         raise ValueError(f"--cuda-arch '{cuda_arch}' is not a CUDA architecture name; use e.g. "
                          "sm_90a, sm_90, sm_80")
     specs: dict = {}
-    n_gpu = min(n, len(gpus)) if "cuda" in backends or "triton" in backends else 0
+    n_gpu = min(n, len(gpus)) if "gpu" in devices else 0
     share = max(1, cores // n)
     for i in range(n):
         res: dict = {}
@@ -167,7 +172,7 @@ def worker_specs(n: int, backends: list[str], gpus: list[str], cores: int, cuda_
             name = f"host{i - n_gpu}"
         if cuda_arch:
             env["VB_CUDA_ARCH"] = cuda_arch
-        if "cpu" in backends:
+        if "host" in devices:
             res[cpu_resource()] = 1
         specs[name] = {"resources": res, "env": env, "nthreads": check_slots + 1 if i < n_gpu else 1}
     return specs
@@ -255,15 +260,16 @@ class Pool:
         else:
             from distributed import Nanny, Scheduler, SpecCluster
 
-            backends = [b for b in args.backends.split(",") if b]
+            devices = [d for d in args.devices.split(",") if d]
             gpus = local_gpus()
-            caps = sorted(set(local_gpu_caps())) if gpus and "cuda" in backends else []
+            # Every worker builds for the one --cuda-arch: the local GPUs must agree on it.
+            caps = sorted(set(local_gpu_caps())) if gpus and args.cuda_arch else []
             if len(caps) > 1:
                 raise RuntimeError(
                     f"this host's GPUs differ in compute capability ({', '.join(caps)}): a local "
                     "pool builds every CUDA candidate for one architecture; start one `dask "
                     "worker` per GPU model (each with its own VB_CUDA_ARCH) and pass --scheduler")
-            specs = worker_specs(args.workers, backends, gpus, os.cpu_count() or 1,
+            specs = worker_specs(args.workers, devices, gpus, os.cpu_count() or 1,
                                  args.cuda_arch, args.check_slots)
             workers = {
                 name: {"cls": Nanny, "options": {"nthreads": s["nthreads"], "resources": s["resources"],
@@ -466,7 +472,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     g = p.add_mutually_exclusive_group(required=True)
     g.add_argument("--workers", type=int, help="start a local cluster of N workers on loopback")
     g.add_argument("--scheduler", help="join an existing Dask scheduler (tcp://HOST:8786)")
-    p.add_argument("--backends", default="cpu", help="backends of the kernel folders (cpu,cuda)")
+    p.add_argument("--devices", default="host",
+                   help="kinds of the kernel folders' devices, comma-separated: host, gpu (the "
+                        "optimizer passes its folders' Device::kind)")
     p.add_argument("--cuda-arch", default="",
                    help="local cluster: the architecture every worker builds CUDA candidates for "
                         "(VB_CUDA_ARCH on each; the optimizer passes its own, e.g. sm_90a)")
@@ -482,6 +490,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--worker-ttl", type=float, default=60,
                    help="seconds without a heartbeat before the scheduler declares a worker dead")
     a = p.parse_args(argv)
+    bad = [d for d in a.devices.split(",") if d and d not in DEVICE_KINDS]
+    if bad:
+        p.error(f"--devices: unknown device kind {bad[0]!r}; use {' or '.join(DEVICE_KINDS)}")
     if a.workers is not None and a.workers < 1:
         p.error(f"--workers must be at least 1 (got {a.workers})")
     if a.cuda_arch and not CUDA_ARCH.match(a.cuda_arch):

@@ -3,9 +3,11 @@ faster, decided inside the model, and the end-to-end speedup of what is handed o
 
 REQUEST: the model fields of profile.json (model, class_name, module, config, model_args,
 input_shape, dtype, device) plus
-  kernels: [{"type", "library", "source", "backend", "folder", "own_shape_speedup" (PyTorch's
-            median over the kernel's at the folder's own shape, or null when not measured)}]
-            (a "cpu" backend kernel in a CUDA model is staged through host memory),
+  kernels: [{"type", "library", "source", "backend", "torch_device" (the PyTorch device the
+            kernel reads tensors on: its backend's Device::torch_device, default "cpu"), "folder",
+            "own_shape_speedup" (PyTorch's median over the kernel's at the folder's own shape, or
+            null when not measured)}]
+            (a kernel reading "cpu" tensors in a CUDA model is staged through host memory),
   profile_entries: profile.json's entries (for the intercept check; optional),
   seeds (default [0, 1, 2]), reps (timed rounds per comparison, default 9), warmup (default 2),
   compile (bool: the baseline is torch.compile of the model, VladBud's ops inside the compiled
@@ -276,7 +278,7 @@ def run(req):
         raise BridgeError("no kernels to verify; run `vladbud extract --top N` first")
     vk.unbind_all()
     for k in kern:
-        vk.bind(k["type"], k["library"], "cuda" if k.get("backend") == "cuda" else "cpu")
+        vk.bind(k["type"], k["library"], k.get("torch_device", "cpu"))
     base = load_from_request(req)
     depth = model_depth(base)
     seeds = req.get("seeds") or [0, 1, 2]

@@ -12,6 +12,10 @@ std::filesystem::path Backend::starter_source(std::string_view kernel) const {
   return vladbud_home() / "kernels" / name() / (std::string(kernel) + source_extension());
 }
 
+std::filesystem::path Backend::variants_dir(std::string_view kernel) const {
+  return vladbud_home() / "kernels" / "variants" / name() / std::string(kernel);
+}
+
 namespace {
 
 class PreprocessorParamSyntax final : public ParamSyntax {

@@ -101,8 +101,13 @@ class Backend {
   virtual std::string name() const = 0;
   /// Source file extension of this surface (".cpp", ".cu").
   virtual std::string source_extension() const = 0;
-  /// The starter kernel of a type: <home>/kernels/<backend>/<type><ext>.
-  std::filesystem::path starter_source(std::string_view kernel) const;
+  /// The starter kernel of a type: <home>/kernels/<backend>/<type><ext> (default). A backend
+  /// kept outside the tree (register_backend) overrides it with its own folder, which must
+  /// still be named after the backend and hold <type><ext> files.
+  virtual std::filesystem::path starter_source(std::string_view kernel) const;
+  /// The folder of hand-written variants of a type, <home>/kernels/variants/<backend>/<type>
+  /// (what `vladbud rank` and `vladbud variants` read by default); it need not exist.
+  std::filesystem::path variants_dir(std::string_view kernel) const;
   /// Builds `source` into a library, from the content-hash cache when possible. Never throws
   /// for a bad source: a failed build returns ok=false with the compiler's diagnostics.
   virtual BuildResult build(const std::filesystem::path& source) const = 0;
@@ -121,6 +126,11 @@ class Backend {
   /// Selects the target architecture for later builds ("" restores the default). Throws
   /// std::invalid_argument for a malformed name, or when has_target_arch() is false.
   virtual void set_target_arch(const std::string& arch) const;
+  /// The architecture later builds target ("sm_90a"): the one set_target_arch() selected, else
+  /// the backend's default (e.g. the local GPU's); "" when has_target_arch() is false (default).
+  /// Throws std::runtime_error when the backend has one but it cannot be determined (nothing
+  /// selected and no device to ask), naming the fix.
+  virtual std::string target_arch() const { return ""; }
   /// The run-time sanitizer the runner can be started under, or nullptr (default).
   virtual const Sanitizer* sanitizer() const { return nullptr; }
   /// True when build() fills BuildResult::vectorized_loops from a compiler report (the host
@@ -151,8 +161,17 @@ class Backend {
 // ---- the registry (backends/registry.cpp): the one place that names the backends ----
 
 /// Every registered backend, in registry order (the first backend of a device is that device's
-/// default, e.g. for a model's --device).
+/// default, e.g. for a model's --device): the built-in ones, then those added by
+/// register_backend.
 const std::vector<const Backend*>& all_backends();
+/// Adds a backend defined outside src/backends/ (a test fixture such as
+/// tests/fixtures/backend_stub/, an out-of-tree backend) after the built-in ones, so that it
+/// needs no edit of the registry; `backend` must outlive the process (a function-local static).
+/// Call it before the registry is used from several threads, e.g. from a static initializer in
+/// the backend's own file: it invalidates iterators of all_backends() (not the reference).
+/// Throws std::invalid_argument when its name or source extension is already registered (the
+/// message names the backend that has it).
+void register_backend(const Backend& backend);
 /// The backend called `name`, or nullptr.
 const Backend* find_backend(std::string_view name);
 /// The backend called `name`. Throws std::invalid_argument "unknown backend 'NAME'; available:

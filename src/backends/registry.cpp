@@ -1,6 +1,8 @@
 // The backend registry (DESIGN §1, cf. ggml's ggml_backend_registry constructor): the only
 // place that names the backends. A new backend is one folder under src/backends/ that defines
-// its `const Backend& <name>_backend()`, plus one line in registry_list() below.
+// its `const Backend& <name>_backend()`, plus one line in registry_list() below. A backend
+// outside the tree (a test fixture) adds itself with register_backend (as ggml's
+// ggml_backend_register does for dynamically loaded ones).
 #include <stdexcept>
 
 #include "backends/backend.h"
@@ -23,11 +25,27 @@ std::vector<const Backend*> registry_list() {
   };
 }
 
+// The list: the built-in backends, then the registered ones.
+std::vector<const Backend*>& registry() {
+  static std::vector<const Backend*> list = registry_list();
+  return list;
+}
+
 }  // namespace
 
-const std::vector<const Backend*>& all_backends() {
-  static const std::vector<const Backend*> list = registry_list();
-  return list;
+const std::vector<const Backend*>& all_backends() { return registry(); }
+
+void register_backend(const Backend& backend) {
+  for (const Backend* b : registry()) {
+    if (b->name() == backend.name())
+      throw std::invalid_argument("register_backend: a backend named '" + backend.name() +
+                                  "' is already registered; choose another name");
+    if (b->source_extension() == backend.source_extension())
+      throw std::invalid_argument("register_backend: backend " + b->name() + " already uses the " +
+                                  "source extension '" + backend.source_extension() + "' that " +
+                                  backend.name() + " claims; give it its own extension");
+  }
+  registry().push_back(&backend);
 }
 
 const Backend* find_backend(std::string_view name) {

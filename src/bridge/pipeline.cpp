@@ -230,7 +230,8 @@ json verify_model(const VerifyRequest& a) {
   for (const auto& c : chosen) {
     if (!c.br.ok) throw KernelBuildError("building " + c.src.string() + " failed", c.br.diagnostics);
     kernels.push_back({{"type", c.type}, {"library", fs::absolute(c.br.library).string()},
-                       {"source", c.src.string()}, {"backend", c.backend}, {"folder", c.dir.string()},
+                       {"source", c.src.string()}, {"backend", c.backend},
+                       {"torch_device", c.be->device().torch_device()}, {"folder", c.dir.string()},
                        {"own_shape_speedup", own_shape_speedup(ws, c.dir, c.problem)}});
   }
   const auto& m = prof.at("model");

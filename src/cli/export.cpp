@@ -56,8 +56,7 @@ void run_export(ExportArgs& a) {
   }
   for (const auto& w : r.value("warnings", nlohmann::json::array()))
     std::cout << "warning: " << w.get<std::string>() << "\n";
-  std::cout << fmt::format("load it: kernels.get_local_kernel(Path(\"{}\"){})\n", r.value("out", ""),
-                           r.value("backend", "") == "cpu" ? ", backend=\"cpu\"" : "");
+  std::cout << "load it: " << r.value("load", "") << "\n";
 }
 }  // namespace
 

@@ -53,8 +53,8 @@ void run_rank(const RankArgs& a) {
     if (be && a.variants.empty()) {
       variants.push_back(ladder::starter_variant(*be, *kt));
     } else {
-      variants = ladder::load_variants(a.variants.empty() ? ladder::default_variant_dir(kt->name())
-                                                          : std::filesystem::path(a.variants));
+      variants = a.variants.empty() ? ladder::default_variants(kt->name())
+                                    : ladder::load_variants(a.variants);
       if (be) {
         std::erase_if(variants, [&](const ladder::Variant& v) { return v.backend != be->name(); });
         if (variants.empty())
@@ -100,8 +100,8 @@ void add_rank(CLI::App& app) {
   c->add_option("--targets", args->targets, "comma-separated target ids (spec DB ids, 'local')")
       ->required();
   c->add_option("--variants", args->variants,
-                "directory of variant sources (default kernels/variants/cpu/TYPE, or with --backend "
-                "that backend's starter)");
+                "directory of variant sources (default kernels/variants/<backend>/TYPE of every "
+                "backend that has one, or with --backend that backend's starter)");
   c->add_option("--backend", args->backend,
                 "rank only sources of this backend (" + backend_names() +
                 "); without --variants its starter kernels/<backend>/TYPE");

@@ -21,8 +21,7 @@ void run_variants(const VariantsArgs& a) {
   if (!kt) usage("unknown kernel type '" + a.type + "'; choose one of: " + kernel_type_names());
   try {
     const TargetSpec t = ladder::resolve_target(a.target);
-    const auto vs = ladder::load_variants(a.from.empty() ? ladder::default_variant_dir(kt->name())
-                                                         : std::filesystem::path(a.from));
+    const auto vs = a.from.empty() ? ladder::default_variants(kt->name()) : ladder::load_variants(a.from);
     for (const auto& v : ladder::instantiate_variants(vs, t, a.out))
       std::cout << v.source.string() << "  " << v.description << "\n";
   } catch (const std::invalid_argument& e) {
@@ -40,7 +39,7 @@ void add_variants(CLI::App& app) {
   c->add_option("type", args->type, "kernel type")->required();
   c->add_option("--target", args->target, "target id (spec DB id or 'local')")->required();
   c->add_option("--out", args->out, "output directory")->required();
-  c->add_option("--from", args->from, "variant directory (default kernels/variants/cpu/TYPE)");
+  c->add_option("--from", args->from, "variant directory (default kernels/variants/<backend>/TYPE of every backend that has one)");
   c->callback([args] { run_variants(*args); });
 }
 

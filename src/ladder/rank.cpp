@@ -113,8 +113,20 @@ Variant starter_variant(const Backend& backend, const KernelType& type) {
   return v;
 }
 
-fs::path default_variant_dir(const std::string& type) {
-  return vladbud_home() / "kernels" / "variants" / "cpu" / type;
+std::vector<Variant> default_variants(const std::string& type) {
+  std::vector<Variant> out;
+  std::string looked;
+  for (const Backend* b : all_backends()) {
+    const fs::path dir = b->variants_dir(type);
+    looked += (looked.empty() ? "" : ", ") + dir.string();
+    if (!fs::is_directory(dir)) continue;
+    for (auto& v : load_variants(dir)) out.push_back(std::move(v));
+  }
+  if (out.empty())
+    throw std::invalid_argument("no variants of " + type + " (none of " + looked +
+                                " exists); give --variants DIR with one kernel source per variant");
+  std::sort(out.begin(), out.end(), [](const Variant& a, const Variant& b) { return a.name < b.name; });
+  return out;
 }
 
 std::vector<Variant> load_variants(const fs::path& dir) {
@@ -165,7 +177,7 @@ std::vector<Variant> instantiate_variants(const std::vector<Variant>& variants,
   std::vector<Variant> out;
   for (const auto& v : variants) {
     Variant w = v;
-    w.source = out_dir / (v.name + ".cpp");
+    w.source = out_dir / (v.name + v.source.extension().string());
     const std::string text = instantiate_variant(read_file(v.source), target);
     std::error_code ec;
     if (!fs::exists(w.source, ec) || read_file(w.source) != text) write_file_atomic(w.source, text);

@@ -49,11 +49,14 @@ std::vector<Variant> load_variants(const std::filesystem::path& dir);
 /// ranking, named "starter". Throws std::invalid_argument when the starter file is missing.
 Variant starter_variant(const Backend& backend, const KernelType& type);
 
-/// The default variant directory of a type: <home>/kernels/variants/cpu/<type>.
-std::filesystem::path default_variant_dir(const std::string& type);
+/// The default variants of a type: those of every registered backend's variants folder that
+/// exists (Backend::variants_dir, <home>/kernels/variants/<backend>/<type>), read by
+/// load_variants and sorted by name. Throws std::invalid_argument naming the folders and the fix
+/// (--variants DIR) when none exists.
+std::vector<Variant> default_variants(const std::string& type);
 
-/// Writes every variant of `variants` instantiated for `target` to `out_dir`/<name>.cpp and
-/// returns the instantiated variants (same names, new sources).
+/// Writes every variant of `variants` instantiated for `target` to `out_dir`/<name><its source's
+/// extension> and returns the instantiated variants (same names, new sources).
 std::vector<Variant> instantiate_variants(const std::vector<Variant>& variants,
                                           const TargetSpec& target,
                                           const std::filesystem::path& out_dir);

@@ -15,7 +15,7 @@
 
 #include "core/paths.h"
 #include "core/process.h"
-#include "backends/cuda/cuda_backend.h"
+#include "backends/backend.h"
 #include "core/util.h"
 #include "optimize/cache.h"
 
@@ -78,16 +78,24 @@ Pool::Pool(const PoolOptions& o) {
   std::vector<std::string> argv = {py, "-m", "vladbud.pool"};
   if (o.workers > 0) argv.insert(argv.end(), {"--workers", std::to_string(o.workers)});
   else argv.insert(argv.end(), {"--scheduler", o.scheduler});
-  std::string backends;
-  for (const auto& b : o.backends) backends += (backends.empty() ? "" : ",") + b;
-  if (!backends.empty()) argv.insert(argv.end(), {"--backends", backends});
+  // The pool learns the kinds of the folders' devices, never the backends' names.
+  std::string kinds;
+  for (const auto& b : o.backends) {
+    const std::string k = device_kind_name(require_backend(b).device().kind());
+    if (("," + kinds + ",").find("," + k + ",") == std::string::npos)
+      kinds += (kinds.empty() ? "" : ",") + k;
+  }
+  if (!kinds.empty()) argv.insert(argv.end(), {"--devices", kinds});
   if (o.workers > 0) {
     // One function names the architecture for the build workers and the GPU workers alike:
-    // the evaluator's own cuda_arch() (VB_CUDA_ARCH, else the first GPU's compute capability).
+    // the backend's own target_arch() (for CUDA: VB_CUDA_ARCH, else the first GPU's compute
+    // capability), of the first folder backend that builds for a selectable architecture.
     std::string arch = o.cuda_arch;
-    if (arch.empty() && std::find(o.backends.begin(), o.backends.end(), "cuda") != o.backends.end()) {
+    for (const auto& b : o.backends) {
+      const Backend& be = require_backend(b);
+      if (!arch.empty() || !be.has_target_arch()) continue;
       try {
-        arch = cuda_arch();
+        arch = be.target_arch();
       } catch (const std::exception&) {
         // No GPU and no VB_CUDA_ARCH: no GPU worker either; device_resource() says so.
       }
@@ -300,7 +308,10 @@ int default_batch(const Pool& pool, const std::string& backend) {
 }
 
 std::string Pool::device_resource(const std::string& backend) const {
-  const std::string prefix = backend == "cpu" ? "cpu-" : "gpu-";
+  // The pool's resource names: "cpu-<model>" for host devices, "gpu-<name>" for GPUs
+  // (python/vladbud/pool.py cpu_resource, gpu_resource).
+  const DeviceKind kind = require_backend(backend).device().kind();
+  const std::string prefix = kind == DeviceKind::Host ? "cpu-" : "gpu-";
   std::string best;
   int n = 0;
   for (const auto& [k, v] : resources_)

@@ -30,11 +30,15 @@ namespace vb::opt {
 struct PoolOptions {
   int workers = 0;          ///< --workers N: a local cluster of N workers (0: not set)
   /// A local cluster's CUDA architecture: every worker builds for it (VB_CUDA_ARCH), so a build
-  /// done ahead has the key the measuring GPU worker computes. "" = cuda_arch() when a folder
-  /// is CUDA and it can be determined (a GPU or VB_CUDA_ARCH here), else none.
+  /// done ahead has the key the measuring GPU worker computes. "" = the target_arch() of the
+  /// first folder backend with a selectable architecture (Backend::has_target_arch) when it can
+  /// be determined (a GPU or VB_CUDA_ARCH here), else none.
   std::string cuda_arch;
   std::string scheduler;    ///< --scheduler tcp://HOST:PORT: an existing Dask scheduler
-  std::vector<std::string> backends;  ///< backends of the kernel folders ("cpu", "cuda")
+  /// Registered backends of the kernel folders; the pool gets their devices' kinds (a worker
+  /// per GPU for a GPU device, a share of the cores for a host one). Throws
+  /// std::invalid_argument (from Pool's constructor) for an unregistered name.
+  std::vector<std::string> backends;
   double task_timeout_s = 1800;      ///< one task longer than this is given up (lost)
   double no_worker_timeout_s = 300;  ///< a request waits this long with no worker for its device
   double connect_timeout_s = 30;     ///< to reach the scheduler / start the local workers
@@ -87,8 +91,9 @@ class Pool {
   /// owning it (pool.py's measurement_slots; a worker started with --resources "gpu-h200=2"
   /// is still one). 0 when no worker owns it.
   int slots(const std::string& resource) const;
-  /// The device resource measurements of `backend` go to: for "cpu" the "cpu-*" resource held
-  /// by the most workers, for a GPU backend the "gpu-*" one (ties: the first by name). Throws
+  /// The device resource measurements of `backend` go to: for a backend whose device is the
+  /// host the "cpu-*" resource held by the most workers, for a GPU device the "gpu-*" one (ties:
+  /// the first by name). Throws std::invalid_argument for an unregistered backend and
   /// std::runtime_error naming the fix when no worker owns such a device.
   std::string device_resource(const std::string& backend) const;
   /// Events so far (workers that joined or left).

@@ -113,6 +113,7 @@ class CudaBackend final : public Backend {
   const Device& device() const override { return cuda_device(); }
   bool has_target_arch() const override { return true; }
   void set_target_arch(const std::string& arch) const override { set_cuda_arch(arch); }
+  std::string target_arch() const override { return cuda_arch(); }
   const Sanitizer* sanitizer() const override { return &compute_sanitizer(); }
 
   std::string playbook() const override {

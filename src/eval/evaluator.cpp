@@ -887,34 +887,6 @@ EvalReport evaluate(const KernelType& type, const Backend& backend,
     return rep;
   };
 
-  if (opts.progress) opts.progress(fmt::format("[build] {} ({})", source.string(), backend.name()));
-  rep.build = backend.build(source);
-  {
-    // The ladder's source screen says what rung 0 would reject (a warning here: the runner's
-    // sandbox contains process, file and socket calls).
-    std::ifstream f(source);
-    std::stringstream text;
-    text << f.rdbuf();
-    for (const auto& finding : backend.screen_source(text.str()))
-      rep.warnings.push_back("source screen (ladder rung 0 rejects this source for every target): " +
-                             finding);
-  }
-  if (!rep.build.ok) {
-    rep.verdict = "FAIL";
-    rep.failed_stage = "build";
-    rep.guard = "build";
-    const auto& d = rep.build.diagnostics;
-    auto pos = d.find(": error:");  // GCC and Clang: "file:line:col: error: message"
-    if (pos == std::string::npos) pos = d.find("error");
-    std::string line = pos == std::string::npos ? d : d.substr(d.rfind('\n', pos) + 1);
-    line = line.substr(0, line.find('\n'));
-    rep.reason = "compilation failed: " + (line.empty() ? std::string("see diagnostics") : line);
-    return finish();
-  }
-
-  session.emplace(type, backend, opts, rep);
-  Session& s = *session;
-  if (!s.start(rep.build.library.string())) return finish();
 
   // Build the case list of each stage.
   const std::vector<DType>& dts = opts.dtypes;
@@ -962,6 +934,48 @@ EvalReport evaluate(const KernelType& type, const Backend& backend,
       stages[4].push_back({sz, d, "normal", opts.seed, ""});
       if (!opts.quick) stages[4].push_back({sz, d, "normal", rep.fresh_seed, "fresh seed"});
     }
+
+  // The timing problem is fixed before the build: a backend whose libraries are specialized per
+  // problem (Backend::needs_build_problems) is built for every case below plus this one.
+  const Size tsize = opts.timing_size ? *opts.timing_size : type.benchmark_size(backend.device().kind());
+  const Problem tp = type.make_problem(tsize, opts.timing_dtype);
+  std::vector<Problem> build_problems;
+  if (backend.needs_build_problems()) {
+    for (const auto& stage : stages)
+      for (const auto& c : stage) build_problems.push_back(type.make_problem(c.size, c.dtype));
+    if (opts.timing && !backend.device().emulated() && opts.sanitizer.empty())
+      build_problems.push_back(tp);
+  }
+
+  if (opts.progress) opts.progress(fmt::format("[build] {} ({})", source.string(), backend.name()));
+  rep.build = backend.needs_build_problems() ? backend.build_for(source, build_problems)
+                                             : backend.build(source);
+  {
+    // The ladder's source screen says what rung 0 would reject (a warning here: the runner's
+    // sandbox contains process, file and socket calls).
+    std::ifstream f(source);
+    std::stringstream text;
+    text << f.rdbuf();
+    for (const auto& finding : backend.screen_source(text.str()))
+      rep.warnings.push_back("source screen (ladder rung 0 rejects this source for every target): " +
+                             finding);
+  }
+  if (!rep.build.ok) {
+    rep.verdict = "FAIL";
+    rep.failed_stage = "build";
+    rep.guard = "build";
+    const auto& d = rep.build.diagnostics;
+    auto pos = d.find(": error:");  // GCC and Clang: "file:line:col: error: message"
+    if (pos == std::string::npos) pos = d.find("error");
+    std::string line = pos == std::string::npos ? d : d.substr(d.rfind('\n', pos) + 1);
+    line = line.substr(0, line.find('\n'));
+    rep.reason = "compilation failed: " + (line.empty() ? std::string("see diagnostics") : line);
+    return finish();
+  }
+
+  session.emplace(type, backend, opts, rep);
+  Session& s = *session;
+  if (!s.start(rep.build.library.string())) return finish();
 
   const Device& device = backend.device();
   std::string inconclusive;  // the first inconclusive case, "" when none
@@ -1085,8 +1099,6 @@ EvalReport evaluate(const KernelType& type, const Backend& backend,
     return finish();
   }
   TimingResult tr;
-  const Size tsize = opts.timing_size ? *opts.timing_size : type.benchmark_size(backend.device().kind());
-  const Problem tp = type.make_problem(tsize, opts.timing_dtype);
   tr.size_label = tsize.label;
   tr.load_average = system_load_average();
   tr.dtype = opts.timing_dtype;

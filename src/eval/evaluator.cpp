@@ -849,7 +849,78 @@ struct CaseSpec {
   std::string note;
 };
 
+// The case list of each of the five stages under `opts` (fresh-seed cases use `fresh_seed`);
+// `skipped` gets, per stage, what --quick left out ("" when nothing).
+std::vector<std::vector<CaseSpec>> stage_cases(const KernelType& type, const EvalOptions& opts,
+                                               std::uint64_t fresh_seed,
+                                               std::vector<std::string>& skipped) {
+  skipped.assign(5, "");
+  const std::vector<DType>& dts = opts.dtypes;
+  std::vector<std::vector<CaseSpec>> stages(5);
+  for (DType d : dts) {
+    stages[0].push_back({type.smoke_size(), d, "normal", opts.seed, ""});
+    stages[0].push_back({type.smoke_size(), d, "normal", fresh_seed, "fresh_inputs"});
+  }
+  auto tests = type.test_sizes();
+  if (opts.quick && tests.size() > 1) {
+    skipped[1] = fmt::format("--quick: {} of {} sizes", 1, tests.size());
+    tests.resize(1);
+  }
+  for (const auto& sz : tests)
+    for (DType d : dts) stages[1].push_back({sz, d, "normal", opts.seed, ""});
+  auto stab = type.stability_cases();
+  if (opts.quick && stab.size() > 2) {
+    skipped[2] = fmt::format("--quick: {} of {} cases", 2, stab.size());
+    stab.resize(2);
+  }
+  for (const auto& c : stab) {
+    const auto& cd = c.dtypes.empty() ? dts : c.dtypes;
+    for (DType d : cd)
+      if (std::find(dts.begin(), dts.end(), d) != dts.end())
+        stages[2].push_back({c.size, d, c.regime, opts.seed, c.name});
+  }
+  // Determinism (issue 18): the first test size, and the largest and the longest-row test sizes,
+  // where split-row reductions, atomics or extra threads typically start. Their oracles are
+  // already cached by the shape sweep (same seed).
+  std::vector<Size> det_sizes = determinism_sizes(type);
+  if (opts.quick && det_sizes.size() > 1) {
+    skipped[3] = fmt::format("--quick: {} of {} sizes", 1, det_sizes.size());
+    det_sizes.resize(1);
+  }
+  for (const auto& sz : det_sizes)
+    for (DType d : dts) stages[3].push_back({sz, d, "normal", opts.seed, "determinism"});
+  auto edges = type.edge_sizes();
+  if (opts.quick && edges.size() > 3) {
+    skipped[4] = fmt::format("--quick: {} of {} sizes", 3, edges.size());
+    edges.resize(3);
+  }
+  for (const auto& sz : edges)
+    for (DType d : dts) {
+      stages[4].push_back({sz, d, "normal", opts.seed, ""});
+      if (!opts.quick) stages[4].push_back({sz, d, "normal", fresh_seed, "fresh seed"});
+    }
+
+  return stages;
+}
+
 }  // namespace
+
+std::vector<Problem> evaluation_problems(const KernelType& type, const Backend& backend,
+                                         const EvalOptions& opts) {
+  std::vector<std::string> skipped;
+  std::vector<Problem> out;
+  if (opts.correctness)
+    for (const auto& stage : stage_cases(type, opts, /*fresh_seed=*/0, skipped))
+      for (const auto& c : stage) out.push_back(type.make_problem(c.size, c.dtype));
+  // `vladbud bench`'s in-use check calls the library outside the sandbox at the smoke size in
+  // the timing dtype (bridge/in_use.cpp).
+  out.push_back(type.make_problem(type.smoke_size(), opts.timing_dtype));
+  if (opts.timing && !backend.device().emulated() && opts.sanitizer.empty()) {
+    const Size tsize = opts.timing_size ? *opts.timing_size : type.benchmark_size(backend.device().kind());
+    out.push_back(type.make_problem(tsize, opts.timing_dtype));
+  }
+  return out;
+}
 
 void clear_oracle_cache() {
   oracle_cache().clear();
@@ -888,64 +959,14 @@ EvalReport evaluate(const KernelType& type, const Backend& backend,
   };
 
 
-  // Build the case list of each stage.
-  const std::vector<DType>& dts = opts.dtypes;
-  std::vector<std::vector<CaseSpec>> stages(5);
-  std::vector<std::string> skipped(5);
-  for (DType d : dts) {
-    stages[0].push_back({type.smoke_size(), d, "normal", opts.seed, ""});
-    stages[0].push_back({type.smoke_size(), d, "normal", rep.fresh_seed, "fresh_inputs"});
-  }
-  auto tests = type.test_sizes();
-  if (opts.quick && tests.size() > 1) {
-    skipped[1] = fmt::format("--quick: {} of {} sizes", 1, tests.size());
-    tests.resize(1);
-  }
-  for (const auto& sz : tests)
-    for (DType d : dts) stages[1].push_back({sz, d, "normal", opts.seed, ""});
-  auto stab = type.stability_cases();
-  if (opts.quick && stab.size() > 2) {
-    skipped[2] = fmt::format("--quick: {} of {} cases", 2, stab.size());
-    stab.resize(2);
-  }
-  for (const auto& c : stab) {
-    const auto& cd = c.dtypes.empty() ? dts : c.dtypes;
-    for (DType d : cd)
-      if (std::find(dts.begin(), dts.end(), d) != dts.end())
-        stages[2].push_back({c.size, d, c.regime, opts.seed, c.name});
-  }
-  // Determinism (issue 18): the first test size, and the largest and the longest-row test sizes,
-  // where split-row reductions, atomics or extra threads typically start. Their oracles are
-  // already cached by the shape sweep (same seed).
-  std::vector<Size> det_sizes = determinism_sizes(type);
-  if (opts.quick && det_sizes.size() > 1) {
-    skipped[3] = fmt::format("--quick: {} of {} sizes", 1, det_sizes.size());
-    det_sizes.resize(1);
-  }
-  for (const auto& sz : det_sizes)
-    for (DType d : dts) stages[3].push_back({sz, d, "normal", opts.seed, "determinism"});
-  auto edges = type.edge_sizes();
-  if (opts.quick && edges.size() > 3) {
-    skipped[4] = fmt::format("--quick: {} of {} sizes", 3, edges.size());
-    edges.resize(3);
-  }
-  for (const auto& sz : edges)
-    for (DType d : dts) {
-      stages[4].push_back({sz, d, "normal", opts.seed, ""});
-      if (!opts.quick) stages[4].push_back({sz, d, "normal", rep.fresh_seed, "fresh seed"});
-    }
-
+  std::vector<std::string> skipped;
+  const std::vector<std::vector<CaseSpec>> stages = stage_cases(type, opts, rep.fresh_seed, skipped);
   // The timing problem is fixed before the build: a backend whose libraries are specialized per
   // problem (Backend::needs_build_problems) is built for every case below plus this one.
   const Size tsize = opts.timing_size ? *opts.timing_size : type.benchmark_size(backend.device().kind());
   const Problem tp = type.make_problem(tsize, opts.timing_dtype);
   std::vector<Problem> build_problems;
-  if (backend.needs_build_problems()) {
-    for (const auto& stage : stages)
-      for (const auto& c : stage) build_problems.push_back(type.make_problem(c.size, c.dtype));
-    if (opts.timing && !backend.device().emulated() && opts.sanitizer.empty())
-      build_problems.push_back(tp);
-  }
+  if (backend.needs_build_problems()) build_problems = evaluation_problems(type, backend, opts);
 
   if (opts.progress) opts.progress(fmt::format("[build] {} ({})", source.string(), backend.name()));
   rep.build = backend.needs_build_problems() ? backend.build_for(source, build_problems)

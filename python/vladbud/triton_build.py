@@ -38,7 +38,8 @@ reported in that JSON ({"ok": false, "diagnostics": ...}); exit 2 for bad usage.
                  raises or launches nothing, two captures that differ (the source keeps state),
                  a tensor argument that is no input or output (the source allocates a
                  temporary), host-side TMA descriptors or tuple arguments, a kernel needing
-                 Triton's global scratch memory.
+                 Triton's global scratch memory, thread-block clusters (num_ctas > 1), a
+                 cooperative grid or programmatic dependent launch.
                  -> {"ok", "diagnostics", "triton_version", "arch", "kernels": [{"name",
                  "entry", "cubin", "num_warps", "num_ctas", "shared_bytes",
                  "launch_cooperative_grid", "launch_pdl", "params": [{"name", "type"}]}],
@@ -440,6 +441,13 @@ def aot(path, problems_path, outdir, target):
                                                         f"{md.global_scratch_size} bytes of Triton global scratch "
                                                         "memory per program, which the AOT path does not allocate "
                                                         "yet (fix: avoid device-side tensor descriptors)"}
+                if int(getattr(md, "num_ctas", 1)) != 1 or getattr(md, "launch_cooperative_grid", False) \
+                        or getattr(md, "launch_pdl", False):
+                    return {"ok": False, "diagnostics": f"{path}: error: {fn.__name__} asks for thread-block "
+                                                        "clusters (num_ctas > 1), a cooperative grid or "
+                                                        "programmatic dependent launch, which the AOT launcher "
+                                                        "does not set up yet (fix: num_ctas=1, no "
+                                                        "launch_cooperative_grid / launch_pdl)"}
                 n = len(kernels)
                 cubin = os.path.join(outdir, f"k{n:02d}_{fn.__name__}.cubin")
                 with open(cubin, "wb") as f:

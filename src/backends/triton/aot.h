@@ -19,9 +19,20 @@
 //     DESIGN §3 (vb_kernel_run with DLTensors and a stream), which the C++ runner (CUDA
 //     flavour) and the compiled torch op load like a CUDA backend library.
 //
+// Why this design: the C++ runner keeps every guard of DESIGN §4 (a Python runner would have to
+// re-implement staging, guard bands, poison and event timing), and the same .so is what a
+// model's compiled torch op loads, with no Python per call (DESIGN §3). Why a table per problem
+// rather than one generic kernel: what runs must be exactly what Triton's JIT would run for
+// that call -- compiling without the shape specialization (do_not_specialize) would measure
+// other code, and the block sizes, warps and grids are Python decisions anyway. The cost is a
+// compile per distinct specialization of the listed problems (the evaluator lists its cases:
+// evaluation_problems() in eval/evaluator.h), cached by content.
+//
 // A call whose dtypes, shapes and attribute values are not in the table returns nonzero with a
 // message naming them and the fix. Host-side TMA descriptors, tuple arguments and kernels that
-// need Triton's global scratch memory are refused at build time, naming the fix.
+// need Triton's global scratch memory, clusters (num_ctas > 1), a cooperative grid or
+// programmatic dependent launch are refused at build time, naming the fix. None of the nine
+// starters uses host-side TMA descriptors (kernels/triton/*.py: block pointers only).
 #pragma once
 
 #include <filesystem>

@@ -99,7 +99,10 @@ class TritonBackend final : public Backend {
   bool needs_build_problems() const override { return on_gpu(); }
   // The CUDA architecture (shared with the cuda backend's --arch / VB_CUDA_ARCH / detection).
   bool has_target_arch() const override { return on_gpu(); }
-  void set_target_arch(const std::string& arch) const override { set_cuda_arch(arch); }
+  void set_target_arch(const std::string& arch) const override {
+    if (!on_gpu()) return Backend::set_target_arch(arch);  // the interpreter has none: throws
+    set_cuda_arch(arch);
+  }
 
   BuildResult build_for(const fs::path& source, const std::vector<Problem>& problems) const override {
     if (!on_gpu()) return build(source);

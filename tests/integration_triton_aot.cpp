@@ -4,11 +4,13 @@
 // (tests/fixtures/cuda/mock_libcuda.cpp) loads the real sm_90a cubins Triton compiles here and
 // records every launch instead of running it: the tests check the launches' grid, block,
 // dynamic shared memory (with the >48 KiB opt-in), stream and every parameter's binding to the
-// runner's device buffers, that a shape outside the library's table is refused with a message
-// naming it, and that sources the table cannot reproduce (a temporary, kept state, a failing
-// capture) are refused at build time. Whether the launched cubins compute the right values
+// runner's device buffers or to per-call scratch buffers, that a shape outside the library's
+// table is refused with a message naming it, and that sources the table cannot reproduce (a
+// buffer kept between calls, launches that change between calls, an output written by
+// PyTorch code, a failing capture) are refused at build time. Whether the launched cubins compute the right values
 // needs a GPU (TritonAotGpu, skipped here; bench/h200_triton.sh runs the starters there).
-// Cost: ~10 s of Triton compiles (softmax: 2 kernels, matmul: 1) plus one quick evaluation.
+// Cost: ~20 s on two cores (Triton compiles: softmax 2 kernels, matmul 1, fused_mlp 2, the quick
+// evaluation's softmax cases; captures of the refused fixtures).
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -195,6 +197,29 @@ TEST(TritonAot, MatmulOptsInToLargeSharedMemoryAndBindsEveryStride) {
     EXPECT_EQ(prm[3 + i].at("value"), hexv(scalars[i])) << "parameter " << 3 + i;
 }
 
+// fused_mlp keeps its hidden activation h[B,H] in a torch.empty temporary: the launcher
+// allocates it on the stream for the call, the first kernel writes it, the second reads it.
+TEST(TritonAot, ATemporaryBecomesAScratchBufferSharedByTheLaunchesOfOneCall) {
+  VB_REQUIRE_TRITON();
+  MockDriver mock;
+  const Problem p = problem("fused_mlp", {{"B", 64}, {"D", 128}, {"H", 256}}, DType::F16);
+  const BuildResult b = build_triton_aot(find_backend("triton")->starter_source("fused_mlp"), {p}, "sm_90a");
+  ASSERT_TRUE(b.ok) << b.diagnostics;
+  const json cap = capture_of(b);
+  ASSERT_EQ(cap.at("problems").at(0).at("scratch"),
+            json::parse(R"([{"bytes": 32768, "zero": false}])"))
+      << "h[64,256] fp16, made by torch.empty";
+  const Call c = call_once(b.library, p);
+  ASSERT_EQ(c.reply.kind, RunnerReply::Kind::Ok) << c.reply.message << c.reply.body.dump();
+  ASSERT_EQ(c.launches.size(), 2u);
+  const json& h_written = c.launches[0].at("params").at(3);  // _gate_up(x, wg, wu, h, ...)
+  const json& h_read = c.launches[1].at("params").at(0);     // _down(h, wd, y, ...)
+  ASSERT_TRUE(h_written.contains("alloc")) << h_written.dump();
+  EXPECT_GT(h_written.at("alloc").get<int>(), 0) << "not the runner's arena twin (allocation 0)";
+  EXPECT_EQ(h_written, h_read) << "one buffer for both launches";
+  EXPECT_EQ(c.launches[1].at("params").at(2).value("offset", std::size_t{0}), c.out_off[0]);
+}
+
 TEST(TritonAot, AShapeOutsideTheTableIsRefusedNamingItAndTheFix) {
   VB_REQUIRE_TRITON();
   MockDriver mock;
@@ -216,8 +241,9 @@ TEST(TritonAot, SourcesATableCannotReproduceAreRefusedAtBuildTime) {
   const struct {
     const char* file;
     const char* says;
-  } cases[] = {{"aot_allocates.py", "allocates a temporary"},
+  } cases[] = {{"aot_keeps_buffer.py", "nor a temporary made by torch.empty/zeros during the call"},
                {"aot_keeps_state.py", "keeps state between calls"},
+               {"aot_torch_writes.py", "writes output 0 with PyTorch code"},
                {"aot_capture_fails.py", "failed while capturing"}};
   for (const auto& c : cases) {
     const BuildResult b = build_triton_aot(fx / c.file, {p}, "sm_90a");

@@ -34,7 +34,7 @@
 namespace vbaot {
 
 /// Where a kernel parameter's value comes from.
-enum ArgKind : int { kInput = 0, kOutput = 1, kScalar = 2 };
+enum ArgKind : int { kInput = 0, kOutput = 1, kScalar = 2, kScratch = 3 };
 
 /// One tensor of a served problem: dtype and dense row-major shape.
 struct Tensor {
@@ -57,8 +57,9 @@ struct Kernel {
 /// One kernel parameter of one launch.
 struct Arg {
   int kind;                  ///< ArgKind
-  int index;                 ///< input/output index (kInput, kOutput)
-  std::int64_t offset_elems; ///< element offset into that tensor (kInput, kOutput)
+  int index;                 ///< input/output/scratch index (kInput, kOutput, kScratch)
+  std::int64_t offset_elems; ///< element offset into that tensor (kInput, kOutput); byte offset
+                             ///< into the scratch buffer (kScratch)
   bool aligned16;            ///< the kernel was specialized for a 16-byte aligned pointer
   int bytes;                 ///< size of a scalar parameter (1, 2, 4, 8)
   std::uint64_t bits;        ///< a scalar's parameter bits (little-endian)
@@ -83,6 +84,12 @@ struct Problem {
   const double* attrs;
   int n_launches;
   const Launch* launches;
+  /// Temporaries the Python vb_kernel_run made with torch.empty/zeros: allocated on the stream
+  /// for each call (cuMemAllocAsync), zero-filled where made by zeros, freed after the
+  /// launches (cuMemFreeAsync).
+  int n_scratch;
+  const std::uint64_t* scratch_bytes;
+  const bool* scratch_zero;
 };
 
 /// The whole library: what it was built from and what it serves.
@@ -112,6 +119,10 @@ struct Api {
   CUresult (*launch_kernel)(void*, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
                             unsigned, void*, void**, void**) = nullptr;
   CUresult (*get_error_name)(CUresult, const char**) = nullptr;
+  // Needed only by problems with scratch buffers (stream-ordered allocation, CUDA 11.2+).
+  CUresult (*mem_alloc_async)(CUdeviceptr*, std::size_t, void*) = nullptr;
+  CUresult (*mem_free_async)(CUdeviceptr, void*) = nullptr;
+  CUresult (*memset_d8_async)(CUdeviceptr, unsigned char, std::size_t, void*) = nullptr;
   std::string error;  ///< why the driver could not be resolved, "" when it was
 };
 
@@ -152,6 +163,9 @@ inline const Api& api() {
                     resolve(lib, a.func_set_cache_config, "cuFuncSetCacheConfig") &&
                     resolve(lib, a.launch_kernel, "cuLaunchKernel");
     resolve(lib, a.get_error_name, "cuGetErrorName");
+    resolve(lib, a.mem_alloc_async, "cuMemAllocAsync");
+    resolve(lib, a.mem_free_async, "cuMemFreeAsync");
+    resolve(lib, a.memset_d8_async, "cuMemsetD8Async");
     if (!ok) a.error = "the CUDA driver lacks an entry point the Triton AOT launcher needs";
   });
   return a;
@@ -282,6 +296,27 @@ inline int run(const Table& t, const DLTensor* in, int n_in, DLTensor* out, int 
   if (!a.error.empty()) return vbk::fail("%s", a.error.c_str());
   std::vector<void*>* fns = nullptr;
   if (int e = detail::functions(t, &fns)) return e;
+  // The call's scratch buffers, freed on the stream however the launches end.
+  struct Scratch {
+    const detail::Api& a;
+    void* stream;
+    std::vector<detail::CUdeviceptr> ptrs;
+    ~Scratch() {
+      for (auto p : ptrs) a.mem_free_async(p, stream);
+    }
+  } scratch{a, stream, {}};
+  if (p->n_scratch > 0 && (!a.mem_alloc_async || !a.mem_free_async || !a.memset_d8_async))
+    return vbk::fail("this kernel needs scratch memory and the CUDA driver lacks stream-ordered "
+                     "allocation (cuMemAllocAsync, CUDA 11.2+); fix: update the NVIDIA driver");
+  for (int i = 0; i < p->n_scratch; ++i) {
+    detail::CUdeviceptr d = 0;
+    if (detail::CUresult rc = a.mem_alloc_async(&d, p->scratch_bytes[i], stream))
+      return detail::driver_fail("cuMemAllocAsync", "scratch", rc);
+    scratch.ptrs.push_back(d);
+    if (p->scratch_zero[i])
+      if (detail::CUresult rc = a.memset_d8_async(d, 0, p->scratch_bytes[i], stream))
+        return detail::driver_fail("cuMemsetD8Async", "scratch", rc);
+  }
   for (int l = 0; l < p->n_launches; ++l) {
     const Launch& L = p->launches[l];
     const Kernel& K = t.kernels[L.kernel];
@@ -296,6 +331,12 @@ inline int run(const Table& t, const DLTensor* in, int n_in, DLTensor* out, int 
       std::uint64_t& v = values[static_cast<std::size_t>(i)];
       if (A.kind == kScalar) {
         v = A.bits;  // little-endian: the first A.bytes bytes hold the value
+      } else if (A.kind == kScratch) {
+        // A scratch buffer's offset_elems counts bytes (the generator's convention: scratch has
+        // no element type of its own).
+        v = scratch.ptrs[static_cast<std::size_t>(A.index)] + static_cast<std::uint64_t>(A.offset_elems);
+        if (A.aligned16 && v % 16 != 0)
+          return vbk::fail("%s: scratch argument %s is not 16-byte aligned", K.name, A.name);
       } else {
         const DLTensor& T = A.kind == kInput ? in[A.index] : out[A.index];
         v = reinterpret_cast<std::uint64_t>(vbk::data_ptr(T)) +

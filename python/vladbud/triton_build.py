@@ -32,12 +32,14 @@ reported in that JSON ({"ok": false, "diagnostics": ...}); exit 2 for bad usage.
                  JSON file {"problems": [PROBLEM...]} (each as for compile); for each problem the
                  source's vb_kernel_run is called twice on empty CPU tensors with Triton's
                  launches captured, every argument of every launch is bound to an input or
-                 output (plus an element offset) or to a scalar constant, and each distinct
+                 output (plus an element offset), to a scratch buffer (a temporary it made with
+                 torch.empty/zeros: allocated per call by the launcher, zero-filled for zeros)
+                 or to a scalar constant, and each distinct
                  specialized kernel is compiled once for TARGET (cuda only) into
                  OUTDIR/kNN_<name>.cubin. Refused ({"ok": false, "diagnostics"}): a capture that
                  raises or launches nothing, two captures that differ (the source keeps state),
-                 a tensor argument that is no input or output (the source allocates a
-                 temporary), host-side TMA descriptors or tuple arguments, a kernel needing
+                 an input or output written by PyTorch code instead of a launch, a tensor
+                 argument that is no input, output or torch.empty/zeros temporary, host-side TMA descriptors or tuple arguments, a kernel needing
                  Triton's global scratch memory, thread-block clusters (num_ctas > 1), a
                  cooperative grid or programmatic dependent launch.
                  -> {"ok", "diagnostics", "triton_version", "arch", "kernels": [{"name",
@@ -45,7 +47,9 @@ reported in that JSON ({"ok": false, "diagnostics": ...}); exit 2 for bad usage.
                  "launch_cooperative_grid", "launch_pdl", "params": [{"name", "type"}]}],
                  "problems": [{"inputs", "outputs", "attrs", "launches": [{"kernel", "grid",
                  "args": [{"kind": "input"|"output", "index", "offset_elems", "aligned16"} |
-                 {"kind": "scalar", "type", "bytes", "bits"}]}]}]}
+                 {"kind": "scratch", "index", "offset_bytes", "aligned16"} |
+                 {"kind": "scalar", "type", "bytes", "bits"}]}], "scratch":
+                 [{"bytes", "zero"}]}]}
   version        -> {"triton_version", "torch": bool, "reach": [dirs]}: Triton is importable
                  (and torch is installed, which the interpreter runner needs); reach lists the
                  directories of the installation the sandboxed runner must read.
@@ -94,25 +98,47 @@ TRITON_TYPES = {"float16": "fp16", "bfloat16": "bf16", "float32": "fp32", "float
 _CAPTURED = []
 
 
+# Temporaries vb_kernel_run made during the current capture: storage address -> True when
+# made zero-filled (torch.zeros*), False when uninitialized (torch.empty*).
+_TEMPORARIES = {}
+
+
 def _load_capturing(path):
     """Imports the kernel source with Triton's launches captured (JITFunction.run records
-    (fn, args, kwargs, grid) in _CAPTURED instead of compiling and launching)."""
+    (fn, args, kwargs, grid) in _CAPTURED instead of compiling and launching) and torch's
+    empty/zeros constructors recording the temporaries they make (_TEMPORARIES)."""
     import importlib.util
+    import torch
     from triton.runtime import jit
 
     def run(self, *args, grid, warmup, **kwargs):
         _CAPTURED.append((self, args, dict(kwargs), grid))
 
     jit.JITFunction.run = run
+
+    def recording(make, zero):
+        def wrapper(*a, **k):
+            t = make(*a, **k)
+            if isinstance(t, torch.Tensor):
+                _TEMPORARIES[t.untyped_storage().data_ptr()] = zero
+            return t
+        return wrapper
+
+    for name, zero in (("empty", False), ("empty_like", False), ("zeros", True), ("zeros_like", True)):
+        setattr(torch, name, recording(getattr(torch, name), zero))
+    for name, zero in (("new_empty", False), ("new_zeros", True)):
+        setattr(torch.Tensor, name, recording(getattr(torch.Tensor, name), zero))
     spec = importlib.util.spec_from_file_location("vb_triton_kernel", path)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
 
 
-def _capture(mod, problem):
-    """Calls mod.vb_kernel_run on fresh empty CPU tensors of `problem`.
-    -> (captured launches, input tensors, output tensors)."""
+def _capture(mod, problem, check_writes=False):
+    """Calls mod.vb_kernel_run on fresh empty CPU tensors of `problem`. With `check_writes`, an
+    input or output that PyTorch code (not a captured launch) changed raises AotRefused.
+    -> (captured launches, input tensors, output tensors, {storage address of a temporary it
+    made: zero-filled})."""
     import torch
 
     def tensor(d):
@@ -120,9 +146,22 @@ def _capture(mod, problem):
 
     ins = [tensor(d) for d in problem["inputs"]]
     outs = [tensor(d) for d in problem["outputs"]]
+    # Patterns (inputs 3, outputs 5): any change after the call was made by PyTorch code, not by
+    # a (captured) launch -- a copy of an input into an output included.
+    for t in ins:
+        t.fill_(3)
+    for t in outs:
+        t.fill_(5)
     del _CAPTURED[:]
+    _TEMPORARIES.clear()
     mod.vb_kernel_run(ins, outs, [float(a) for a in problem.get("attrs", [])])
-    return list(_CAPTURED), ins, outs
+    for kind, ts, pattern in (("input", ins, 3), ("output", outs, 5)) if check_writes else ():
+        for i, t in enumerate(ts):
+            if t.numel() and not bool((t == pattern).all()):
+                raise AotRefused(f"vb_kernel_run writes {kind} {i} with PyTorch code, outside its Triton "
+                                 "launches, which the AOT path (C++ launches only) cannot reproduce; fix: do "
+                                 "that work in a Triton kernel")
+    return list(_CAPTURED), ins, outs, dict(_TEMPORARIES)
 
 
 def _launches(path, problem):
@@ -313,11 +352,13 @@ class AotRefused(Exception):
     """The source cannot be built ahead of time (the message names why and the fix)."""
 
 
-def _bind(path, fn, sig, bound, ins, outs):
+def _bind(path, fn, sig, bound, ins, outs, temporaries, scratch):
     """Binds every kernel parameter (the non-constexpr entries of `sig`, in order) to where its
-    value comes from at run time: an input/output tensor plus an element offset, or a constant."""
+    value comes from at run time: an input/output tensor plus an element offset, a scratch buffer
+    (a temporary vb_kernel_run made with torch.empty/zeros: `scratch` lists them per problem,
+    {"bytes", "zero"}, indexed by first use) plus an element offset, or a constant."""
     def storage_of(t):
-        p, n = t.data_ptr(), t.untyped_storage().nbytes()
+        p, n = t.untyped_storage().data_ptr(), t.untyped_storage().nbytes()
         return p, p + n
 
     tensors = [("input", i, t) for i, t in enumerate(ins)] + [("output", i, t) for i, t in enumerate(outs)]
@@ -346,12 +387,20 @@ def _bind(path, fn, sig, bound, ins, outs):
                                  "aligned16": ptr % 16 == 0, "name": name})
                     break
             else:
-                shape = tuple(getattr(v, "shape", ()))
-                raise AotRefused(f"{path}: error: {fn.__name__}: argument {name} (a tensor of shape {shape}) is "
-                                 "neither an input nor an output: vb_kernel_run allocates a temporary, which "
-                                 "the Triton AOT path (C++ launches, no Python per call) cannot reproduce; fix: "
-                                 "compute without the temporary (e.g. fuse the passes, or recompute in the "
-                                 "second kernel)")
+                base, hi = storage_of(v)
+                if base not in temporaries:
+                    shape = tuple(getattr(v, "shape", ()))
+                    raise AotRefused(f"{path}: error: {fn.__name__}: argument {name} (a tensor of shape {shape}) is "
+                                     "neither an input nor an output nor a temporary made by torch.empty/zeros "
+                                     "during the call (e.g. a tensor kept between calls, or made by another torch "
+                                     "function), which the Triton AOT path cannot reproduce; fix: allocate "
+                                     "temporaries with torch.empty or torch.zeros inside vb_kernel_run")
+                keys = [s_["base"] for s_ in scratch]
+                if base not in keys:
+                    scratch.append({"base": base, "bytes": hi - base, "zero": temporaries[base]})
+                    keys.append(base)
+                args.append({"kind": "scratch", "index": keys.index(base), "offset_bytes": ptr - base,
+                             "aligned16": ptr % 16 == 0, "name": name})
         else:
             if ty not in _SCALAR_BYTES:
                 raise AotRefused(f"{path}: error: {fn.__name__}: argument {name} has type {ty}, which the "
@@ -394,20 +443,23 @@ def aot(path, problems_path, outdir, target):
     for prob in problems:
         label = " ".join(f"{d['dtype']}{list(d['shape'])}" for d in prob["inputs"])
         try:
-            first, ins, outs = _capture(mod, prob)
-            again, ins2, outs2 = _capture(mod, prob)
+            first, ins, outs, temps = _capture(mod, prob, check_writes=True)
+            again, ins2, outs2, temps2 = _capture(mod, prob, check_writes=True)
+        except AotRefused as e:
+            return {"ok": False, "diagnostics": f"{path}: error: {label}: {e}"}
         except Exception as e:  # noqa: BLE001
             return {"ok": False, "diagnostics": f"{path}: error: vb_kernel_run failed while capturing the launches "
                                                 f"of {label} attrs {prob.get('attrs', [])}: {type(e).__name__}: {e}"}
         launches = []
         try:
-            recs = []
-            for (launch_list, (ti, to)) in ((first, (ins, outs)), (again, (ins2, outs2))):
-                rec = []
+            recs, scratches = [], []
+            for (launch_list, (ti, to, tt)) in ((first, (ins, outs, temps)), (again, (ins2, outs2, temps2))):
+                rec, scratch = [], []
+                scratches.append(scratch)
                 for fn, args, kwargs, grid in launch_list:
                     sig, constexprs, attrs, options, bound = _specialize(fn, args, kwargs, be, with_bound=True)
                     rec.append((fn, sig, constexprs, attrs, options, _grid3(grid, fn, args, kwargs),
-                                _bind(path, fn, sig, bound, ti, to)))
+                                _bind(path, fn, sig, bound, ti, to, tt, scratch)))
                 recs.append(rec)
         except AotRefused as e:
             return {"ok": False, "diagnostics": str(e)}
@@ -420,7 +472,9 @@ def aot(path, problems_path, outdir, target):
                      r[5], json.dumps(r[6], sort_keys=True)) for r in rec]
         if not recs[0]:
             return {"ok": False, "diagnostics": f"{path}: error: vb_kernel_run launched no Triton kernel for {label}"}
-        if summary(recs[0]) != summary(recs[1]):
+        def sizes(sc):
+            return [(x["bytes"], x["zero"]) for x in sc]
+        if summary(recs[0]) != summary(recs[1]) or sizes(scratches[0]) != sizes(scratches[1]):
             return {"ok": False, "diagnostics": f"{path}: error: two calls of vb_kernel_run for {label} launched "
                                                 "different kernels or arguments: the source keeps state between "
                                                 "calls (DESIGN §3 forbids it), which a launch table cannot "
@@ -462,7 +516,8 @@ def aot(path, problems_path, outdir, target):
                 keys[key] = n
             launches.append({"kernel": keys[key], "grid": grid, "args": bound_args})
         out_problems.append({"inputs": prob["inputs"], "outputs": prob["outputs"],
-                             "attrs": prob.get("attrs", []), "launches": launches})
+                             "attrs": prob.get("attrs", []), "launches": launches,
+                             "scratch": [{"bytes": x["bytes"], "zero": x["zero"]} for x in scratches[0]]})
     return {"ok": True, "diagnostics": "", "triton_version": triton.__version__, "arch": sm,
             "kernels": kernels, "problems": out_problems}
 

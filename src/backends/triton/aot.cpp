@@ -160,6 +160,13 @@ std::string triton_aot_source(const json& aot, const std::string& source_label) 
                                      kind == "input" ? "kInput" : "kOutput", A.at("index").get<int>(),
                                      A.at("offset_elems").get<std::int64_t>(),
                                      A.at("aligned16").get<bool>() ? "true" : "false", name);
+          } else if (kind == "scratch") {
+            const int idx = A.at("index").get<int>();
+            if (idx < 0 || static_cast<std::size_t>(idx) >= P.at("scratch").size())
+              throw std::runtime_error(fmt::format("problem {} has no scratch buffer {}", p, idx));
+            arg_items += fmt::format("{{vbaot::kScratch, {}, {}, {}, 8, 0, {}}}, ", idx,
+                                     A.at("offset_bytes").get<std::int64_t>(),
+                                     A.at("aligned16").get<bool>() ? "true" : "false", name);
           } else {
             throw std::runtime_error("unknown argument kind '" + kind + "'");
           }
@@ -174,10 +181,24 @@ std::string triton_aot_source(const json& aot, const std::string& source_label) 
       }
       const std::string lname = fmt::format("kP{}Launches", p);
       decls += fmt::format("static const vbaot::Launch {}[] = {{{}}};\n", lname, launch_items);
+      std::string sbytes = "nullptr", szero = "nullptr";
+      const json scratch = P.value("scratch", json::array());
+      if (!scratch.empty()) {
+        std::string b, z;
+        for (const auto& x : scratch) {
+          b += fmt::format("{}ull, ", x.at("bytes").get<std::uint64_t>());
+          z += x.at("zero").get<bool>() ? "true, " : "false, ";
+        }
+        sbytes = fmt::format("kP{}ScratchBytes", p);
+        szero = fmt::format("kP{}ScratchZero", p);
+        decls += fmt::format("static const std::uint64_t {}[] = {{{}}};\nstatic const bool {}[] = {{{}}};\n",
+                             sbytes, b, szero, z);
+      }
       src += decls;
-      problem_items += fmt::format("    {{{}, {}, {}, {}, {}, {}, {}, {}}},\n", P.at("inputs").size(), in,
-                                   P.at("outputs").size(), out, attrs.size(), attr_name,
-                                   launches.size(), lname);
+      problem_items += fmt::format("    {{{}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}}},\n",
+                                   P.at("inputs").size(), in, P.at("outputs").size(), out,
+                                   attrs.size(), attr_name, launches.size(), lname, scratch.size(),
+                                   sbytes, szero);
     }
     src += "\nstatic const vbaot::Problem kProblems[] = {\n" + problem_items + "};\n\n";
     src += fmt::format(
@@ -248,6 +269,7 @@ BuildResult build_triton_aot(const fs::path& source, const std::vector<Problem>&
   r.compiler_version = "triton " + tc.version + " AOT for " + arch + " | " + cxx->version;
   const std::string material =
       text + "\n--problems " + plist.dump() + "\n--target " + target + "\n--triton " + tc.version +
+      "\n--capture " + read_file(triton_build_script()) +
       "\n--launcher " + read_file(include / "vb_triton_aot.h") + read_file(include / "vb_kernel.h") +
       "\n--cxx " + flag_line + " " + cxx->version;
   r.cache_key = runner::hex64(runner::fnv1a64(material.data(), material.size()));

@@ -8,10 +8,12 @@
 //
 //  1. python/vladbud/triton_build.py aot captures, per problem, the launch sequence the Python
 //     vb_kernel_run makes on empty CPU tensors (twice: a source whose two captures differ keeps
-//     state and is refused), binds every kernel parameter to an input or output tensor plus an
-//     element offset, or to a scalar constant (a tensor that is neither -- a temporary the
-//     source allocates -- is refused), and compiles each distinct specialization once with
-//     triton.compile into a cubin;
+//     state and is refused; so is an input or output that PyTorch code rather than a launch
+//     writes), binds every kernel parameter to an input or output tensor plus an element
+//     offset, to a scratch buffer (a temporary the call made with torch.empty/zeros: the
+//     launcher allocates it on the stream per call, zero-filled for zeros, and frees it after
+//     the launches), or to a scalar constant (any other tensor, e.g. one kept between calls, is
+//     refused), and compiles each distinct specialization once with triton.compile into a cubin;
 //  2. triton_aot_source() turns that answer into one C++ translation unit: the cubins as byte
 //     arrays and the per-problem launch table, over the launcher kernels/include/vb_triton_aot.h
 //     (driver entry points resolved at run time; Triton 3.6's launch ABI);
@@ -63,7 +65,8 @@ std::string triton_aot_source(const nlohmann::json& aot, const std::string& sour
 
 /// Builds `source` ahead of time for the CUDA architecture `arch` ("sm_90a") serving
 /// `problems`, from the content-hash cache when possible (key: the source text, the distinct
-/// problems, the architecture, the Triton release, the launcher headers and the host compiler).
+/// problems, the architecture, the Triton release, triton_build.py (the capture), the launcher
+/// headers and the host compiler).
 /// Never throws for a bad source: a refused capture, a Triton compile error or a host compile
 /// error is ok = false with diagnostics naming the fix. An empty `problems` is refused (nothing
 /// to specialize for).

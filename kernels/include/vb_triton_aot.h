@@ -25,6 +25,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
+#include <list>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -184,7 +185,7 @@ inline int functions(const Table& t, std::vector<void*>** out) {
     std::vector<void*> fns;
   };
   static std::mutex mu;
-  static std::vector<PerContext> loaded;
+  static std::list<PerContext> loaded;  // a list: the returned pointers stay valid
   const Api& a = api();
   void* ctx = nullptr;
   if (CUresult rc = a.ctx_get_current(&ctx)) return driver_fail("cuCtxGetCurrent", "-", rc);

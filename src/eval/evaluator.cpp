@@ -899,7 +899,6 @@ std::vector<std::vector<CaseSpec>> stage_cases(const KernelType& type, const Eva
       stages[4].push_back({sz, d, "normal", opts.seed, ""});
       if (!opts.quick) stages[4].push_back({sz, d, "normal", fresh_seed, "fresh seed"});
     }
-
   return stages;
 }
 
@@ -958,19 +957,16 @@ EvalReport evaluate(const KernelType& type, const Backend& backend,
     return rep;
   };
 
-
   std::vector<std::string> skipped;
   const std::vector<std::vector<CaseSpec>> stages = stage_cases(type, opts, rep.fresh_seed, skipped);
-  // The timing problem is fixed before the build: a backend whose libraries are specialized per
-  // problem (Backend::needs_build_problems) is built for every case below plus this one.
   const Size tsize = opts.timing_size ? *opts.timing_size : type.benchmark_size(backend.device().kind());
   const Problem tp = type.make_problem(tsize, opts.timing_dtype);
-  std::vector<Problem> build_problems;
-  if (backend.needs_build_problems()) build_problems = evaluation_problems(type, backend, opts);
 
   if (opts.progress) opts.progress(fmt::format("[build] {} ({})", source.string(), backend.name()));
-  rep.build = backend.needs_build_problems() ? backend.build_for(source, build_problems)
-                                             : backend.build(source);
+  // A backend whose libraries are specialized per problem is built for every case of this run.
+  rep.build = backend.needs_build_problems()
+                  ? backend.build_for(source, evaluation_problems(type, backend, opts))
+                  : backend.build(source);
   {
     // The ladder's source screen says what rung 0 would reject (a warning here: the runner's
     // sandbox contains process, file and socket calls).

@@ -2,15 +2,24 @@
 # The triton backend on the H200 (issue 17 step 2), in ONE call of the `device` tool:
 #   1. preview   the nine Triton starters under Triton's JIT on the GPU, OUTSIDE the evaluator
 #                (bench/triton_gpu_preview.py: fp64 error, do_bench median next to PyTorch, at
-#                the evaluator's GPU benchmark sizes, fp16/bf16/fp32). The evaluator's GPU path
-#                for Triton (ahead-of-time cubins in the C++ runner) is not written yet.
+#                the evaluator's GPU benchmark sizes, fp16/bf16/fp32).
 #   2. interp    the interpreter path as CI runs it: the Triton integration tests (nine starters
 #                PASS in fp32 under TRITON_INTERPRET=1, the bad-kernel guards, rank rung 1 on
 #                MI300X/MI355X), to show they hold on that machine's Python/Triton too.
+#   3. aot-check the evaluator's GPU path (ahead-of-time cubins launched by the C++ runner,
+#                src/backends/triton/aot.h): the five stages of the nine starters in fp16, bf16
+#                and fp32 (`vladbud bench --backend triton --no-timing`, nine in parallel: the
+#                Triton compiles are CPU-bound), plus the GPU test of integration_triton_aot.
+#   4. aot-time  each starter timed at its GPU benchmark size in fp16, bf16 and fp32, one at a
+#                time (`--timing-only`: stage 3 checked them), next to PyTorch; writes
+#                triton-aot.json (rows as bench/results/h200-triton-preview.json: kernel, dtype,
+#                size, verdict, latency_us, pytorch_us, tflops, gb_s, pct_peak) and
+#                triton-aot.md. Nothing here has run on a GPU yet (written without one).
 #
 #   bash bench/h200_all.sh --pack          here: build and copy the binaries into .h200/ (carry it)
-#   bash bench/h200_triton.sh [STAGE...]   there (repo root): stages preview interp (default
-#                                          both); logs and JSON packed into
+#   bash bench/h200_triton.sh [STAGE...]   there (repo root): stages preview interp aot-check
+#                                          aot-time (default: aot-check aot-time; the four
+#                                          together exceed one 600 s call); logs and JSON packed into
 #                                          $OUT/h200-triton.tar.gz plus summary.txt
 set -uo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -30,8 +39,10 @@ summary="$logs/summary.txt"
   nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader 2>&1
   "$VB_PYTHON" -c 'import torch, triton; print("torch", torch.__version__, "triton", triton.__version__)' 2>&1
 } >"$summary"
-declare -A limit=([preview]=420 [interp]=600)
-stages=("$@"); [ ${#stages[@]} -eq 0 ] && stages=(preview interp)
+declare -A limit=([preview]=420 [interp]=600 [aot-check]=330 [aot-time]=240)
+stages=("$@"); [ ${#stages[@]} -eq 0 ] && stages=(aot-check aot-time)
+types=(matmul softmax layernorm rmsnorm flash_attention fused_mlp cross_entropy rotary_embedding reduce)
+export vb logs
 for st in "${stages[@]}"; do
   t0=$(date +%s)
   lim="${limit[$st]:-300}"
@@ -40,12 +51,59 @@ for st in "${stages[@]}"; do
                >"$logs/triton-preview.md" 2>"$logs/preview.log" ;;
     interp)  timeout "$lim" "$here/.h200/vb_integration_tests" --gtest_filter='*Triton*' \
                >"$logs/interp.log" 2>&1 ;;
-    *) echo "unknown stage $st (preview, interp)" >&2; continue ;;
+    aot-check)
+      printf '%s\n' "${types[@]}" | timeout "$lim" xargs -P 9 -I{} sh -c \
+        '"$vb" bench --backend triton -k "$0" --no-timing --no-pytorch --json \
+           --results "$logs/aot-check.tsv" --tag triton-aot-check \
+           >"$logs/aot-check.$0.json" 2>"$logs/aot-check.$0.log"; echo "$0 rc=$?"' {} \
+        >"$logs/aot-check.log" 2>&1
+      "$here/.h200/vb_integration_tests" --gtest_filter='TritonAot*' >>"$logs/aot-check.log" 2>&1 ;;
+    aot-time)
+      for k in "${types[@]}"; do
+        for dt in fp16 bf16 fp32; do
+          timeout 60 "$vb" bench --backend triton -k "$k" --dtype "$dt" --timing-only --json \
+            --results "$logs/aot-time.tsv" --tag triton-aot >"$logs/aot-time.$k.$dt.json" \
+            2>"$logs/aot-time.$k.$dt.log"
+          echo "$k $dt rc=$?"
+        done
+      done >"$logs/aot-time.log" 2>&1
+      "$VB_PYTHON" - "$logs" >"$logs/triton-aot.md" <<'PY'
+import glob, json, os, sys
+logs = sys.argv[1]
+rows = []
+for f in sorted(glob.glob(os.path.join(logs, "aot-time.*.json"))):
+    kernel, dtype = os.path.basename(f)[len("aot-time."):-len(".json")].rsplit(".", 1)
+    try:
+        j = json.load(open(f))
+    except ValueError:
+        rows.append({"kernel": kernel, "dtype": dtype, "verdict": "NO JSON"})
+        continue
+    check = {}
+    try:
+        check = json.load(open(os.path.join(logs, f"aot-check.{kernel}.json")))
+    except (OSError, ValueError):
+        pass
+    rows.append({"kernel": kernel, "dtype": dtype, "size": j.get("size"),
+                 "stages": check.get("verdict"), "verdict": j.get("verdict"),
+                 "reason": j.get("reason", ""), "latency_us": j.get("latency_us"),
+                 "pytorch_us": (j.get("pytorch") or {}).get("median_us"),
+                 "tflops": j.get("throughput_tflops"), "gb_s": j.get("bandwidth_gb_s"),
+                 "pct_peak": j.get("pct_peak"), "speedup_vs_pytorch": j.get("speedup_vs_pytorch")})
+json.dump({"rows": rows}, open(os.path.join(logs, "triton-aot.json"), "w"), indent=1)
+print("| kernel | dtype | size | five stages | timed | latency us | PyTorch us | TFLOP/s | GB/s |")
+print("|---|---|---|---|---|---|---|---|---|")
+for r in rows:
+    print(f"| {r['kernel']} | {r['dtype']} | {r.get('size')} | {r.get('stages')} | {r['verdict']} | "
+          f"{r.get('latency_us')} | {r.get('pytorch_us')} | {r.get('tflops')} | {r.get('gb_s')} |")
+PY
+      ;;
+    *) echo "unknown stage $st (preview, interp, aot-check, aot-time)" >&2; continue ;;
   esac
   rc=$?
   echo "stage $st: exit $rc, $(( $(date +%s) - t0 )) s" >>"$summary"
 done
 cat "$logs/triton-preview.md" >>"$summary" 2>/dev/null
+cat "$logs/aot-check.log" "$logs/triton-aot.md" >>"$summary" 2>/dev/null
 tar -czf "$out/h200-triton.tar.gz" -C "$(dirname "$logs")" "$(basename "$logs")"
 cp "$summary" "$out/summary.txt"
 cat "$summary"

@@ -1,8 +1,8 @@
 """Preview of the nine Triton starters on a real NVIDIA GPU, OUTSIDE the evaluator.
 
-The triton backend's GPU path (ahead-of-time cubins launched by the C++ runner, issue 17 step 2)
-is not written yet; until it is, this measures what the starters do on the H200 with Triton's
-JIT: the relative Frobenius error against an fp64 PyTorch reference and the median time
+The triton backend's GPU path (ahead-of-time cubins launched by the C++ runner, issue 17 step 2;
+bench/h200_triton.sh stages aot-check and aot-time) is written but has not run on a GPU; this
+preview measures what the starters do on the H200 with Triton's own JIT, as a reference: the relative Frobenius error against an fp64 PyTorch reference and the median time
 (triton.testing.do_bench: CUDA events, L2 flushed between calls) next to PyTorch's own op, at
 the evaluator's GPU benchmark size of each type (from `vladbud bench --abi --json`). It is a
 preview, not a verdict: no runner isolation, no guards, no stages, random inputs only.

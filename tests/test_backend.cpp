@@ -5,9 +5,11 @@
 #include <ctime>
 #include <filesystem>
 #include <fstream>
+#include <unistd.h>
 
 #include "backends/backend.h"
 #include "backends/cpu/toolchain.h"
+#include "backends/triton/aot.h"
 #include "support.h"
 
 namespace vb {
@@ -117,6 +119,59 @@ TEST(VectorizationReport, ParsesGccAndClangRemarks) {
   ASSERT_EQ(cl.size(), 1u);
   EXPECT_EQ(cl[0].line, 12);
   EXPECT_TRUE(parse_vectorization_report("k.cpp:3:1: missed: couldn't vectorize loop\n").empty());
+}
+
+}  // namespace
+}  // namespace vb
+
+namespace vb {
+namespace {
+
+// triton_aot_source (backends/triton/aot.h) on a hand-written triton_build.py aot answer.
+nlohmann::json aot_answer(const std::filesystem::path& cubin, int n_args) {
+  nlohmann::json args = nlohmann::json::array();
+  args.push_back({{"kind", "input"}, {"index", 0}, {"offset_elems", 3}, {"aligned16", false}, {"name", "x"}});
+  for (int i = 1; i < n_args; ++i)
+    args.push_back({{"kind", "scalar"}, {"type", "i32"}, {"bytes", 4}, {"bits", "0x2a"}, {"name", "n"}});
+  return {{"triton_version", "3.6.0"},
+          {"arch", "sm_90a"},
+          {"kernels",
+           {{{"name", "k"}, {"entry", "k_entry"}, {"cubin", cubin.string()}, {"num_warps", 4},
+             {"shared_bytes", 0}, {"constexprs", {{"B", 64}}},
+             {"params", {{{"name", "x"}, {"type", "*fp32"}}, {{"name", "n"}, {"type", "i32"}}}}}}},
+          {"problems",
+           {{{"inputs", {{{"dtype", "fp32"}, {"shape", {7}}}}},
+             {"outputs", {{{"dtype", "fp32"}, {"shape", {7}}}}},
+             {"attrs", {0.5}},
+             {"launches", {{{"kernel", 0}, {"grid", {2}}, {"args", args}}}}}}}};
+}
+
+TEST(TritonAotSource, EmbedsTheCubinAndTheLaunchTableAndRefusesAMismatchedBinding) {
+  const auto dir = std::filesystem::temp_directory_path() / ("vb-aotsrc-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir / "k.cubin", std::ios::binary) << std::string("\177ELF\2\1\1", 7) << "body";
+  const std::string src = triton_aot_source(aot_answer(dir / "k.cubin", 2), "k.py");
+  EXPECT_NE(src.find("\\177\\105\\114\\106"), std::string::npos) << "the cubin's bytes";
+  EXPECT_NE(src.find("{\"k\", \"k_entry\","), std::string::npos);
+  EXPECT_NE(src.find("11, 128, 0, 4}"), std::string::npos) << "11 bytes, 4 warps, 0 shared, 2+2 params";
+  EXPECT_NE(src.find("{vbaot::kInput, 0, 3, false, 8, 0, \"x\"}"), std::string::npos) << src;
+  EXPECT_NE(src.find("{vbaot::kScalar, 0, 0, false, 4, 0x2aull, \"n\"}"), std::string::npos);
+  EXPECT_NE(src.find("{0, {2, 1, 1}, 2, kP0L0Args}"), std::string::npos) << "grid padded to 3-D";
+  EXPECT_NE(src.find("static const double kP0Attrs[] = {0.5, }"), std::string::npos);
+  // One argument short of the kernel's signature: a generator bug, never a silent launch.
+  try {
+    triton_aot_source(aot_answer(dir / "k.cubin", 1), "k.py");
+    ADD_FAILURE() << "a binding of 1 argument for a 2-parameter kernel was accepted";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("binds 1 arguments, kernel 0 takes 2"), std::string::npos)
+        << e.what();
+  }
+  std::ofstream(dir / "k.cubin", std::ios::binary) << "not an elf";
+  EXPECT_THROW(triton_aot_source(aot_answer(dir / "k.cubin", 2), "k.py"), std::runtime_error);
+  EXPECT_EQ(triton_cuda_target("sm_90a"), "cuda:90:32");
+  EXPECT_EQ(triton_cuda_target("sm_120"), "cuda:120:32");
+  EXPECT_THROW(triton_cuda_target("gfx942"), std::invalid_argument);
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

@@ -65,3 +65,16 @@ def test_interpreter_refuses_bf16_arithmetic_but_not_conversions():
         chain.append(type(err).__name__)
         err = err.__cause__ or err.__context__
     assert "InterpreterGap" in chain, chain
+
+
+def test_aot_scalar_parameters_have_the_bits_tritons_launcher_passes():
+    # Triton 3.6's CUDA launcher passes integers as their C type and floats as the bits of the
+    # parameter's width (driver.py FLOAT_STORAGE_TYPE); the AOT table stores the same bits.
+    import struct
+    assert triton_build._scalar_bits("i32", -100) == 0xFFFFFF9C  # cross_entropy's ignore_index
+    assert triton_build._scalar_bits("i64", -1) == 0xFFFFFFFFFFFFFFFF
+    assert triton_build._scalar_bits("i1", True) == 1
+    assert triton_build._scalar_bits("fp32", 1e-5) == struct.unpack("<I", struct.pack("<f", 1e-5))[0]
+    assert triton_build._scalar_bits("fp16", 1.0) == 0x3C00
+    assert triton_build._scalar_bits("bf16", 1.0) == 0x3F80
+    assert triton_build._SCALAR_BYTES["fp32"] == 4 and triton_build._SCALAR_BYTES["i64"] == 8

@@ -19,6 +19,8 @@
 
 namespace vb {
 
+struct Problem;  // kernels/kernel_type.h
+
 /// One loop the compiler reported as vectorized (from -fopt-info-vec-optimized).
 struct VectorizedLoop {
   std::string file;
@@ -111,6 +113,19 @@ class Backend {
   /// Builds `source` into a library, from the content-hash cache when possible. Never throws
   /// for a bad source: a failed build returns ok=false with the compiler's diagnostics.
   virtual BuildResult build(const std::filesystem::path& source) const = 0;
+  /// True when this backend's libraries are specialized per problem, so that build_for() must be
+  /// given every problem the library will be called with (e.g. Triton's ahead-of-time GPU
+  /// libraries: the Python launch code picks block sizes and grids per shape). Callers that know
+  /// their problems (the evaluator, a model's problem.json) then call build_for(). Default false.
+  virtual bool needs_build_problems() const { return false; }
+  /// Builds `source` into a library serving exactly `problems` (dtypes, shapes and attribute
+  /// values; duplicates allowed). A call with another problem fails with a message naming it.
+  /// Default: build(source) (the library serves any problem). Never throws for a bad source.
+  virtual BuildResult build_for(const std::filesystem::path& source,
+                                const std::vector<Problem>& problems) const {
+    (void)problems;
+    return build(source);
+  }
   /// One line describing the toolchain ("g++ (Debian 12.2.0) -O3 -march=native ...").
   virtual std::string toolchain_description() const = 0;
   /// Where this backend's kernels run.

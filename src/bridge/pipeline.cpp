@@ -206,6 +206,7 @@ json verify_model(const VerifyRequest& a) {
     std::string type, backend;
     const Backend* be;
     json problem;
+    std::vector<Problem> shapes;  ///< what the library must serve (problem.json's shape)
     BuildResult br;
   };
   std::vector<Chosen> chosen;
@@ -219,12 +220,14 @@ json verify_model(const VerifyRequest& a) {
     if (!be) throw BridgeUsageError("unknown backend '" + backend + "'; available: " + backend_names());
     bool improved = false;
     const fs::path src = best_source(d, *mp, *be, &improved);
-    chosen.push_back({d, src, type, backend, be, mp->doc, {}});
+    chosen.push_back({d, src, type, backend, be, mp->doc, {mp->type->make_problem(mp->size, mp->dtype)}, {}});
   }
   // The candidates build in parallel (nvcc takes tens of seconds per kernel; each source has its
   // own cache key and folder).
   parallel_for(static_cast<std::int64_t>(chosen.size()), 1, [&](std::int64_t lo, std::int64_t hi) {
-    for (std::int64_t i = lo; i < hi; ++i) chosen[i].br = chosen[i].be->build(chosen[i].src);
+    for (std::int64_t i = lo; i < hi; ++i) chosen[i].br = chosen[i].be->needs_build_problems()
+                                                          ? chosen[i].be->build_for(chosen[i].src, chosen[i].shapes)
+                                                          : chosen[i].be->build(chosen[i].src);
   });
   json kernels = json::array();
   for (const auto& c : chosen) {

@@ -849,80 +849,17 @@ struct CaseSpec {
   std::string note;
 };
 
-}  // namespace
-
-void clear_oracle_cache() {
-  oracle_cache().clear();
-}
-
-EvalReport evaluate(const KernelType& type, const Backend& backend,
-                    const std::filesystem::path& source, const EvalOptions& opts) {
-  const auto t_start = Clock::now();
-  EvalReport rep;
-  rep.kernel = type.name();
-  rep.backend = backend.name();
-  rep.source = source;
-  rep.seed = opts.seed;
-  rep.fresh_seed = opts.fresh_seed
-                       ? opts.fresh_seed
-                       : splitmix64(static_cast<std::uint64_t>(
-                             std::chrono::system_clock::now().time_since_epoch().count())) %
-                             1000000007ULL;
-  for (const char* n : kStageNames) rep.stages.push_back({n, "NOT RUN", 0, 0, ""});
-  std::optional<Session> session;
-  auto finish = [&] {
-    if (session && !opts.sanitizer.empty()) {
-      // compute-sanitizer's findings fail the candidate whatever the stages said.
-      const SanitizerFindings f = backend.sanitizer()->parse_log(session->finish_sanitizer());
-      if (f.errors > 0 || (!f.saw_summary && !f.first.empty())) {
-        const std::string before = rep.verdict == "PASS" ? "" : " (evaluator: " + rep.reason + ")";
-        rep.verdict = "FAIL";
-        rep.guard = "sanitizer";
-        if (rep.failed_stage.empty()) rep.failed_stage = "sanitizer";
-        rep.reason = fmt::format("compute-sanitizer {}: {} error(s): {}{}", opts.sanitizer,
-                                 f.errors, f.first, before);
-      }
-    }
-    rep.seconds = std::chrono::duration<double>(Clock::now() - t_start).count();
-    return rep;
-  };
-
-  if (opts.progress) opts.progress(fmt::format("[build] {} ({})", source.string(), backend.name()));
-  rep.build = backend.build(source);
-  {
-    // The ladder's source screen says what rung 0 would reject (a warning here: the runner's
-    // sandbox contains process, file and socket calls).
-    std::ifstream f(source);
-    std::stringstream text;
-    text << f.rdbuf();
-    for (const auto& finding : backend.screen_source(text.str()))
-      rep.warnings.push_back("source screen (ladder rung 0 rejects this source for every target): " +
-                             finding);
-  }
-  if (!rep.build.ok) {
-    rep.verdict = "FAIL";
-    rep.failed_stage = "build";
-    rep.guard = "build";
-    const auto& d = rep.build.diagnostics;
-    auto pos = d.find(": error:");  // GCC and Clang: "file:line:col: error: message"
-    if (pos == std::string::npos) pos = d.find("error");
-    std::string line = pos == std::string::npos ? d : d.substr(d.rfind('\n', pos) + 1);
-    line = line.substr(0, line.find('\n'));
-    rep.reason = "compilation failed: " + (line.empty() ? std::string("see diagnostics") : line);
-    return finish();
-  }
-
-  session.emplace(type, backend, opts, rep);
-  Session& s = *session;
-  if (!s.start(rep.build.library.string())) return finish();
-
-  // Build the case list of each stage.
+// The case list of each of the five stages under `opts` (fresh-seed cases use `fresh_seed`);
+// `skipped` gets, per stage, what --quick left out ("" when nothing).
+std::vector<std::vector<CaseSpec>> stage_cases(const KernelType& type, const EvalOptions& opts,
+                                               std::uint64_t fresh_seed,
+                                               std::vector<std::string>& skipped) {
+  skipped.assign(5, "");
   const std::vector<DType>& dts = opts.dtypes;
   std::vector<std::vector<CaseSpec>> stages(5);
-  std::vector<std::string> skipped(5);
   for (DType d : dts) {
     stages[0].push_back({type.smoke_size(), d, "normal", opts.seed, ""});
-    stages[0].push_back({type.smoke_size(), d, "normal", rep.fresh_seed, "fresh_inputs"});
+    stages[0].push_back({type.smoke_size(), d, "normal", fresh_seed, "fresh_inputs"});
   }
   auto tests = type.test_sizes();
   if (opts.quick && tests.size() > 1) {
@@ -960,8 +897,102 @@ EvalReport evaluate(const KernelType& type, const Backend& backend,
   for (const auto& sz : edges)
     for (DType d : dts) {
       stages[4].push_back({sz, d, "normal", opts.seed, ""});
-      if (!opts.quick) stages[4].push_back({sz, d, "normal", rep.fresh_seed, "fresh seed"});
+      if (!opts.quick) stages[4].push_back({sz, d, "normal", fresh_seed, "fresh seed"});
     }
+  return stages;
+}
+
+}  // namespace
+
+std::vector<Problem> evaluation_problems(const KernelType& type, const Backend& backend,
+                                         const EvalOptions& opts) {
+  std::vector<std::string> skipped;
+  std::vector<Problem> out;
+  if (opts.correctness)
+    for (const auto& stage : stage_cases(type, opts, /*fresh_seed=*/0, skipped))
+      for (const auto& c : stage) out.push_back(type.make_problem(c.size, c.dtype));
+  // `vladbud bench`'s in-use check calls the library outside the sandbox at the smoke size in
+  // the timing dtype (bridge/in_use.cpp).
+  out.push_back(type.make_problem(type.smoke_size(), opts.timing_dtype));
+  if (opts.timing && !backend.device().emulated() && opts.sanitizer.empty()) {
+    const Size tsize = opts.timing_size ? *opts.timing_size : type.benchmark_size(backend.device().kind());
+    out.push_back(type.make_problem(tsize, opts.timing_dtype));
+  }
+  return out;
+}
+
+void clear_oracle_cache() {
+  oracle_cache().clear();
+}
+
+EvalReport evaluate(const KernelType& type, const Backend& backend,
+                    const std::filesystem::path& source, const EvalOptions& opts) {
+  const auto t_start = Clock::now();
+  EvalReport rep;
+  rep.kernel = type.name();
+  rep.backend = backend.name();
+  rep.source = source;
+  rep.seed = opts.seed;
+  rep.fresh_seed = opts.fresh_seed
+                       ? opts.fresh_seed
+                       : splitmix64(static_cast<std::uint64_t>(
+                             std::chrono::system_clock::now().time_since_epoch().count())) %
+                             1000000007ULL;
+  for (const char* n : kStageNames) rep.stages.push_back({n, "NOT RUN", 0, 0, ""});
+  std::optional<Session> session;
+  auto finish = [&] {
+    if (session && !opts.sanitizer.empty()) {
+      // compute-sanitizer's findings fail the candidate whatever the stages said.
+      const SanitizerFindings f = backend.sanitizer()->parse_log(session->finish_sanitizer());
+      if (f.errors > 0 || (!f.saw_summary && !f.first.empty())) {
+        const std::string before = rep.verdict == "PASS" ? "" : " (evaluator: " + rep.reason + ")";
+        rep.verdict = "FAIL";
+        rep.guard = "sanitizer";
+        if (rep.failed_stage.empty()) rep.failed_stage = "sanitizer";
+        rep.reason = fmt::format("compute-sanitizer {}: {} error(s): {}{}", opts.sanitizer,
+                                 f.errors, f.first, before);
+      }
+    }
+    rep.seconds = std::chrono::duration<double>(Clock::now() - t_start).count();
+    return rep;
+  };
+
+  std::vector<std::string> skipped;
+  const std::vector<std::vector<CaseSpec>> stages = stage_cases(type, opts, rep.fresh_seed, skipped);
+  const Size tsize = opts.timing_size ? *opts.timing_size : type.benchmark_size(backend.device().kind());
+  const Problem tp = type.make_problem(tsize, opts.timing_dtype);
+
+  if (opts.progress) opts.progress(fmt::format("[build] {} ({})", source.string(), backend.name()));
+  // A backend whose libraries are specialized per problem is built for every case of this run.
+  rep.build = backend.needs_build_problems()
+                  ? backend.build_for(source, evaluation_problems(type, backend, opts))
+                  : backend.build(source);
+  {
+    // The ladder's source screen says what rung 0 would reject (a warning here: the runner's
+    // sandbox contains process, file and socket calls).
+    std::ifstream f(source);
+    std::stringstream text;
+    text << f.rdbuf();
+    for (const auto& finding : backend.screen_source(text.str()))
+      rep.warnings.push_back("source screen (ladder rung 0 rejects this source for every target): " +
+                             finding);
+  }
+  if (!rep.build.ok) {
+    rep.verdict = "FAIL";
+    rep.failed_stage = "build";
+    rep.guard = "build";
+    const auto& d = rep.build.diagnostics;
+    auto pos = d.find(": error:");  // GCC and Clang: "file:line:col: error: message"
+    if (pos == std::string::npos) pos = d.find("error");
+    std::string line = pos == std::string::npos ? d : d.substr(d.rfind('\n', pos) + 1);
+    line = line.substr(0, line.find('\n'));
+    rep.reason = "compilation failed: " + (line.empty() ? std::string("see diagnostics") : line);
+    return finish();
+  }
+
+  session.emplace(type, backend, opts, rep);
+  Session& s = *session;
+  if (!s.start(rep.build.library.string())) return finish();
 
   const Device& device = backend.device();
   std::string inconclusive;  // the first inconclusive case, "" when none
@@ -1085,8 +1116,6 @@ EvalReport evaluate(const KernelType& type, const Backend& backend,
     return finish();
   }
   TimingResult tr;
-  const Size tsize = opts.timing_size ? *opts.timing_size : type.benchmark_size(backend.device().kind());
-  const Problem tp = type.make_problem(tsize, opts.timing_dtype);
   tr.size_label = tsize.label;
   tr.load_average = system_load_average();
   tr.dtype = opts.timing_dtype;

@@ -122,6 +122,15 @@ struct EvalReport {
   }
 };
 
+/// Every problem evaluate(type, backend, source, opts) may call the kernel with: each stage's
+/// cases under `opts` (dtypes, --quick; none when opts.correctness is false) and, when it
+/// times, the timing problem; and the smoke size in the timing dtype (bench's in-use check);
+/// duplicates
+/// included. What a backend whose libraries are specialized per problem
+/// (Backend::needs_build_problems) is built for, before the first case runs.
+std::vector<Problem> evaluation_problems(const KernelType& type, const Backend& backend,
+                                         const EvalOptions& opts);
+
 /// Evaluates `source` as a kernel of type `type` on backend `backend`. Never throws for a bad
 /// candidate (that is a verdict); throws std::runtime_error only for harness problems (runner
 /// binary missing, out of memory for the arena).

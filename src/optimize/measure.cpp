@@ -97,6 +97,39 @@ namespace {
 // back to PASS in measure()). At merge: keep main's evaluator and write `o.correctness = false`.
 void timing_only(EvalOptions& o) { o.correctness = false; }
 
+// The evaluator's options for one measurement mode of `p` (`screen`: the quick screen's size).
+EvalOptions mode_options(const KernelProblem& p, EvalMode mode, const Size& screen) {
+  EvalOptions o;
+  o.timing_size = p.size;
+  o.timing_dtype = p.dtype;
+  switch (mode) {
+    case EvalMode::Quick:
+      // The screen: timing only (the timed calls' outputs, guard bands and inputs are still
+      // verified), three calls. The five stages run only for candidates that pass it.
+      o.timing_size = screen;  // a reduced size when the sets are large (screen_size_for)
+      o.quick = true;
+      timing_only(o);
+      o.min_time_s = 0.001;  // three calls suffice for a screen
+      o.max_time_s = 0.3;
+      o.min_reps = 3;
+      // At the problem's size: the fewest rotating sets (their generation and verification
+      // dominate a screen). A reduced screen's sets are small: they rotate over more than
+      // 2x the cache as a full timing's do, so it sees the memory traffic the problem does.
+      if (screen.label == p.size.label) o.llc_bytes = 1;
+      break;
+    case EvalMode::Full:
+      o.timing = false;
+      break;
+    case EvalMode::TimingOnly:
+      o.quick = true;
+      timing_only(o);
+      o.min_time_s = 0.05;
+      o.max_time_s = 0.5;
+      break;
+  }
+  return o;
+}
+
 class EvaluatorMeasurer : public Measurer {
  public:
   EvaluatorMeasurer(const KernelProblem& p, const KernelType& t, const Backend& b,
@@ -109,35 +142,8 @@ class EvaluatorMeasurer : public Measurer {
   }
 
   Measurement measure(const std::filesystem::path& source, EvalMode mode) override {
-    EvalOptions o;
-    o.timing_size = problem_.size;
-    o.timing_dtype = problem_.dtype;
+    EvalOptions o = mode_options(problem_, mode, screen_);
     o.progress = progress_;
-    switch (mode) {
-      case EvalMode::Quick:
-        // The screen: timing only (the timed calls' outputs, guard bands and inputs are still
-        // verified), three calls. The five stages run only for candidates that pass it.
-        o.timing_size = screen_;  // a reduced size when the sets are large (screen_size_for)
-        o.quick = true;
-        timing_only(o);
-        o.min_time_s = 0.001;  // three calls suffice for a screen
-        o.max_time_s = 0.3;
-        o.min_reps = 3;
-        // At the problem's size: the fewest rotating sets (their generation and verification
-        // dominate a screen). A reduced screen's sets are small: they rotate over more than
-        // 2x the cache as a full timing's do, so it sees the memory traffic the problem does.
-        if (screen_.label == problem_.size.label) o.llc_bytes = 1;
-        break;
-      case EvalMode::Full:
-        o.timing = false;
-        break;
-      case EvalMode::TimingOnly:
-        o.quick = true;
-        timing_only(o);
-        o.min_time_s = 0.05;
-        o.max_time_s = 0.5;
-        break;
-    }
     Measurement m;
     EvalReport r;
     bool build_cached = false;
@@ -222,7 +228,15 @@ json run_measure_task(const std::filesystem::path& dir, const std::filesystem::p
   if (!std::filesystem::is_regular_file(file))
     throw std::invalid_argument("--measure '" + file.string() + "' is not a file");
   if (mode == "build") {
-    const BuildResult b = require_backend(p.backend).build(file);
+    // A backend whose libraries are specialized per problem is built for the full check's
+    // problems (every stage; the mode that needs them all), which its evaluation then finds
+    // in the cache.
+    const Backend& be = require_backend(p.backend);
+    const KernelType* t = find_kernel_type(p.kernel);
+    const BuildResult b =
+        be.needs_build_problems() && t
+            ? be.build_for(file, evaluation_problems(*t, be, mode_options(p, EvalMode::Full, p.size)))
+            : be.build(file);
     return {{"ok", b.ok}, {"seconds", b.seconds}, {"cached", b.cached},
             {"diagnostics", b.ok ? std::string() : b.diagnostics.substr(0, 4000)}};
   }

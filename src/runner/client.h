@@ -115,6 +115,11 @@ class RunnerClient {
   /// 1 MiB), including compute-sanitizer's findings and "ERROR SUMMARY" lines.
   const std::string& sanitizer_log() const { return sanitizer_log_; }
 
+  /// The last few KiB (at least 4) the runner process wrote to its stdout and stderr since the
+  /// last start(), as far as they were read while waiting for replies: the candidate's and the
+  /// driver's diagnostics (the tests' mock driver writes its launch records there).
+  const std::string& output_tail() const { return stderr_tail_; }
+
   /// "" when the last start() gave the runner a private file system view (issue 18 class 5):
   /// its own mount and IPC namespaces, every inherited mount read-only, and a fresh empty
   /// tmpfs on /tmp, /var/tmp and /dev/shm (TMPDIR=/tmp) that disappears with the runner, so

@@ -5,19 +5,32 @@
 // sandboxed runner) and stores it in the content-hash cache; the "library" the runner loads is
 // that source. Without a GPU the device is Triton's interpreter (backends/triton/
 // triton_device.h), hosted by the Python runner.
+//
+// With an NVIDIA GPU (detected through the driver, unless VB_TRITON_INTERPRET=1) the device is
+// the CUDA device and the runner is the C++ one (flavour cuda: isolation, staging, guard bands,
+// poison, device-event timing), and build_for() makes an ahead-of-time library
+// (backends/triton/aot.h): the cubins Triton compiles for the problems the caller lists, with a
+// C++ launch table, exporting the same kernel ABI as a CUDA backend library -- which is also
+// what a model's compiled torch op loads, with no Python on the per-call path.
 #include <fmt/format.h>
 #include <unistd.h>
 
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <map>
+#include <mutex>
 #include <regex>
 
 #include "backends/backend.h"
+#include "backends/cuda/cuda_backend.h"
+#include "backends/cuda/cuda_device.h"
+#include "backends/triton/aot.h"
 #include "backends/triton/toolchain.h"
 #include "backends/triton/triton_device.h"
 #include "core/paths.h"
 #include "core/process.h"
 #include "runner/protocol.h"
+#include "targets/nvidia_detect.h"
 
 namespace vb {
 
@@ -56,13 +69,53 @@ class PythonParamSyntax final : public ParamSyntax {
   }
 };
 
+// True when Triton kernels run on the local NVIDIA GPU: a GPU is detected through the driver
+// ($VB_LIBCUDA or libcuda.so.1) and VB_TRITON_INTERPRET is not "1". Remembered per driver path
+// (tests switch $VB_LIBCUDA to the mock driver).
+bool on_gpu() {
+  const char* interp = std::getenv("VB_TRITON_INTERPRET");
+  if (interp && std::string(interp) == "1") return false;
+  static std::mutex mu;
+  static std::map<std::string, bool> known;
+  const char* lib = std::getenv("VB_LIBCUDA");
+  const std::string key = lib ? lib : "";
+  std::lock_guard<std::mutex> l(mu);
+  auto it = known.find(key);
+  if (it == known.end()) it = known.emplace(key, !detect_nvidia_gpus().empty()).first;
+  return it->second;
+}
+
 class TritonBackend final : public Backend {
  public:
   std::string name() const override { return "triton"; }
   std::string source_extension() const override { return ".py"; }
-  // A Triton source reaches a model only once its ahead-of-time path exists (issue 17 step 2).
-  bool serves_torch_ops() const override { return false; }
-  const Device& device() const override { return triton_interpreter_device(); }
+  // On a GPU an ahead-of-time library exports the kernel ABI on device memory, which the
+  // compiled torch op loads; the interpreter's "library" is a Python source, which it cannot.
+  bool serves_torch_ops() const override { return on_gpu(); }
+  const Device& device() const override {
+    return on_gpu() ? cuda_device() : triton_interpreter_device();
+  }
+  // GPU libraries are specialized per problem (aot.h); the interpreter runs any problem.
+  bool needs_build_problems() const override { return on_gpu(); }
+  // The CUDA architecture (shared with the cuda backend's --arch / VB_CUDA_ARCH / detection).
+  bool has_target_arch() const override { return on_gpu(); }
+  void set_target_arch(const std::string& arch) const override {
+    if (!on_gpu()) return Backend::set_target_arch(arch);  // the interpreter has none: throws
+    set_cuda_arch(arch);
+  }
+
+  BuildResult build_for(const fs::path& source, const std::vector<Problem>& problems) const override {
+    if (!on_gpu()) return build(source);
+    std::string arch;
+    try {
+      arch = cuda_arch();
+    } catch (const std::exception& e) {
+      BuildResult r;
+      r.diagnostics = std::string("error: ") + e.what();
+      return r;
+    }
+    return build_triton_aot(source, problems, arch);
+  }
 
   std::string toolchain_description() const override {
     const auto& tc = triton_toolchain();
@@ -92,7 +145,22 @@ class TritonBackend final : public Backend {
 )";
   }
 
+  // The static check and the cached copy of the source (the interpreter runner's "library").
+  // On a GPU that is no runnable library: the caller must list its problems (build_for).
   BuildResult build(const fs::path& source) const override {
+    if (on_gpu()) {
+      BuildResult r;
+      r.diagnostics =
+          "error: on a GPU a Triton kernel is built ahead of time for the problems it will serve "
+          "(its Python launch code specializes every launch per shape), and this caller gave "
+          "none; fix: build through a caller that lists them (vladbud bench / optimize / verify "
+          "do), or set VB_TRITON_INTERPRET=1 to use the Triton interpreter";
+      return r;
+    }
+    return check_and_cache(source);
+  }
+
+  BuildResult check_and_cache(const fs::path& source) const {
     BuildResult r;
     std::string src;
     try {

@@ -53,7 +53,8 @@ class TritonInterpreterDevice final : public Device {
   std::string timing_unavailable() const override {
     return "the Triton interpreter only checks correctness (ladder rung 2) and is never timed, "
            "so candidates cannot be compared here: optimizing a Triton kernel needs an NVIDIA or "
-           "AMD GPU with the triton backend's GPU path (issue 17 step 2, not built yet); here, "
+           "AMD GPU (on an NVIDIA GPU the triton backend builds ahead-of-time cubins and runs them in "
+           "the C++ runner, timed by device events); here, "
            "check a variant's correctness with `vladbud bench --backend triton --kernel TYPE "
            "--source FILE --quick --check-dtypes fp32`, or rank variants for a GPU from the "
            "compile-only rungs with `vladbud rank TYPE --backend triton --variants DIR "

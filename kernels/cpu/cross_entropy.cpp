@@ -81,6 +81,14 @@ inline float chunk_sumexp(const float* __restrict x, i64 n, float m, const char*
       for (int k = 0; k < LANES / 16; ++k)
         a[k] = _mm512_add_ps(a[k], vbk::exp_f32x16(_mm512_sub_ps(_mm512_loadu_ps(x + i + 16 * k), mv)));
     }
+    // The tail (< LANES elements) by masked vectors: every logit's exp is the same function.
+    for (int k = 0; k < LANES / 16 && i + 16 * k < n; ++k) {
+      const i64 left = n - (i + 16 * k);
+      const __mmask16 mk = left >= 16 ? __mmask16(0xffff) : __mmask16((1u << left) - 1u);
+      const __m512 e = vbk::exp_f32x16(_mm512_sub_ps(_mm512_maskz_loadu_ps(mk, x + i + 16 * k), mv));
+      a[k] = _mm512_mask_add_ps(a[k], mk, a[k], e);
+    }
+    i = n;
     for (int k = 0; k < LANES / 16; ++k) _mm512_storeu_ps(acc + 16 * k, a[k]);
   }
 #endif

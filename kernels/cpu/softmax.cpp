@@ -44,7 +44,7 @@
 #ifndef PREFETCH_NEXT
 #define PREFETCH_NEXT 1
 #endif
-// @vb-param WRITE_BLOCK 512 {256,512,1024,2048}  elements per block of the pipelined pass 2 / output
+// @vb-param WRITE_BLOCK 512 {512,1024,2048}  elements per block of the pipelined pass 2 / output (>= 512: fp16/bf16 non-temporal stores need 512)
 #ifndef WRITE_BLOCK
 #define WRITE_BLOCK 512
 #endif
@@ -104,7 +104,17 @@ inline void exp_shift_acc(const float* x, float* y, i64 i0, i64 i1, float m, con
         a[k] = _mm512_add_ps(a[k], e);
       }
     }
+    // The tail (< LANES elements, starting on a lane boundary) by masked vectors, so every
+    // element's exp is the same function whatever its position (equal inputs, equal outputs).
+    for (int k = 0; k < LANES / 16 && i + 16 * k < i1; ++k) {
+      const i64 left = i1 - (i + 16 * k);
+      const __mmask16 mk = left >= 16 ? __mmask16(0xffff) : __mmask16((1u << left) - 1u);
+      const __m512 e = vbk::exp_f32x16(_mm512_sub_ps(_mm512_maskz_loadu_ps(mk, x + i + 16 * k), mv));
+      _mm512_mask_storeu_ps(y + i + 16 * k, mk, e);
+      a[k] = _mm512_mask_add_ps(a[k], mk, a[k], e);
+    }
     for (int k = 0; k < LANES / 16; ++k) _mm512_storeu_ps(acc + 16 * k, a[k]);
+    return;
   }
 #endif
   for (; i + LANES <= i1; i += LANES) {

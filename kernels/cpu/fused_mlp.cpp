@@ -18,13 +18,9 @@
 #include "vb_kernel.h"
 
 // Tunable parameters (read by `vladbud optimize`; the defaults are the starter's behaviour):
-// @vb-param MR_TILE 0 {0,4,6,8,12}  weight rows of the register tile (with NV_TILE; 0 = chosen per call)
-#ifndef MR_TILE
-#define MR_TILE 0
-#endif
-// @vb-param NV_TILE 0 {0,2,3,4}  token-lane vectors of the register tile (with MR_TILE; 0 = chosen per call)
-#ifndef NV_TILE
-#define NV_TILE 0
+// @vb-param TILE 0 {0,1,2,3}  register tile: 0 = chosen per call from the token count, k = the target's k-th tile (VB_TILES; past the last: the last)
+#ifndef TILE
+#define TILE 0
 #endif
 
 #include <omp.h>
@@ -55,15 +51,18 @@ constexpr int V = static_cast<int>(hn::MaxLanes(Df()));  // fp32 lanes: 8 AVX2, 
 // with AVX-512's 8×3 tile (48 lanes) B = 64 tokens runs 96 lanes, a third of the FMAs wasted.
 // Each target therefore offers a few tiles of the same accumulator count and a call picks,
 // from B alone, the one that pads least (ties: the first listed), so results stay a function
-// of the shape. MR_TILE/NV_TILE (tunables) fix one tile instead.
+// of the shape. TILE (tunable) fixes one of the listed tiles instead.
 #if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
 constexpr int kRegs = 32;  // AVX-512: 24 accumulators + NV B vectors + 1 broadcast
+constexpr bool kWeightRegsPerRow = false;
 #define VB_TILES(X) X(8, 3) X(12, 2) X(6, 4)
 #elif HWY_ARCH_ARM_A64
 constexpr int kRegs = 32;  // NEON: MR·NV accumulators + NV B + MR weights (fmla by lane)
+constexpr bool kWeightRegsPerRow = true;
 #define VB_TILES(X) X(8, 2) X(4, 4)
 #else
 constexpr int kRegs = 16;  // AVX2/SSE4: 12 accumulators + NV B + 1 broadcast
+constexpr bool kWeightRegsPerRow = false;
 #define VB_TILES(X) X(6, 2) X(4, 3)
 #endif
 constexpr int KC = 256;  // depth of one slice (Aᵀ micro-panel KC×NR×4 = 16 KiB at NR = 16, L1)
@@ -75,7 +74,8 @@ constexpr int KC = 256;  // depth of one slice (Aᵀ micro-panel KC×NR×4 = 16 
 template <int MR, int NV>
 HWY_ATTR void micro_kernel(int kc, const float* HWY_RESTRICT a, const float* HWY_RESTRICT b,
                            float* HWY_RESTRICT c, i64 ldc) {
-  static_assert(MR * NV + NV + 1 <= kRegs, "register tile exceeds the register file");
+  static_assert(MR * NV + NV + (kWeightRegsPerRow ? MR : 1) <= kRegs,
+                "register tile exceeds the register file");
   constexpr int NR = NV * V;
   const Df d;
   hn::Vec<Df> acc[MR][NV];
@@ -171,20 +171,22 @@ bool gemm_nt_tile(i64 M, i64 N, i64 K, const void* A, Dt dta, i64 lda, const voi
   return !oom;
 }
 
-/// The register tile a GEMM with M token rows uses: MR_TILE × NV_TILE when both are set, else
-/// the target's tile (VB_TILES) that pads M least, the first listed on a tie.
+/// The register tile a GEMM with M token rows uses: the TILE-th of the target's tiles
+/// (VB_TILES, counted from 1; past the last: the last) when TILE > 0, else the one that pads M
+/// least, the first listed on a tie.
 struct TileChoice {
   int mr = 0, nv = 0;
 };
 TileChoice choose_tile(i64 M) {
-  if (MR_TILE > 0 && NV_TILE > 0) return {MR_TILE, NV_TILE};
   TileChoice best;
   i64 best_lanes = -1;
+  int index = 0;
 #define VB_CONSIDER(mr_, nv_)                                      \
   {                                                                \
+    ++index;                                                       \
     const i64 nr = static_cast<i64>(nv_) * V;                      \
     const i64 lanes = (M + nr - 1) / nr * nr;                      \
-    if (best_lanes < 0 || lanes < best_lanes) {                    \
+    if (TILE > 0 ? index <= TILE : (best_lanes < 0 || lanes < best_lanes)) { \
       best = {mr_, nv_};                                           \
       best_lanes = lanes;                                          \
     }                                                              \
@@ -198,16 +200,11 @@ TileChoice choose_tile(i64 M) {
 bool gemm_nt(i64 M, i64 N, i64 K, const void* A, Dt dta, i64 lda, const void* W, Dt dtw, void* C,
              Dt dtc, i64 ldc) {
   const TileChoice t = choose_tile(M);
-#if MR_TILE > 0 && NV_TILE > 0
-  (void)t;
-  return gemm_nt_tile<MR_TILE, NV_TILE>(M, N, K, A, dta, lda, W, dtw, C, dtc, ldc);
-#else
 #define VB_DISPATCH(mr_, nv_) \
   if (t.mr == (mr_) && t.nv == (nv_)) return gemm_nt_tile<mr_, nv_>(M, N, K, A, dta, lda, W, dtw, C, dtc, ldc);
   VB_TILES(VB_DISPATCH)
 #undef VB_DISPATCH
   return false;  // unreachable: choose_tile returns a listed tile
-#endif
 }
 
 /// h = silu(g) ⊙ u = g / (1 + exp(-g)) · u, in place in g.

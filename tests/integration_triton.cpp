@@ -351,6 +351,16 @@ TEST(TritonRun, AnUnknownRemoteFamilyOrBackendIsAUsageErrorNamingTheKnownOnes) {
   EXPECT_EQ(be.exit_code, 2) << be.out << be.err;
   EXPECT_NE(be.err.find("unknown --remote-backend 'pallas'"), std::string::npos) << be.err;
   EXPECT_NE(be.err.find("triton"), std::string::npos) << be.err;
+  // Checked before any local work: nothing was evaluated or detected first.
+  for (const auto* r : {&fam, &be})
+    EXPECT_EQ(r->err.find("local target"), std::string::npos) << r->err;
+  // none with families, and a --remote-backend that would climb nothing, are refused too.
+  const auto mixed = vladbud({"run", "softmax", "--no-cpu", "--remote", "none,amd"});
+  EXPECT_EQ(mixed.exit_code, 2) << mixed.err;
+  EXPECT_NE(mixed.err.find("--remote none cannot be combined"), std::string::npos) << mixed.err;
+  const auto idle = vladbud({"run", "softmax", "--no-cpu", "--remote-backend", "triton"});
+  EXPECT_EQ(idle.exit_code, 2) << idle.err;
+  EXPECT_NE(idle.err.find("give --remote FAMILY"), std::string::npos) << idle.err;
 }
 
 TEST(TritonRank, AnUnknownTargetIsAUsageErrorListingTheKnownOnes) {

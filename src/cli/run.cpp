@@ -45,6 +45,53 @@ void run_run(const RunArgs& a) {
     }
     types.push_back(kt);
   }
+  // --remote and --remote-backend are checked before any local work, so a typo costs nothing.
+  // --remote names target families (ladder::target_family: cpu, nvidia, amd), or none.
+  std::vector<std::string> families;
+  bool none = false;
+  for (const auto& w : a.remote) {
+    if (w == "none") none = true;
+    else if (std::find(families.begin(), families.end(), w) == families.end()) families.push_back(w);
+  }
+  if (none && !families.empty()) {
+    std::cerr << "vladbud run: --remote none cannot be combined with target families\n";
+    throw CLI::RuntimeError(kUsage);
+  }
+  const bool climb = (a.all || a.remote_given) && !families.empty();
+  if (!a.remote_backend.empty()) {
+    if (!find_backend(a.remote_backend)) {
+      std::cerr << "vladbud run: unknown --remote-backend '" << a.remote_backend
+                << "'; available: " << backend_names() << "\n";
+      throw CLI::RuntimeError(kUsage);
+    }
+    if (!climb) {
+      std::cerr << "vladbud run: --remote-backend picks the starters of remote targets: give "
+                   "--remote FAMILY (cpu, nvidia, amd) or --all\n";
+      throw CLI::RuntimeError(kUsage);
+    }
+  }
+  std::vector<TargetSpec> remote;
+  if (climb) {
+    std::vector<std::pair<std::string, std::vector<TargetSpec>>> by_family;
+    try {
+      by_family = ladder::remote_targets_by_family();
+    } catch (const std::exception& e) {
+      std::cerr << "vladbud run: remote targets skipped: " << e.what() << "\n";
+    }
+    for (const auto& f : families) {
+      auto it = std::find_if(by_family.begin(), by_family.end(),
+                             [&](const auto& g) { return g.first == f; });
+      if (it == by_family.end() && !by_family.empty()) {
+        std::string k;
+        for (const auto& g : by_family) k += (k.empty() ? "" : ", ") + g.first;
+        std::cerr << "vladbud run: --remote: no remote targets of family '" << f
+                  << "'; choose from " << k << " (comma-separated), or none\n";
+        throw CLI::RuntimeError(kUsage);
+      }
+      if (it != by_family.end())
+        for (const auto& t : it->second) remote.push_back(t);
+    }
+  }
   EvalOptions o;
   o.quick = a.quick;
   const auto dt = parse_dtype(a.dtype);
@@ -123,38 +170,11 @@ void run_run(const RunArgs& a) {
       std::cerr << "vladbud run: " << none << be->name() << " backend skipped (" << why << ")\n";
     }
   }
-  // Remote targets (--all, or a single kernel with --remote): the starters climbed up the
-  // confidence ladder (rungs 0, 1, 3; rung 2 natively/under QEMU only with --emulate, which takes
-  // minutes more). --remote names target families (ladder::remote_families: cpu, nvidia, amd).
-  std::vector<TargetSpec> remote;
+  // Remote targets: the starters climbed up the confidence ladder (rungs 0, 1, 3; rung 2
+  // natively/under QEMU only with --emulate, which takes minutes more), after the local ones.
   std::vector<std::vector<ladder::ClimbResult>> climbs;
-  std::vector<std::string> families;
-  for (const auto& w : a.remote)
-    if (w != "none" && std::find(families.begin(), families.end(), w) == families.end())
-      families.push_back(w);
-  if (!a.remote_backend.empty() && !find_backend(a.remote_backend)) {
-    std::cerr << "vladbud run: unknown --remote-backend '" << a.remote_backend
-              << "'; available: " << backend_names() << "\n";
-    throw CLI::RuntimeError(kUsage);
-  }
-  if ((a.all || a.remote_given) && !families.empty()) {
-    std::vector<std::string> known;
+  if (!remote.empty()) {
     try {
-      known = ladder::remote_families();
-    } catch (const std::exception& e) {
-      std::cerr << "vladbud run: remote targets skipped: " << e.what() << "\n";
-    }
-    for (const auto& f : families)
-      if (!known.empty() && std::find(known.begin(), known.end(), f) == known.end()) {
-        std::string k;
-        for (const auto& x : known) k += (k.empty() ? "" : ", ") + x;
-        std::cerr << "vladbud run: --remote: no remote targets of family '" << f
-                  << "'; choose from " << k << " (comma-separated), or none\n";
-        throw CLI::RuntimeError(kUsage);
-      }
-    try {
-      for (const auto& f : families)
-        for (auto& t : ladder::remote_targets_of_family(f)) remote.push_back(std::move(t));
       ladder::ClimbOptions lo;
       lo.quick = true;
       lo.max_rung = 3;

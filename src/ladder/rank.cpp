@@ -486,43 +486,17 @@ std::string target_family(const TargetSpec& t) {
   return v;
 }
 
-namespace {
-
-// Every climber's remote targets, each once, in climber order.
-std::vector<TargetSpec> all_remote_targets() {
-  std::vector<TargetSpec> out;
+std::vector<std::pair<std::string, std::vector<TargetSpec>>> remote_targets_by_family() {
+  std::vector<std::pair<std::string, std::vector<TargetSpec>>> out;
   std::set<std::string> seen;
   for (const TargetClimber* c : all_climbers())
-    for (auto& t : c->remote_targets())
-      if (seen.insert(t.id).second) out.push_back(std::move(t));
-  return out;
-}
-
-}  // namespace
-
-std::vector<std::string> remote_families() {
-  std::vector<std::string> out;
-  for (const auto& t : all_remote_targets()) {
-    const std::string f = target_family(t);
-    if (std::find(out.begin(), out.end(), f) == out.end()) out.push_back(f);
-  }
-  return out;
-}
-
-std::vector<TargetSpec> remote_targets_of_family(const std::string& family) {
-  std::vector<TargetSpec> out;
-  std::vector<std::string> families;
-  for (auto& t : all_remote_targets()) {
-    const std::string f = target_family(t);
-    if (std::find(families.begin(), families.end(), f) == families.end()) families.push_back(f);
-    if (f == family) out.push_back(std::move(t));
-  }
-  if (std::find(families.begin(), families.end(), family) == families.end()) {
-    std::string names;
-    for (const auto& f : families) names += (names.empty() ? "" : ", ") + f;
-    throw std::invalid_argument("no remote targets of family '" + family + "'; the climbers offer: " +
-                                (names.empty() ? std::string("none") : names));
-  }
+    for (auto& t : c->remote_targets()) {
+      if (!seen.insert(t.id).second) continue;
+      const std::string f = target_family(t);
+      auto it = std::find_if(out.begin(), out.end(), [&](const auto& g) { return g.first == f; });
+      if (it == out.end()) it = out.insert(out.end(), {f, {}});
+      it->second.push_back(std::move(t));
+    }
   return out;
 }
 
@@ -670,6 +644,15 @@ std::string format_remote_table(const std::vector<TargetSpec>& targets,
     o += "\n";
   }
   o += "(rN = highest rung reached: 1 static signals, 2 correctness, 3 analytical; estimate with its band)\n";
+  std::vector<std::string> reasons;  // why cells were rejected, each reason once
+  for (const auto& per_target : results)
+    for (const auto& r : per_target)
+      if (r.rejected && !r.stop_reason.empty() &&
+          std::find(reasons.begin(), reasons.end(), r.stop_reason) == reasons.end())
+        reasons.push_back(r.stop_reason);
+  for (std::size_t i = 0; i < reasons.size() && i < 5; ++i) o += "rejected: " + reasons[i] + "\n";
+  if (reasons.size() > 5)
+    o += fmt::format("rejected: ... {} more reasons (--json has each)\n", reasons.size() - 5);
   return o;
 }
 

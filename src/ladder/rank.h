@@ -180,14 +180,11 @@ std::vector<std::vector<ClimbResult>> climb_starters(const std::vector<const Ker
 /// backend names.
 std::string target_family(const TargetSpec& t);
 
-/// The families (target_family) of the remote targets some climber offers, in climber order
-/// ("cpu", "nvidia", "amd" with the spec DB shipped here).
-std::vector<std::string> remote_families();
-
-/// The remote targets of `family` that the climbers offer (TargetClimber::remote_targets, each
-/// target once, in climber order). Throws std::invalid_argument for a family no climber offers,
-/// naming the ones that exist.
-std::vector<TargetSpec> remote_targets_of_family(const std::string& family);
+/// Every climber's remote targets (TargetClimber::remote_targets, each target once) grouped by
+/// target_family, families in climber order ("cpu", "nvidia", "amd" with the spec DB shipped
+/// here). Asks each climber once (the NVIDIA ones detect the local GPU to leave its
+/// architecture out), so callers take it once and look families up in it.
+std::vector<std::pair<std::string, std::vector<TargetSpec>>> remote_targets_by_family();
 
 /// {"id", "name", "backend": "cpu", "local": false, "family", "kernels": [{"kernel", "rung",
 /// "rung_name", "confidence", "estimate_us", "low_us", "high_us", "rejected", "stop_reason"}]}

@@ -3,6 +3,7 @@
 
 #include <filesystem>
 #include <string>
+#include <system_error>
 
 namespace vb {
 
@@ -31,5 +32,15 @@ void write_file_atomic(const std::filesystem::path& path, const std::string& con
 
 /// Reads a whole file; throws std::runtime_error naming the path if it cannot be read.
 std::string read_file(const std::filesystem::path& path);
+
+/// Removes the directory tree `dir` when it goes out of scope, however the scope ends (work
+/// directories of tool runs). Errors are ignored: a leftover directory is not a failure.
+struct RemoveTreeOnExit {
+  std::filesystem::path dir;
+  ~RemoveTreeOnExit() {
+    std::error_code ec;
+    std::filesystem::remove_all(dir, ec);
+  }
+};
 
 }  // namespace vb

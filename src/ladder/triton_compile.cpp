@@ -19,15 +19,6 @@ using nlohmann::json;
 
 namespace {
 
-// Removes the work directory however the build ends.
-struct RemoveOnExit {
-  fs::path dir;
-  ~RemoveOnExit() {
-    std::error_code ec;
-    fs::remove_all(dir, ec);
-  }
-};
-
 // The last `n` non-empty lines of `text`, joined by " | ".
 std::string last_lines(const std::string& text, int n) {
   std::vector<std::string> lines;
@@ -61,7 +52,7 @@ TritonCompile triton_compile_only(const fs::path& source, const Problem& p, cons
   if (!tc.error.empty()) throw std::runtime_error(tc.error);
   static std::atomic<int> serial{0};
   const std::string tag = target.substr(0, target.rfind(':'));
-  RemoveOnExit work{cache_dir() / "triton-static" /
+  RemoveTreeOnExit work{cache_dir() / "triton-static" /
                     fmt::format("{}-{}-{}", ::getpid(), serial++, tag.substr(tag.find(':') + 1))};
   fs::create_directories(work.dir);
   const fs::path prob = work.dir / "problem.json";

@@ -212,19 +212,6 @@ std::string triton_aot_source(const json& aot, const std::string& source_label) 
   }
 }
 
-namespace {
-
-// Removes the work directory however the build ends.
-struct RemoveOnExit {
-  fs::path dir;
-  ~RemoveOnExit() {
-    std::error_code ec;
-    fs::remove_all(dir, ec);
-  }
-};
-
-}  // namespace
-
 BuildResult build_triton_aot(const fs::path& source, const std::vector<Problem>& problems,
                              const std::string& arch) {
   BuildResult r;
@@ -284,7 +271,7 @@ BuildResult build_triton_aot(const fs::path& source, const std::vector<Problem>&
   fs::create_directories(dir);
   const fs::path work = dir / ("work." + std::to_string(::getpid()));
   fs::create_directories(work);
-  RemoveOnExit cleanup{work};
+  RemoveTreeOnExit cleanup{work};
   write_file_atomic(work / "problems.json", plist.dump());
   const auto t0 = std::chrono::steady_clock::now();
   const auto pr = run_process({tc.python, triton_build_script().string(), "aot", source.string(),

@@ -10,7 +10,8 @@
 // Fused, one pass over the logits. Every sum has a fixed order: the loss is bitwise
 // deterministic (no atomics).
 //  * Rows of at most SPLIT_COLS elements (and every row when SPLIT_COLS is 0): a group per row
-//    (one warp for V <= WARP_MAX_COLS, else a block of BLOCK_THREADS) computes the running max
+//    (one warp for V <= WARP_MAX_COLS or when there are at least SMs x WARP_MIN_ROWS_PER_SM
+//    rows, else a block of BLOCK_THREADS) computes the running max
 //    and Σexp (online softmax, rescaled once per UNROLL vector loads), merges the threads'
 //    states in a fixed order, and its first thread reads the target logit and adds
 //    (max - x_t) + log(Σexp) to the block's running sum (rows in grid-stride order). Each block
@@ -52,6 +53,10 @@
 // @vb-param WARP_MAX_COLS 1024 {0,256,512,1024,2048}  longest row handled by one warp
 #ifndef WARP_MAX_COLS
 #define WARP_MAX_COLS 1024
+#endif
+// @vb-param WARP_MIN_ROWS_PER_SM 32 {0,8,32,128}  rows up to SPLIT_COLS long also take the warp path when R >= SMs x this (0: never)
+#ifndef WARP_MIN_ROWS_PER_SM
+#define WARP_MIN_ROWS_PER_SM 32
 #endif
 // @vb-param WARP_BLOCK_THREADS 256 {64,128,256,512}  threads per block in the warp-per-row path
 #ifndef WARP_BLOCK_THREADS
@@ -881,8 +886,13 @@ int run_ce(const T* x, const long long* tg, float* out, i64 R, i64 V, long long 
   unsigned blocks = 0;
   bool wrote_out = false;
   if (R > 0) {
+    // Many rows of moderate length (KernelBench's 32768 x 4096): a warp per row streams the row
+    // with UNROLL loads in flight and no block barrier, and the rows alone fill the SMs; a block
+    // per row pays two barriers per row with 4 blocks resident per SM.
+    const bool many_rows = WARP_MIN_ROWS_PER_SM > 0 && (SPLIT_COLS == 0 || V <= SPLIT_COLS) &&
+                           R >= static_cast<i64>(sms) * WARP_MIN_ROWS_PER_SM;
     const int e =
-        V <= WARP_MAX_COLS
+        V <= WARP_MAX_COLS || many_rows
             ? launch_rows<T, 32, WARP_BLOCK_THREADS>(x, tg, R, V, ignore, vec, sms, st, &blocks)
         : (SPLIT_COLS > 0 && V > SPLIT_COLS)
             ? launch_split<T>(x, tg, out, R, V, ignore, vec, sms, pdl, st, &blocks, &wrote_out)

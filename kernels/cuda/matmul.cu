@@ -43,12 +43,13 @@
 // it, as torch.backends.cuda.matmul.allow_tf32 would). A CTA of 8 warps (2 x 4) computes
 // 128×128 of C (warp tile 64×32: 4×4 m16n8 accumulators); K in slices of 32 through a 3-deep
 // cp.async ring (16-byte chunks when K % 4 == 0, N % 4 == 0 and 16-byte aligned bases, else
-// guarded element loads). A fragments come by ldmatrix.x4 (32-bit elements seen as b16 pairs),
-// B fragments by 32-bit shared loads; row pitches 36 and 136 floats make both conflict-free
-// (A: 144-byte rows, B: bank 8t + g). When the tiles do not fill the GPU (fewer than its SMs) and
-// K is long, K is split in S fixed chunks: each CTA writes its partial tile to a stream-ordered
-// scratch [S, M, N] (cudaMallocAsync, freed on the stream), and a second kernel sums the S
-// partials of each element in order (deterministic: S depends only on the shape and the SM count).
+// 4-byte cp.async per element, zero-filled outside the matrix). A fragments come by ldmatrix.x4
+// (32-bit elements seen as b16 pairs), B fragments by 32-bit shared loads; row pitches 36 and
+// 136 floats make both conflict-free (A: 144-byte rows, B: bank 8t + g). When the tiles do not
+// fill the GPU (fewer than its SMs) and K is long, K is split in S fixed chunks: each CTA writes
+// its partial tile to a stream-ordered scratch [S, M, N] (cudaMallocAsync, freed on the stream),
+// and a second kernel sums the S partials of each element in order (deterministic: S depends
+// only on the shape and the SM count).
 //
 // fp32 with N == 1 (USE_GEMV = 1; KernelBench's matrix-vector problem): a warp per row of A,
 // float4 loads where aligned, a fixed-order shuffle tree; true fp32 in every mode.
@@ -855,17 +856,23 @@ __global__ void __launch_bounds__(kTfThreads)
         cp_async16(smem_addr(bs + r * kTfPadB + nc), v ? B + static_cast<std::size_t>(gk) * N + gn : B, v);
       }
     } else {
+      // Unaligned rows (K or N not a multiple of 4, e.g. KernelBench's 8205x2949x5921): 4-byte
+      // cp.async per element, zero-filled outside the matrix, so these loads stay asynchronous
+      // and overlap the MMAs of the stages in flight like the 16-byte path (synchronous loads
+      // through registers ran this shape at 0.59x cuBLAS fp32 on the H200).
 #pragma unroll 4
       for (int e = tid; e < kTfBM * kTfBK; e += kTfThreads) {
         const int r = e / kTfBK, kk = e % kTfBK;
         const int gm = m0 + r, gk = k0 + kk;
-        as[r * kTfPadA + kk] = (gm < M && gk < ke) ? A[static_cast<std::size_t>(gm) * K + gk] : 0.0f;
+        const bool v = gm < M && gk < ke;
+        cp_async4(smem_addr(as + r * kTfPadA + kk), v ? A + static_cast<std::size_t>(gm) * K + gk : A, v);
       }
 #pragma unroll 4
       for (int e = tid; e < kTfBK * kTfBN; e += kTfThreads) {
         const int r = e / kTfBN, nn = e % kTfBN;
         const int gk = k0 + r, gn = n0 + nn;
-        bs[r * kTfPadB + nn] = (gk < ke && gn < N) ? B[static_cast<std::size_t>(gk) * N + gn] : 0.0f;
+        const bool v = gk < ke && gn < N;
+        cp_async4(smem_addr(bs + r * kTfPadB + nn), v ? B + static_cast<std::size_t>(gk) * N + gn : B, v);
       }
     }
   };

@@ -37,6 +37,14 @@ __device__ __forceinline__ void cp_async16(u32 dst, const void* src, bool valid)
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(n)
                : "memory");
 }
+/// 4-byte global->shared async copy (cp.async.ca: the 4- and 8-byte sizes need .ca); `valid`
+/// false zero-fills the 4 bytes. For operands whose rows are not 16-byte aligned (K or N not a
+/// multiple of 4 floats): still asynchronous, so the pipeline overlaps loads with the MMAs.
+__device__ __forceinline__ void cp_async4(u32 dst, const void* src, bool valid) {
+  const int n = valid ? 4 : 0;
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst), "l"(src), "r"(n)
+               : "memory");
+}
 __device__ __forceinline__ void cp_async_commit() {
   asm volatile("cp.async.commit_group;\n" ::: "memory");
 }

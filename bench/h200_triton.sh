@@ -28,6 +28,9 @@ out="${OUT:-$here/h200-out}"
 logs="$(mktemp -d)/h200-triton"
 mkdir -p "$out" "$logs"
 export VLADBUD_HOME="$here" VB_CACHE_DIR="${VB_CACHE_DIR:-/tmp/vladbud-cache}"
+# The launcher build includes vb_kernel.h, which needs DLPack: the GPU image lacks it, .h200/include
+# carries it (bench/h200_all.sh --pack), as h200_all.sh exports it too.
+export CPATH="$here/.h200/include${CPATH:+:$CPATH}"
 export PATH="$here/.h200:$PATH:/usr/local/cuda/bin"
 export LD_LIBRARY_PATH="$here/.h200${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export VB_RUNNER="$here/.h200/vladbud-runner" VB_PYTHON="${VB_PYTHON:-$(command -v python3)}"
@@ -45,7 +48,8 @@ types=(matmul softmax layernorm rmsnorm flash_attention fused_mlp cross_entropy 
 export vb logs
 for st in "${stages[@]}"; do
   t0=$(date +%s)
-  lim="${limit[$st]:-300}"
+  lim_var="STAGE_LIMIT_${st//-/_}"  # e.g. STAGE_LIMIT_aot_check=150 overrides the table
+  lim="${!lim_var:-${limit[$st]:-300}}"
   case "$st" in
     preview) timeout "$lim" "$VB_PYTHON" bench/triton_gpu_preview.py "$vb" "$logs/triton-preview.json" \
                >"$logs/triton-preview.md" 2>"$logs/preview.log" ;;

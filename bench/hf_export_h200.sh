@@ -39,7 +39,9 @@ out="${OUT:-$here/h200-out}"
 mkdir -p "$out"
 py="${VB_PYTHON:-python3}"
 if [ ${#dry[@]} -eq 0 ]; then
-  if ! "$py" -c 'import kernels' 2>/dev/null; then
+  # Checked from /: in the repo root `import kernels` finds this repository's kernels/ folder (a
+  # namespace package), so the check passed without the wheels on the H200's first run.
+  if ! (cd / && "$py" -c 'import kernels.utils' 2>/dev/null); then
     ls .whl/*.whl >/dev/null 2>&1 || { echo "no .whl/: run 'bash bench/hf_export_h200.sh --fetch-wheels' here and carry .whl" >&2; exit 2; }
     "$py" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
     export PYTHONPATH="/tmp/site${PYTHONPATH:+:$PYTHONPATH}"
@@ -56,5 +58,6 @@ else
 fi
 export VLADBUD_HOME="$here" VB_CACHE_DIR="${VB_CACHE_DIR:-/tmp/vladbud-cache}" PYTHONUNBUFFERED=1
 export OMP_WAIT_POLICY="${OMP_WAIT_POLICY:-PASSIVE}"
-"$py" -c 'import torch, kernels, transformers; print("torch", torch.__version__, "kernels", kernels.__version__, "transformers", transformers.__version__)'
+# kernels has no __version__: the installed distribution's metadata says it.
+(cd / && "$py" -c 'import torch, transformers, importlib.metadata as m; print("torch", torch.__version__, "kernels", m.version("kernels"), "transformers", transformers.__version__)')
 exec "$py" bench/hf_export_h200.py --out "$out" "${dry[@]}"

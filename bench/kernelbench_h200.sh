@@ -180,8 +180,12 @@ doc = {}
 for tag in sorted({os.path.basename(f).split("-")[1] for f in glob.glob(f"{out}/score-*.json")}):
     rows = {}
     for f in sorted(glob.glob(f"{out}/score-{tag}-*.json")):
+        env = f[:-5] + ".env"  # GPU and date of that score run (score() writes it)
+        when = open(env).read().split("\n")[1].strip() if os.path.exists(env) else ""
         for r in json.load(open(f))["problems"]:
-            rows[r["label"]] = r  # a later run of a problem replaces an earlier one
+            if when:
+                r.setdefault("measured", when)
+            rows[r["label"]] = r  # a later file (by name) replaces an earlier one's row
     rs = list(rows.values())
     n = len(rs)
     fp = {key(p): sum(1 for r in rs if r["correct"] and (r["speedup"] or 0) > p) / n for p in P}
@@ -192,8 +196,8 @@ for tag in sorted({os.path.basename(f).split("-")[1] for f in glob.glob(f"{out}/
               "| eager Model | " + " | ".join(f"{fp[key(p)]:.3f}" for p in P) + " |",
               *(["| torch.compile(Model) | " + " | ".join(f"{fpc[key(p)]:.3f}" for p in P) + " |"]
                 if any(isinstance(r.get("compile_us"), (int, float)) for r in rs) else []), "",
-              "| problem | kernel | precision | correct | Model us | compile us | VladBud us | speedup | vs compile | fp64 rel. err | guard | reason |",
-              "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+              "| problem | kernel | precision | correct | Model us | compile us | VladBud us | speedup | vs compile | fp64 rel. err | guard | measured | reason |",
+              "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     f = lambda v, s: s.format(v) if isinstance(v, (int, float)) else "-"
     for r in sorted(rs, key=lambda r: int(r["label"].split("/")[1].split("_")[0])):
         reason = (r.get("reason") or "").replace("|", "/").replace("\n", " ")[:200]
@@ -201,7 +205,8 @@ for tag in sorted({os.path.basename(f).split("-")[1] for f in glob.glob(f"{out}/
                      f"{'yes' if r['correct'] else 'no'} | "
                      f"{f(r.get('ref_us'), '{:.1f}')} | {f(r.get('compile_us'), '{:.1f}')} | {f(r.get('new_us'), '{:.1f}')} | "
                      f"{f(r.get('speedup'), '{:.3f}x')} | {f(r.get('speedup_vs_compile'), '{:.3f}x')} | "
-                     f"{f(r.get('fp64_rel_err'), '{:.2e}')} | {r.get('guard') or '-'} | {reason} {r.get('fp64_note', '')} |")
+                     f"{f(r.get('fp64_rel_err'), '{:.2e}')} | {r.get('guard') or '-'} | {r.get('measured') or '-'} | "
+                     f"{reason} {r.get('fp64_note', '')} |")
     doc[tag]["tf32_problems"] = sorted(r["label"] for r in rs if r.get("precision") == "tf32")
     lines += ["", "TF32 (fp32 operands rounded to TF32 on tensor cores, admitted by KernelBench's allclose(1e-2), "
               "not by VladBud's fp32 contract): " + (", ".join(doc[tag]["tf32_problems"]) or "none")]

@@ -207,6 +207,13 @@ TEST_F(CudaRunnerMock, ACorrectKernelPassesOnDeviceBuffersAndRotatesBeyondTheL2)
   EXPECT_GT(r.timing->median_us, 0.0);
 }
 
+TEST(CudaDevice, ATimedCallKeepsOneHostThreadBusyAndACpuKernelAllCores) {
+  // The evaluator's contention check counts other tasks beyond the cores left idle: a GPU
+  // timing leaves all but one, a CPU kernel's team none (competing_tasks()).
+  EXPECT_EQ(find_backend("cuda")->device().timing_host_threads(), 1);
+  EXPECT_EQ(find_backend("cpu")->device().timing_host_threads(), 0);
+}
+
 TEST_F(CudaRunnerMock, AWritePastTheEndLandsInTheDeviceGuardBand) {
   const EvalReport r = eval_mode(1, false);
   EXPECT_EQ(r.verdict, "FAIL") << r.reason;

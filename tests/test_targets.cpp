@@ -82,6 +82,23 @@ TEST(CpuInfo, DetectsThisMachine) {
   }
 }
 
+TEST(CpuInfo, CompetingTasksAreThoseBeyondTheCoresATimedCallLeavesIdle) {
+  // A CPU kernel's team uses every core (0): every other runnable task competes.
+  EXPECT_EQ(competing_tasks(0, 2, 0), 0);
+  EXPECT_EQ(competing_tasks(1, 2, 0), 1);
+  EXPECT_EQ(competing_tasks(8, 16, 0), 8);
+  // A GPU call keeps one host thread busy: 8 build workers on a 16-core host do not compete,
+  // the 16th other task does.
+  EXPECT_EQ(competing_tasks(8, 16, 1), 0);
+  EXPECT_EQ(competing_tasks(15, 16, 1), 0);
+  EXPECT_EQ(competing_tasks(16, 16, 1), 1);
+  EXPECT_EQ(competing_tasks(1, 2, 1), 0);
+  EXPECT_EQ(competing_tasks(2, 2, 1), 1);
+  // Unknown load (runnable_tasks() -1 gives others -2) and a bad core count stay sane.
+  EXPECT_EQ(competing_tasks(-2, 2, 0), 0);
+  EXPECT_EQ(competing_tasks(3, 0, 1), 3);
+}
+
 TEST(CpuInfo, ContentionWarningOnlyAboveTheCoresPlusOne) {
   EXPECT_EQ(contention_warning(0.0, 2), "");  // unknown load
   EXPECT_EQ(contention_warning(2.9, 2), "");  // this run's own two threads and a little more

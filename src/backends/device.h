@@ -133,6 +133,11 @@ class Device {
   /// large sets costs far more than the calls (a CPU), not where the screen's fidelity to the
   /// full grid matters more (a GPU's wave quantization).
   virtual std::size_t screen_set_bytes() const { return 0; }
+  /// Host cores a timed call keeps busy, for the evaluator's contention check
+  /// (competing_tasks() in targets/cpu_info.h): 0 (the default) means all of them (a CPU
+  /// kernel's OpenMP team), so any other runnable task competes; a GPU device's call needs one
+  /// host thread to launch and wait, so other tasks compete only once no core is left idle.
+  virtual int timing_host_threads() const { return 0; }
 };
 
 }  // namespace vb

@@ -381,11 +381,14 @@ class Session {
       // the least of three samples 10 ms apart, so a momentary blip -- or the kernel's own
       // OpenMP workers still spinning after the last call (libgomp spins ~10-20 ms before it
       // sleeps) -- does not count.
+      // Only tasks beyond the cores the call leaves idle compete (a GPU call keeps one busy).
       int others = 1 << 20;
       for (int i = 0; i < 3; ++i) {
         if (i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
         others = std::min(others, runnable_tasks() - 1);
       }
+      others = competing_tasks(others, static_cast<int>(std::thread::hardware_concurrency()),
+                               device.timing_host_threads());
       tr.other_runnable = std::max(tr.other_runnable, others);
       const double budget_s =
           opt_.call_timeout_s + 4.0 * est_s * static_cast<double>(k + kBatchWarmup + 1) + 5.0;

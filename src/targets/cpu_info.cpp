@@ -313,6 +313,12 @@ int runnable_tasks() {
   }
 }
 
+int competing_tasks(int others, int cores, int host_threads) {
+  cores = std::max(cores, 1);
+  const int spare = host_threads <= 0 ? 0 : std::max(0, cores - host_threads);
+  return std::max(0, others - spare);
+}
+
 std::string contention_warning(double max_load, int cores) {
   if (cores < 1) throw std::invalid_argument("contention_warning: cores must be >= 1");
   if (!(max_load > cores + 1.0)) return "";

@@ -58,6 +58,15 @@ std::string contention_warning(double max_load, int cores);
 /// other tasks competing for the cores.
 int runnable_tasks();
 
+/// Of `others` tasks runnable beside a timing (runnable_tasks() - 1), those that compete with
+/// it: the ones beyond the cores the timed call leaves idle. `host_threads` is how many of the
+/// `cores` a timed call keeps busy (Device::timing_host_threads(); 0 = all of them, a CPU
+/// kernel's OpenMP team), so with 0 every other task competes, and a GPU call (1 thread) on a
+/// 16-core host competes with the 16th other task only (an H200 machine's build workers on the
+/// other cores read as contention and made the optimizer re-time a baseline twice).
+/// Never negative; `cores` < 1 is taken as 1.
+int competing_tasks(int others, int cores, int host_threads);
+
 /// Detects the CPU this process runs on (parses /proc/cpuinfo, sysfs caches, uname).
 /// Never throws: missing sources leave fields at "unknown"/0.
 CpuInfo detect_cpu();

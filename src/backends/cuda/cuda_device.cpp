@@ -87,6 +87,8 @@ class CudaDevice final : public Device {
   }
 
   runner::Flavour runner_flavour() const override { return runner::Flavour::Cuda; }
+  /// One host thread launches and waits on the events; the other cores may build.
+  int timing_host_threads() const override { return 1; }
   std::string oom_guard() const override { return "gpu_memory"; }
 };
 

@@ -535,12 +535,12 @@ double measure_variant(const Variant& v, int nt, bool quick) {
     t = run_parallel(v, iters, nt);
   }
   iters = std::max(1L, static_cast<long>(iters * (target / t)));
-  // Work floor: at least target/4 seconds of FMAs at 500 GFLOP/s per thread, above any core's
+  // Work floor: at least target/8 seconds of FMAs at 500 GFLOP/s per thread, above any core's
   // vector FMA rate (Sapphire Rapids: 2 AVX-512 FMA ports x 16 fp32 lanes x 2 FLOP x 3.8 GHz =
   // 243 GFLOP/s; vdpbf16ps counts twice that). A pilot inflated by preemption then cannot shrink
   // the timed runs to where thread wake-ups, not FMAs, are timed (fp32 read 5e-5 TFLOP/s with
   // both cores oversubscribed).
-  iters = std::max(iters, static_cast<long>(0.25 * target * 500e9 / v.flops_per_iter));
+  iters = std::max(iters, static_cast<long>(0.125 * target * 500e9 / v.flops_per_iter));
   double best = 1e30;
   // A pilot slowed by preemption (a loaded machine: ctest -j2 on two cores) calibrates too few
   // iterations, and the timed runs then measure the thread start-up instead of the FMAs (fp32

@@ -8,7 +8,7 @@ space the optimizer searches. The configurations are listed below, chosen near t
 (one to three parameters changed) so that most pairs lie within 1.5x of each other, and never
 changed after the prediction is committed: the study's variant files are frozen copies.
 
-    python3 bench/ranking_variants.py [--study blind2|blind3] [--out DIR] [--check]
+    python3 bench/ranking_variants.py [--study blind2|blind3|blind4] [--out DIR] [--check]
 
 --check verifies that the files on disk carry this script's configurations (header and
 #define lines); the starter text below them is the copy taken when the set was written (commit
@@ -141,7 +141,65 @@ BLIND3 = {
     ],
 }
 
-STUDIES = {"blind2": ("cuda-blind2", BLIND2), "blind3": ("cuda-blind3", BLIND3)}
+# The fourth study (model 4, prepared 2026-12-05 for measurement in a later session): five types
+# (layernorm, flash_attention, fused_mlp, cross_entropy, matmul), configurations none of the
+# earlier studies measured (the default of each is the anchor), near the defaults so that most
+# pairs lie within 1.5x; matmul keeps two mma.sync points beside six wgmma ones.
+BLIND4 = {
+    "layernorm": [
+        ("v01_default", {}),
+        ("v02_block64_packs16", {"BLOCK_THREADS": 64, "MAX_PACKS": 16}),
+        ("v03_packs4", {"MAX_PACKS": 4}),
+        ("v04_grid8", {"MAX_BLOCKS_PER_SM": 8}),
+        ("v05_grid32", {"MAX_BLOCKS_PER_SM": 32}),
+        ("v06_block128_packs16", {"BLOCK_THREADS": 128, "MAX_PACKS": 16}),
+        ("v07_block512_grid4", {"BLOCK_THREADS": 512, "MAX_BLOCKS_PER_SM": 4}),
+        ("v08_block128_grid4", {"BLOCK_THREADS": 128, "MAX_BLOCKS_PER_SM": 4}),
+    ],
+    "flash_attention": [
+        ("v01_default", {}),
+        ("v02_minctas3", {"FA_MIN_CTAS": 3}),
+        ("v03_minctas4", {"FA_MIN_CTAS": 4}),
+        ("v04_rows16_kv32", {"FA_WARP_ROWS": 16, "FA_BLOCK_KV": 32}),
+        ("v05_rows16_kv128", {"FA_WARP_ROWS": 16, "FA_BLOCK_KV": 128}),
+        ("v06_warps8_rows16", {"FA_WARPS": 8, "FA_WARP_ROWS": 16}),
+        ("v07_kvwide16", {"FA_BLOCK_KV_WIDE": 16}),
+        ("v08_warps8_minctas3", {"FA_WARPS": 8, "FA_MIN_CTAS": 3}),
+    ],
+    "fused_mlp": [
+        ("v01_default", {}),
+        ("v02_bk64_s4", {"BLOCK_K": 64, "STAGES": 4}),
+        ("v03_warps1x4", {"WARPS_M": 1, "WARPS_N": 4}),
+        ("v04_bn64_group4", {"BLOCK_N": 64, "WARPS_N": 2, "GROUP_M": 4}),
+        ("v05_bm64_bn64_s3", {"BLOCK_M": 64, "BLOCK_N": 64, "WARPS_M": 2, "WARPS_N": 2, "STAGES": 3}),
+        ("v06_s2_group4", {"STAGES": 2, "GROUP_M": 4}),
+        ("v07_bm64_group1", {"BLOCK_M": 64, "WARPS_M": 1, "GROUP_M": 1}),
+        ("v08_bk64_s2_bn64", {"BLOCK_K": 64, "STAGES": 2, "BLOCK_N": 64, "WARPS_N": 2}),
+    ],
+    "cross_entropy": [
+        ("v01_default", {}),
+        ("v02_loads1", {"CHUNK_LOADS": 1}),
+        ("v03_chunk128", {"CHUNK_THREADS": 128}),
+        ("v04_group2", {"CHUNK_GROUP": 2}),
+        ("v05_group1_stages4", {"CHUNK_GROUP": 1, "CHUNK_STAGES": 4}),
+        ("v06_chunkgrid1", {"CHUNK_BLOCKS_PER_SM": 1}),
+        ("v07_split2048_loads8", {"SPLIT_COLS": 2048, "CHUNK_LOADS": 8}),
+        ("v08_chunk512_stages2", {"CHUNK_THREADS": 512, "CHUNK_STAGES": 2}),
+    ],
+    "matmul": [
+        ("v01_default", {}),
+        ("v02_wg_n128_group1", {"WG_BLOCK_N": 128, "GROUP_M": 1}),
+        ("v03_wg_group1_s3", {"GROUP_M": 1, "WG_STAGES": 3}),
+        ("v04_wg_group16_s3", {"GROUP_M": 16, "WG_STAGES": 3}),
+        ("v05_mma_bk64_s4", {"USE_WGMMA": 0, "BLOCK_K": 64, "STAGES": 4}),
+        ("v06_mma_w4x2", {"USE_WGMMA": 0, "WARPS_M": 4, "WARPS_N": 2}),
+        ("v07_wg_group4", {"GROUP_M": 4}),
+        ("v08_wg_n128_s6_group4", {"WG_BLOCK_N": 128, "WG_STAGES": 6, "GROUP_M": 4}),
+    ],
+}
+
+STUDIES = {"blind2": ("cuda-blind2", BLIND2), "blind3": ("cuda-blind3", BLIND3),
+           "blind4": ("cuda-blind4", BLIND4)}
 
 PARAM_RE = re.compile(r"^//\s*@vb-param\s+(\w+)\s+(\S+)\s+\{([^}]*)\}", re.M)
 

@@ -342,7 +342,7 @@ TEST(LaunchRecord, RecordsTheGridTheLauncherComputesForEachTarget) {
     EXPECT_EQ(l["dynamic_smem"], 4096);
     EXPECT_EQ(l["grid"][0].get<long>(), std::min<long>(8192, spec(id).compute_units * per_sm));
     EXPECT_EQ(rec["memset_bytes"].get<long>(), 8192L * 8192 * 2);
-    EXPECT_EQ(rung(r, 3).tool_version, "vb-nvidia-model-3");
+    EXPECT_EQ(rung(r, 3).tool_version, "vb-nvidia-model-4");
   }
 }
 
@@ -430,7 +430,7 @@ TEST(LaunchRecord, ACappedGridIsEstimatedSlowerThanAFullOne) {
   const ClimbResult full = f.get();
   fs::remove_all(dir);
   ASSERT_TRUE(capped.estimate && full.estimate);
-  if (rung(full, 3).tool_version != "vb-nvidia-model-3") GTEST_SKIP() << "no launch record";
+  if (rung(full, 3).tool_version != "vb-nvidia-model-4") GTEST_SKIP() << "no launch record";
   EXPECT_GT(capped.estimate->time_us, 1.5 * full.estimate->time_us)
       << rung(capped, 3).summary << "\n" << rung(full, 3).summary;
 }

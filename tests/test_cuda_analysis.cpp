@@ -18,6 +18,7 @@
 #include "analysis/sass_mix.h"
 #include "analysis/source_params.h"
 #include "core/paths.h"
+#include "kernels/kernel_type.h"
 #include "support.h"
 #include "targets/spec_db.h"
 
@@ -537,6 +538,119 @@ TEST(GpuEstimate, LaunchGeometryModelsGridCapsWavesAndSharedMemory) {
   }
   EXPECT_TRUE(waves);
   EXPECT_TRUE(smem);
+}
+
+// ---- model 4 ----------------------------------------------------------------------------------
+
+TEST(SassMix, HotLoopIsTheBackwardBranchWithTheMostMmas) {
+  const std::string text =
+      "code for sm_90a\n"
+      "\t\tFunction : _Z4loopv\n"
+      "        /*0000*/                   MOV R1, c[0x0][0x28] ;\n"
+      "        /*0010*/                   HMMA.16816.F32.BF16 R4, R8, R12, R4 ;\n"
+      "        /*0020*/                   LDSM.16.M88.4 R8, [R2] ;\n"
+      "        /*0030*/                   HMMA.16816.F32.BF16 R4, R8, R12, R4 ;\n"
+      "        /*0040*/                   HMMA.16816.F32.BF16 R16, R8, R12, R16 ;\n"
+      "        /*0050*/                   IADD3 R2, R2, 0x20, RZ ;\n"
+      "        /*0060*/               @P0 BRA 0x20 ;\n"
+      "        /*0070*/                   EXIT ;\n"
+      "        /*0080*/                   BRA 0x80 ;\n";
+  const auto v = parse_sass_mix(text);
+  ASSERT_EQ(v.size(), 1u);
+  EXPECT_EQ(v[0].hmma, 3);
+  EXPECT_EQ(v[0].loop_total, 5);  // LDSM, 2 HMMA, IADD3, BRA (0x20..0x60)
+  EXPECT_EQ(v[0].loop_tensor, 2);
+  EXPECT_DOUBLE_EQ(v[0].loop_hmma_flops, 2 * 2.0 * 16 * 8 * 16);
+}
+
+// An mma.sync kernel on the H200 with a launch record (4 warps per block, a whole number of
+// waves, no operand term): the base of the model-4 tests.
+GpuEstimateInput mma_sync_call(int blocks_per_sm) {
+  GpuEstimateInput in;
+  in.flops = 2.0 * 4096 * 4096 * 4096;
+  in.bytes = 3.0 * 4096 * 4096 * 2;
+  in.dtype = DType::BF16;
+  in.mix = parse_sass_mix(fixture("sass_wmma_hgemm_sm80.txt"))[0];
+  in.arch = "sm_90a";
+  in.occupancy = full_occupancy("h200", 128, 64);
+  LaunchGeometry g;
+  g.threads = 128;
+  g.blocks_per_sm = blocks_per_sm;
+  g.blocks = 132L * blocks_per_sm * 4;
+  in.launch = g;
+  return in;
+}
+
+double factor_of(const GpuEstimate& e, const std::string& name) {
+  for (const auto& f : e.factors)
+    if (f.name == name) return f.value;
+  return -1;
+}
+
+TEST(GpuEstimate, MmaSyncNeedsWarpsPerSubPartition) {
+  // 1 block of 4 warps per SM = 1 warp per sub-partition: a quarter of the 4 needed; 4 blocks
+  // = 4 per sub-partition: all of it. Without the term both would cost the same.
+  const GpuEstimate one = estimate_gpu_time(mma_sync_call(1), spec("h200"));
+  const GpuEstimate four = estimate_gpu_time(mma_sync_call(4), spec("h200"));
+  EXPECT_DOUBLE_EQ(factor_of(one, "mma_warps"), 0.25);
+  EXPECT_DOUBLE_EQ(factor_of(four, "mma_warps"), 1.0);
+  EXPECT_NEAR(one.compute_us / four.compute_us, 4.0, 1e-6);
+  // wgmma keeps the one-warp-per-sub-partition latency term.
+  GpuEstimateInput wg = mma_sync_call(1);
+  wg.mix = parse_sass_mix(fixture("sass_wgmma_sm90a.txt"))[0];
+  EXPECT_DOUBLE_EQ(factor_of(estimate_gpu_time(wg, spec("h200")), "mma_warps"), -1);
+}
+
+TEST(GpuEstimate, MmaSyncHotLoopIssueSlots) {
+  // A hot loop of 64 HMMA.16816 (262144 FLOP per warp) takes 262144 / (989.4e12 x 0.66 /
+  // (132 x 4 x clock)) clocks of tensor pipe; with 4x as many instructions as those clocks
+  // the issue slots bind and the estimate grows.
+  const TargetSpec& h = spec("h200");
+  GpuEstimateInput in = mma_sync_call(4);
+  in.mix->loop_tensor = 64;
+  in.mix->loop_hmma_flops = 64 * 4096.0;
+  const double flop_per_clk = 989.4e12 * 0.66 / (132 * 4 * h.clock_ghz * 1e9);
+  const double mma_clk = 64 * 4096.0 / flop_per_clk;
+  in.mix->loop_total = static_cast<long>(mma_clk / 2);
+  const GpuEstimate fits = estimate_gpu_time(in, h);
+  in.mix->loop_total = static_cast<long>(mma_clk * 4);
+  const GpuEstimate bound = estimate_gpu_time(in, h);
+  EXPECT_DOUBLE_EQ(factor_of(fits, "issue"), 1.0);
+  EXPECT_NEAR(factor_of(bound, "issue"), mma_clk / in.mix->loop_total, 1e-9);
+  EXPECT_GT(bound.compute_us, 3.5 * fits.compute_us);
+}
+
+TEST(GpuEstimate, ATwoLaunchCallCostsTheSumOfItsLaunches) {
+  const TargetSpec& h = spec("h200");
+  GpuEstimateInput a = mma_sync_call(4), b = mma_sync_call(2);
+  a.flops *= 2.0 / 3;
+  b.flops /= 3;
+  const GpuEstimate ea = estimate_gpu_time(a, h), eb = estimate_gpu_time(b, h);
+  const GpuEstimate call = estimate_gpu_call({a, b}, h, 2);
+  // Each alone carries a 2 us launch; the call carries 2 + 1 us for its two launches.
+  EXPECT_NEAR(call.time_us, (ea.time_us - 2) + (eb.time_us - 2) + 3, 1e-9);
+  EXPECT_NEAR(call.compute_us, ea.compute_us + eb.compute_us, 1e-9);
+  EXPECT_LT(call.low_us, call.time_us);
+  EXPECT_GT(call.high_us, call.time_us);
+  // Charging all the FLOPs to the first launch's geometry (model 3) gives a different answer.
+  GpuEstimateInput whole = a;
+  whole.flops = a.flops + b.flops;
+  EXPECT_GT(std::abs(estimate_gpu_time(whole, h).time_us - call.time_us), 1.0);
+  EXPECT_THROW(estimate_gpu_call({}, h, 1), std::invalid_argument);
+}
+
+TEST(KernelTypeLaunchWork, FusedMlpSplitsItsCallAcrossTwoLaunches) {
+  const KernelType* t = find_kernel_type("fused_mlp");
+  ASSERT_NE(t, nullptr);
+  const Problem p = t->make_problem(t->benchmark_size(DeviceKind::Gpu), DType::BF16);
+  const auto w = t->launch_work(p, {344, 128});
+  ASSERT_EQ(w.size(), 2u);
+  EXPECT_NEAR(w[0].flops + w[1].flops, t->flops(p), 1e-6 * t->flops(p));
+  EXPECT_NEAR(w[0].flops, 2 * w[1].flops, 1e-6 * w[0].flops);  // gate+up: 4 BDH; down: 2 BDH
+  EXPECT_GT(w[0].bytes + w[1].bytes, t->min_bytes(p));          // h[B,H] written and read back
+  EXPECT_GT(w[1].operand_bytes_per_flop, 0);
+  EXPECT_TRUE(t->launch_work(p, {344}).empty());
+  EXPECT_TRUE(find_kernel_type("matmul")->launch_work(p, {1, 1}).empty());
 }
 
 TEST(GpuEstimate, RejectsBadInput) {

@@ -24,6 +24,7 @@ constexpr double kBarrierCost = 0.25;      // a barrier round, in DRAM round tri
 constexpr double kNextLaunchUs = 1.0;
 constexpr double kL2BytesPerClkPerSm = 40;  // L2 -> SM for operand tiles (heuristic; header)
 constexpr double kRingInFlight = 0.75;      // share of a staging ring in flight (heuristic)
+constexpr double kMmaSyncWarpsPerSmsp = 4;  // warps per sub-partition mma.sync needs (heuristic)
 
 bool is_unverified(const TargetSpec& t, const std::string& field) {
   for (const auto& u : t.unverified)
@@ -162,9 +163,38 @@ GpuEstimate estimate_gpu_time(const GpuEstimateInput& in, const TargetSpec& t) {
     }
     comp_eff *= factor("path", path, src);
     if (heuristic) widen("tensor-core path efficiency is a heuristic for " + in.arch);
-    comp_eff *= factor("latency", std::min(1.0, warps / 4.0),
-                       "one active warp per SM sub-partition feeds its tensor core "
-                       "(architecture whitepapers)");
+    const bool mma_sync = m.hgmma == 0 && m.hmma > 0 && !tcgen05;
+    if (mma_sync && g) {
+      // Model 4: warps per sub-partition feeding mma.sync (see the header).
+      const double per_smsp = warps / 4.0;
+      comp_eff *= factor(
+          "mma_warps", std::min(1.0, per_smsp / kMmaSyncWarpsPerSmsp),
+          fmt::format("heuristic: {:.2f} warps per SM sub-partition vs {:.0f} needed to keep "
+                      "mma.sync's tensor pipe busy across the k-step's LDSM/barrier waits (the "
+                      "H200 probe's 653 TFLOP/s ran 16 warps per sub-partition, "
+                      "src/backends/cuda/probes/cuda_ceilings.cu)",
+                      per_smsp, kMmaSyncWarpsPerSmsp));
+    } else {
+      comp_eff *= factor("latency", std::min(1.0, warps / 4.0),
+                         "one active warp per SM sub-partition feeds its tensor core "
+                         "(architecture whitepapers)");
+    }
+    if (mma_sync && g && m.loop_tensor > 0 && m.loop_hmma_flops > 0 && m.loop_total > 0) {
+      // Model 4: issue slots of the hot loop. A sub-partition issues one warp instruction per
+      // clock (Volta..Hopper whitepapers), shared by its warps; the loop's HMMAs need
+      // loop_hmma_flops / (FLOP per clock per sub-partition at the path's rate) clocks.
+      const double clock = t.clock_ghz > 0 ? t.clock_ghz : 1.5;
+      const double flop_per_clk = *tc_peak * path * 1e12 / (t.compute_units * 4.0 * clock * 1e9);
+      const double mma_clk = m.loop_hmma_flops / flop_per_clk;
+      const double issue_clk = static_cast<double>(m.loop_total);
+      comp_eff *= factor(
+          "issue", std::min(1.0, mma_clk / issue_clk),
+          fmt::format("hot loop: {} instructions ({} MMAs, {:.0f} FLOP per warp) issue in {:.0f} "
+                      "clocks at 1 per clock per sub-partition (whitepapers) vs {:.0f} clocks of "
+                      "HMMA at {:.0f} FLOP/clk per sub-partition",
+                      m.loop_total, m.loop_tensor, m.loop_hmma_flops, issue_clk, mma_clk,
+                      flop_per_clk));
+    }
     if (g && g->operand_bytes_per_flop > 0) {
       // Operand tiles: L2 bandwidth, and bytes in flight of the staging ring (model 3).
       const double clock = t.clock_ghz > 0 ? t.clock_ghz : 1.5;
@@ -271,6 +301,56 @@ GpuEstimate estimate_gpu_time(const GpuEstimateInput& in, const TargetSpec& t) {
                               e.compute_us, e.ideal_compute_us, e.peak_tflops, e.peak_key,
                               comp_eff, e.launch_us);
   return e;
+}
+
+GpuEstimate estimate_gpu_call(const std::vector<GpuEstimateInput>& parts, const TargetSpec& t,
+                              int launches) {
+  if (parts.empty()) throw std::invalid_argument("estimate: a call needs at least one launch");
+  GpuEstimate sum;
+  double body = 0, low_body = 0, high_body = 0, biggest = -1;
+  std::vector<std::string> bases;
+  for (std::size_t i = 0; i < parts.size(); ++i) {
+    GpuEstimateInput in = parts[i];
+    if (in.launch) in.launch->launches = 1;
+    const GpuEstimate e = estimate_gpu_time(in, t);
+    const double b = std::max(e.memory_us, e.compute_us);
+    body += b;
+    low_body += b * e.low_us / e.time_us;
+    high_body += b * e.high_us / e.time_us;
+    sum.memory_us += e.memory_us;
+    sum.compute_us += e.compute_us;
+    sum.ideal_memory_us += e.ideal_memory_us;
+    sum.ideal_compute_us += e.ideal_compute_us;
+    if (b > biggest) {
+      biggest = b;
+      sum.peak_tflops = e.peak_tflops;
+      sum.peak_key = e.peak_key;
+      sum.bound = e.bound;
+    }
+    for (const auto& f : e.factors)
+      if (f.name != "launch_us")
+        sum.factors.push_back(
+            {f.name, f.value, fmt::format("launch {} of {}: {}", i + 1, parts.size(), f.source)});
+    for (const auto& w : e.widened_by)
+      if (std::find(sum.widened_by.begin(), sum.widened_by.end(), w) == sum.widened_by.end())
+        sum.widened_by.push_back(w);
+    bases.push_back(fmt::format("{:.3g} us {}", b, e.bound));
+  }
+  launches = std::max<int>(launches, static_cast<int>(parts.size()));
+  sum.launch_us = kLaunchUs + (launches - 1) * kNextLaunchUs;
+  sum.factors.push_back({"launch_us", sum.launch_us,
+                         fmt::format("heuristic: 2 us launch-to-completion floor + 1 us per further "
+                                     "launch ({} launches)",
+                                     launches)});
+  sum.time_us = body + sum.launch_us;
+  const double low_ratio = low_body / body, high_ratio = high_body / body;
+  sum.low_us = low_body + sum.launch_us * low_ratio;
+  sum.high_us = high_body + sum.launch_us * high_ratio;
+  std::string joined;
+  for (const auto& b : bases) joined += (joined.empty() ? "" : " + ") + b;
+  sum.basis = fmt::format("sum of {} launches estimated separately: {} + launch {:.0f} us",
+                          parts.size(), joined, sum.launch_us);
+  return sum;
 }
 
 nlohmann::json to_json(const GpuEstimate& e) {

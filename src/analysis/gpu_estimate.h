@@ -79,6 +79,29 @@
 //               being consumed, heuristic) over the same 1000 ns latency (Little's law).
 //   launch      2 us for the first launch, 1 us for each further launch in the call (heuristic).
 //
+// Model 4 = vb-nvidia-model-4 (2026-12-05; written after the third blind study's scores, so its
+// terms are checked post hoc on studies 2 and 3, not blind):
+//   launches    a call whose kernel type says how its work splits across its recorded launches
+//               (KernelType::launch_work; fused_mlp: the gate+up GEMM with its SwiGLU epilogue,
+//               4 of 6 B*D*H FLOPs, then the down GEMM, 2 of 6) is estimated launch by launch,
+//               each with its own grid, block, shared memory, occupancy and SASS, and the parts
+//               add (estimate_gpu_call). Study 3's notes: the two-kernel call had been charged
+//               to one kernel's geometry.
+//   mma_warps   mma.sync (HMMA without HGMMA) with a launch record: min(1, warps per SM
+//               sub-partition / 4), replacing the latency term. Heuristic: the measured
+//               mma.sync rate (653 TFLOP/s on the H200) comes from a probe running 16 warps per
+//               sub-partition with 8 independent accumulators each
+//               (src/backends/cuda/probes/cuda_ceilings.cu); a tiled kernel's warp waits at
+//               every k-step on its LDSM fragments and the block barrier, so the tensor pipe
+//               needs several warps per sub-partition to stay busy (Little's law on the pipe;
+//               Luo et al., "Benchmarking and Dissecting the Nvidia Hopper GPU Architecture",
+//               IPDPS 2024, on mma.sync reaching a fraction of wgmma's rate). The 4 is ours, not
+//               measured: the post-hoc check of studies 2-3 is no evidence for it.
+//   issue       mma.sync with a hot loop in the SASS (the innermost backward branch with the most
+//               MMAs, SassMix::loop_*): the loop's instructions issue at one per clock per
+//               sub-partition (Volta..Hopper whitepapers), against its HMMA FLOPs at the path's
+//               rate per sub-partition; efficiency min(1, HMMA clocks / issue clocks).
+//
 // Band (heuristic): x0.7 .. x1.6 of t when the estimate rests on ptxas + SASS (model 2: x0.9 ..
 // x2.25, the 10th-90th percentile of measured/estimated over the first blind study's 32
 // variants, bench/results/ranking-cuda-measured-h200.json); each of these
@@ -149,6 +172,14 @@ struct GpuEstimate {
   std::vector<std::string> widened_by;  ///< reasons the band was widened
   std::string basis;        ///< one line: "memory 12.3 us (roofline 9.1 us / 0.74) + launch 2 us"
 };
+
+/// Model 4: the estimate of a call that launches several kernels, each part its own kernel
+/// (mix, occupancy, geometry) with its share of the call's FLOPs and bytes
+/// (KernelType::launch_work): each part is estimated alone (as one launch) and the times add;
+/// the launch overhead counts `launches` launches once. The band is the parts' bands, weighted
+/// by their times. Throws std::invalid_argument when `parts` is empty or a part is invalid.
+GpuEstimate estimate_gpu_call(const std::vector<GpuEstimateInput>& parts, const TargetSpec& target,
+                              int launches);
 
 /// Computes the estimate for `target` (kind gpu, vendor NVIDIA). Throws std::invalid_argument
 /// when flops or bytes are negative or not finite, both are 0, or the target has no bandwidth,

@@ -138,8 +138,56 @@ double SassMix::mean_load_bytes() const {
   return (4.0 * narrow + 8.0 * ldg_64 + 16.0 * ldg_128 + 32.0 * ldg_256) / static_cast<double>(ldg);
 }
 
+namespace {
+
+// One instruction of a function, for the hot-loop scan: its address and, for a BRA, its target.
+struct Instr {
+  long addr = 0, target = -1;
+  std::string op;
+};
+
+long address_of(std::string_view line) {
+  return std::strtol(std::string(line.substr(2, line.find("*/") - 2)).c_str(), nullptr, 16);
+}
+
+// "BRA 0x8b0" (cuobjdump prints the absolute target), or -1.
+long branch_target(std::string_view line) {
+  const std::size_t b = line.find("BRA ");
+  if (b == std::string_view::npos) return -1;
+  const std::size_t x = line.find("0x", b);
+  const std::size_t semi = line.find(';', b);
+  if (x == std::string_view::npos || (semi != std::string_view::npos && x > semi)) return -1;
+  return std::strtol(std::string(line.substr(x, 18)).c_str(), nullptr, 16);
+}
+
+// Fills m.loop_*: among the loops closed by backward branches, the one with the most tensor-core
+// MMAs (ties: the innermost, i.e. the shortest); with no MMA anywhere, the longest loop body.
+void find_hot_loop(SassMix& m, const std::vector<Instr>& ins) {
+  long best_tc = -1, best_n = 0;
+  for (std::size_t e = 0; e < ins.size(); ++e) {
+    if (ins[e].target < 0 || ins[e].target > ins[e].addr) continue;
+    std::size_t s = e;
+    while (s > 0 && ins[s - 1].addr >= ins[e].target) --s;
+    SassMix body;
+    for (std::size_t i = s; i <= e; ++i) count(body, ins[i].op, false);
+    const long tc = body.tensor_core();
+    const bool better = tc > best_tc || (tc == best_tc && tc > 0 && body.total < best_n) ||
+                        (tc == best_tc && tc == 0 && body.total > best_n);
+    if (better) {
+      best_tc = tc;
+      best_n = body.total;
+      m.loop_total = body.total;
+      m.loop_tensor = tc;
+      m.loop_hmma_flops = body.hmma_flops;
+    }
+  }
+}
+
+}  // namespace
+
 std::vector<SassMix> parse_sass_mix(std::string_view text) {
   std::vector<SassMix> out;
+  std::vector<Instr> ins;
   std::string arch;
   std::size_t pos = 0;
   while (pos < text.size()) {
@@ -150,15 +198,21 @@ std::vector<SassMix> parse_sass_mix(std::string_view text) {
     if (starts_with(line, "code for ")) {
       arch = std::string(trim(line.substr(9)));
     } else if (starts_with(line, "Function : ")) {
+      if (!out.empty()) find_hot_loop(out.back(), ins);
+      ins.clear();
       SassMix m;
       m.function = std::string(trim(line.substr(11)));
       m.arch = arch;
       out.push_back(std::move(m));
     } else if (!out.empty()) {
       const std::string op = opcode_of(line);
-      if (!op.empty()) count(out.back(), op, line.find("@!PT ") != std::string_view::npos);
+      if (!op.empty()) {
+        count(out.back(), op, line.find("@!PT ") != std::string_view::npos);
+        ins.push_back({address_of(line), op.rfind("BRA", 0) == 0 ? branch_target(line) : -1, op});
+      }
     }
   }
+  if (!out.empty()) find_hot_loop(out.back(), ins);
   return out;
 }
 
@@ -244,7 +298,8 @@ nlohmann::json to_json(const SassMix& m) {
           {"ldl", m.ldl},           {"stl", m.stl},         {"mufu", m.mufu},
           {"atomics", m.atomics},   {"barriers", m.barriers},
           {"smem_read_bytes", m.smem_read_bytes}, {"hmma_flops", m.hmma_flops},
-          {"mean_load_bytes", m.mean_load_bytes()}};
+          {"mean_load_bytes", m.mean_load_bytes()}, {"loop_total", m.loop_total},
+          {"loop_tensor", m.loop_tensor}, {"loop_hmma_flops", m.loop_hmma_flops}};
 }
 
 nlohmann::json to_json(const KernelAttributes& a) {

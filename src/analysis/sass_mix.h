@@ -64,6 +64,12 @@ struct SassMix {
   /// (HMMA.16816 = m16n8k16 = 4096; HMMA.1688 = 2048; PTX ISA "mma.sync" shapes).
   double hmma_flops = 0;
   std::map<std::string, long> opcodes;  ///< base opcode (text before the first '.') -> count
+  /// The hot loop (model 4): the innermost backward branch (BRA to a lower address) whose body
+  /// holds the most tensor-core MMAs (else the most instructions). Its static counts are what a
+  /// warp issues per iteration of the main loop; 0 when the function has no backward branch.
+  long loop_total = 0;         ///< instructions in the hot loop's body (NOP excluded)
+  long loop_tensor = 0;        ///< tensor-core MMAs in it (HMMA, HGMMA, IMMA, ...)
+  double loop_hmma_flops = 0;  ///< HMMA FLOPs per warp per iteration
 
   /// Any tensor-core MMA instruction (hmma + hgmma + imma + qgmma + other_mma).
   long tensor_core() const { return hmma + hgmma + imma + qgmma + other_mma; }

@@ -98,6 +98,23 @@ class FusedMlpType final : public KernelType {
     return static_cast<double>(dtype_size(p.dtype)) / std::sqrt(area);
   }
 
+  // Two launches (the starter's tensor-core path): h = silu(x·w_gateᵀ) ⊙ (x·w_upᵀ), 4·B·D·H
+  // FLOPs reading x, w_gate, w_up and writing h[B,H]; then y = h·w_downᵀ, 2·B·D·H FLOPs
+  // reading h and w_down and writing y. The intermediate h is real traffic of a two-kernel
+  // call. Tiles as in operand_bytes_per_flop, over h[B,H] then y[B,D]. Other launch counts
+  // (e.g. the fp32 SIMT path's three launches): unknown, empty.
+  std::vector<LaunchWork> launch_work(const Problem& p,
+                                      const std::vector<double>& ctas) const override {
+    if (ctas.size() != 2 || !(ctas[0] > 0) || !(ctas[1] > 0)) return {};
+    const double B = static_cast<double>(p.dim("B")), D = static_cast<double>(p.dim("D")),
+                 H = static_cast<double>(p.dim("H")), es = dtype_size(p.dtype);
+    LaunchWork up{4 * B * D * H, es * (B * D + 2 * H * D + B * H),
+                  es / std::sqrt(std::max(1.0, B * H / ctas[0]))};
+    LaunchWork down{2 * B * D * H, es * (B * H + D * H + B * D),
+                    es / std::sqrt(std::max(1.0, B * D / ctas[1]))};
+    return {up, down};
+  }
+
   Size smoke_size() const override { return bdh("b4d64h128", 4, 64, 128); }
 
   // Token batches through FFNs of D=768/H=3072 (GPT-2/BERT width), D=1024/H=2816 (the LLaMA

@@ -37,6 +37,11 @@ std::string Problem::describe() const {
 
 double KernelType::operand_bytes_per_flop(const Problem&, double) const { return 0; }
 
+std::vector<KernelType::LaunchWork> KernelType::launch_work(const Problem&,
+                                                            const std::vector<double>&) const {
+  return {};
+}
+
 double KernelType::min_bytes(const Problem& p) const {
   double b = 0;
   for (const auto& t : p.inputs) b += static_cast<double>(t.nbytes());

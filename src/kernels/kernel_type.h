@@ -110,6 +110,18 @@ class KernelType {
   /// FLOPs). 0 (the default) for types that are not tiled contractions.
   virtual double operand_bytes_per_flop(const Problem& p, double ctas) const;
 
+  /// The work of one kernel launch of a call (rung 3, model 4).
+  struct LaunchWork {
+    double flops = 0;                   ///< FLOPs this launch does
+    double bytes = 0;                   ///< global bytes it reads and writes (minimal)
+    double operand_bytes_per_flop = 0;  ///< its tile-reuse term (0: not a tiled contraction)
+  };
+  /// How one call's work splits across its launches, when the call launches `ctas.size()`
+  /// distinct kernels in this order with these grid sizes (the launch record): one entry per
+  /// launch, or empty when the type does not know (the default; the estimate then charges the
+  /// whole call to its main kernel).
+  virtual std::vector<LaunchWork> launch_work(const Problem& p, const std::vector<double>& ctas) const;
+
   /// Length of the "rows" the evaluator's localized check uses for output `output_index`:
   /// default the last dimension (one softmax row, one matmul row). Types whose outputs are
   /// independent scalars per element (reduce's y[M], cross_entropy's 0-d loss) return 1.

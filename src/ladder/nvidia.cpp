@@ -448,6 +448,13 @@ ClimbResult NvidiaClimber::climb(const KernelType& type, const Variant& variant,
   const LaunchRecord record =
       record_launches(variant.source, type.make_problem(rec_size, opts.dtype), target, resources);
   std::optional<analysis::LaunchGeometry> geometry;
+  // Model 4: every distinct launched kernel, in first-launch order, with its own geometry.
+  struct LaunchPart {
+    const KernelView* kernel = nullptr;
+    analysis::LaunchGeometry geometry;
+    Occupancy occupancy;
+  };
+  std::vector<LaunchPart> launch_parts;
   if (record.available && record.ok && !record.launches.empty()) {
     std::vector<const KernelView*> launched;
     for (const auto& k : kernels)
@@ -484,6 +491,38 @@ ClimbResult NvidiaClimber::climb(const KernelType& type, const Variant& variant,
                              limits)
                              .blocks_per_sm;
       geometry = gm;
+      for (const auto& l : record.launches) {
+        const KernelView* kv = nullptr;
+        for (const auto& k : kernels)
+          if (l.kernel == k.ptxas->mangled) kv = &k;
+        if (!kv) {  // a launch of a kernel without ptxas numbers: no per-launch model
+          launch_parts.clear();
+          break;
+        }
+        auto it = std::find_if(launch_parts.begin(), launch_parts.end(),
+                               [&](const LaunchPart& q) { return q.kernel == kv; });
+        if (it == launch_parts.end()) {
+          launch_parts.push_back({kv, gm, {}});
+          it = std::prev(launch_parts.end());
+          it->geometry.blocks = 0;
+          it->geometry.smem_per_block = 0;
+          it->geometry.memset_bytes = 0;
+        }
+        it->geometry.blocks += l.blocks();
+        it->geometry.threads = static_cast<int>(l.threads());
+        it->geometry.smem_per_block =
+            std::max(it->geometry.smem_per_block,
+                     static_cast<double>(kv->ptxas->smem_bytes + l.dynamic_smem));
+      }
+      for (auto& q : launch_parts) {
+        const long qdyn = static_cast<long>(q.geometry.smem_per_block) - q.kernel->ptxas->smem_bytes;
+        q.occupancy = analysis::compute_occupancy(
+            {q.geometry.threads, std::max(0, q.kernel->ptxas->registers),
+             q.kernel->ptxas->smem_bytes, std::max(0L, qdyn)},
+            limits);
+        q.geometry.blocks_per_sm = q.occupancy.blocks_per_sm;
+      }
+      if (!launch_parts.empty()) launch_parts.front().geometry.memset_bytes = gm.memset_bytes;
     }
   }
   // Block size.
@@ -624,12 +663,38 @@ ClimbResult NvidiaClimber::climb(const KernelType& type, const Variant& variant,
   in.block_size_assumed = assumed;
   in.arch = target.isa;
   in.launch = geometry;
-  const analysis::GpuEstimate est = analysis::estimate_gpu_time(in, target);
+  // Model 4: a call of several kernels whose type says how the work splits is estimated launch
+  // by launch (analysis::estimate_gpu_call); otherwise the main kernel carries the whole call.
+  std::vector<double> part_ctas;
+  for (const auto& q : launch_parts) part_ctas.push_back(static_cast<double>(q.geometry.blocks));
+  const auto work = launch_parts.size() > 1 ? type.launch_work(p, part_ctas)
+                                            : std::vector<KernelType::LaunchWork>{};
+  bool per_launch = work.size() == launch_parts.size() && !work.empty();
+  for (const auto& q : launch_parts)
+    if (q.occupancy.blocks_per_sm <= 0 || q.occupancy.active_warps <= 0) per_launch = false;
+  std::vector<analysis::GpuEstimateInput> parts;
+  if (per_launch) {
+    for (std::size_t i = 0; i < launch_parts.size(); ++i) {
+      analysis::GpuEstimateInput pi = in;
+      pi.flops = work[i].flops;
+      pi.bytes = work[i].bytes;
+      pi.mix.reset();
+      if (launch_parts[i].kernel->mix) pi.mix = *launch_parts[i].kernel->mix;
+      pi.occupancy = launch_parts[i].occupancy;
+      pi.launch = launch_parts[i].geometry;
+      pi.launch->operand_bytes_per_flop = work[i].operand_bytes_per_flop;
+      parts.push_back(std::move(pi));
+    }
+  }
+  const analysis::GpuEstimate est =
+      per_launch ? analysis::estimate_gpu_call(parts, target,
+                                               static_cast<int>(record.launches.size()))
+                 : analysis::estimate_gpu_time(in, target);
   RungEvidence r3;
   r3.rung = kAnalytical;
   r3.status = "pass";
   r3.tool = "roofline from the spec DB + rung-1 efficiency model";
-  r3.tool_version = geometry ? "vb-nvidia-model-3" : "vb-nvidia-model-1";
+  r3.tool_version = geometry ? "vb-nvidia-model-4" : "vb-nvidia-model-1";
   r3.data = analysis::to_json(est);
   r3.data["size"] = size.label;
   r3.data["dtype"] = std::string(dtype_name(opts.dtype));

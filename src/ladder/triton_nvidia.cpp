@@ -291,7 +291,7 @@ ClimbResult TritonNvidiaClimber::climb(const KernelType& type, const Variant& va
                        fmt::format("{:.4g} us [{:.4g}..{:.4g}] at {} {}: {}", est.time_us, est.low_us,
                                    est.high_us, size.label, dtype_name(opts.dtype), est.basis),
                        d3);
-    e3.tool_version = "vb-nvidia-model-3";
+    e3.tool_version = "vb-nvidia-model-4";
     r.evidence.push_back(e3);
     Estimate out;
     out.time_us = est.time_us;

@@ -18,9 +18,10 @@
 //           limits at the launch's num_warps x 32 threads and shared memory (analysis/occupancy.h).
 //   rung 2  not climbed here: the Triton interpreter checks correctness on the CPU with
 //           `vladbud bench TYPE --backend triton` (target independent).
-//   rung 3  the CUDA climber's model (analysis/gpu_estimate.h, model 3) with the exact launch
+//   rung 3  the CUDA climber's model (analysis/gpu_estimate.h, model 4) with the exact launch
 //           geometry of the captured launches: grid, threads, blocks per SM, launches, operand
-//           bytes per FLOP, shared memory per block.
+//           bytes per FLOP, shared memory per block (one estimate for the main kernel: model 4's
+//           launch-by-launch sum is used by the CUDA climber only).
 //   rung 4  unavailable: no GPU cycle simulator installed.
 //   rung 5  unavailable: Triton kernels are not timed on NVIDIA GPUs by VladBud yet.
 #pragma once

@@ -1,0 +1,285 @@
+// variant v02_block64_packs16 of the blind ranking study 4 (bench/ranking_variants.py): BLOCK_THREADS=64, MAX_PACKS=16
+#define BLOCK_THREADS 64
+#define MAX_PACKS 16
+// layernorm (CUDA starter): y[B,D] = (x - mean) / sqrt(var + eps) * weight + bias over the last
+// dim, biased variance (DESIGN §2; torch.nn.functional.layer_norm).
+//
+// Inputs: x[B,D], weight[D], bias[D]. Outputs: y[B,D] (same dtype). Attributes: eps (1e-5).
+// fp16 / bf16 / fp32; statistics in fp32, the output rounded once (RNE).
+//
+// Rows that fit the registers (D <= WARP_MAX_COLS: one warp per row; otherwise up to 64 floats
+// per thread of a BLOCK_THREADS block) are read ONCE: the row stays in registers, the mean is
+// reduced first and the variance is then the exact two-pass Σ(x - mean)² / D from registers
+// (no E[x²] - E[x]² cancellation on large-mean rows). Longer rows are streamed by a block of
+// LONG_BLOCK_THREADS in three passes over the row (sum, squared deviations, output; the
+// re-reads usually hit L2). 16-byte vector accesses where the row length and pointers allow,
+// coalesced scalars otherwise; rows grid-strided over a 1-D grid; fixed-order reductions
+// (bitwise deterministic).
+
+#include "vb_cuda.cuh"
+
+#include <climits>
+#include <cstdint>
+#include <type_traits>
+
+// @vb-param VEC_BYTES 16 {2,4,8,16}  bytes per vector load/store (16 = LDG.128)
+#ifndef VEC_BYTES
+#define VEC_BYTES 16
+#endif
+// @vb-param WARP_MAX_COLS 1024 {0,256,512,1024,2048}  longest row handled by one warp
+#ifndef WARP_MAX_COLS
+#define WARP_MAX_COLS 1024
+#endif
+// @vb-param WARP_BLOCK_THREADS 256 {64,128,256,512}  threads per block in the warp-per-row path
+#ifndef WARP_BLOCK_THREADS
+#define WARP_BLOCK_THREADS 256
+#endif
+// @vb-param BLOCK_THREADS 256 {64,128,256,512,1024}  threads per block for row-per-block rows
+#ifndef BLOCK_THREADS
+#define BLOCK_THREADS 256
+#endif
+// @vb-param MAX_PACKS 8 {1,2,4,8,16}  vectors kept in registers per thread (row cache)
+#ifndef MAX_PACKS
+#define MAX_PACKS 8
+#endif
+// @vb-param LONG_BLOCK_THREADS 1024 {256,512,1024}  threads per block for streamed long rows
+#ifndef LONG_BLOCK_THREADS
+#define LONG_BLOCK_THREADS 1024
+#endif
+// @vb-param UNROLL 4 {1,2,4,8}  independent vector loads per thread per step (streaming path)
+#ifndef UNROLL
+#define UNROLL 4
+#endif
+// @vb-param MAX_BLOCKS_PER_SM 16 {2,4,8,16,32}  grid cap = SMs x this (rows are grid-strided)
+#ifndef MAX_BLOCKS_PER_SM
+#define MAX_BLOCKS_PER_SM 16
+#endif
+
+#include "vb_cuda_rows.cuh"
+
+namespace {
+
+static_assert(VEC_BYTES == 2 || VEC_BYTES == 4 || VEC_BYTES == 8 || VEC_BYTES == 16,
+              "VEC_BYTES must be 2, 4, 8 or 16");
+static_assert(BLOCK_THREADS % 32 == 0 && BLOCK_THREADS >= 32 && BLOCK_THREADS <= 1024,
+              "BLOCK_THREADS must be a multiple of 32 in [32, 1024]");
+static_assert(WARP_BLOCK_THREADS % 32 == 0 && WARP_BLOCK_THREADS >= 32 &&
+                  WARP_BLOCK_THREADS <= 1024,
+              "WARP_BLOCK_THREADS must be a multiple of 32 in [32, 1024]");
+static_assert(LONG_BLOCK_THREADS % 32 == 0 && LONG_BLOCK_THREADS >= 32 &&
+                  LONG_BLOCK_THREADS <= 1024,
+              "LONG_BLOCK_THREADS must be a multiple of 32 in [32, 1024]");
+static_assert(MAX_PACKS >= 1 && MAX_PACKS <= 16, "MAX_PACKS must be in [1, 16]");
+static_assert(UNROLL >= 1 && UNROLL <= 16, "UNROLL must be in [1, 16]");
+
+// ---- register-cached rows (warp per row or block per row) ------------------------------------
+
+/// One row per group of G threads (BT per block). Thread t holds packs p = k*G + t (k < KP) of
+/// NP consecutive elements (NP > 1: one vector each; NP = 1: coalesced scalars). Requires
+/// D <= G*KP*NP and, for NP > 1, D % NP == 0 and aligned rows, weight and bias.
+template <typename T, int G, int BT, int NP, int KP>
+__global__ void __launch_bounds__(BT, 1)
+    layernorm_cached(const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ b,
+                     T* __restrict__ y, i64 R, int D, float eps) {
+  static_assert(BT % G == 0, "block must hold whole groups");
+  constexpr int RPB = BT / G;
+  __shared__ float red[64];
+  int phase = 0;
+  const int t = static_cast<int>(threadIdx.x) % G;
+  const int n_packs = D / NP;
+  const float fd = static_cast<float>(D);
+  for (i64 row = static_cast<i64>(blockIdx.x) * RPB + threadIdx.x / G; row < R;
+       row += static_cast<i64>(gridDim.x) * RPB) {
+    const T* xr = x + row * D;
+    T* yr = y + row * D;
+    float v[KP][NP];
+#pragma unroll
+    for (int k = 0; k < KP; ++k) {  // all loads first: KP independent loads in flight
+      const int p = k * G + t;
+      if (p < n_packs) load_pack<T, NP>(xr + p * NP, v[k]);
+    }
+    float s = 0.0f;
+#pragma unroll
+    for (int k = 0; k < KP; ++k)
+      if (k * G + t < n_packs)
+#pragma unroll
+        for (int j = 0; j < NP; ++j) s += v[k][j];
+    const float mean = group_sum<G>(s, red, phase) / fd;
+    float q = 0.0f;
+#pragma unroll
+    for (int k = 0; k < KP; ++k)
+      if (k * G + t < n_packs)
+#pragma unroll
+        for (int j = 0; j < NP; ++j) {
+          const float d = v[k][j] - mean;
+          q += d * d;
+        }
+    const float var = group_sum<G>(q, red, phase) / fd;
+    const float rstd = 1.0f / sqrtf(var + eps);
+#pragma unroll
+    for (int k = 0; k < KP; ++k) {
+      const int p = k * G + t;
+      if (p < n_packs) {
+        float wv[NP], bv[NP];
+        load_pack<T, NP>(w + p * NP, wv);
+        load_pack<T, NP>(b + p * NP, bv);
+#pragma unroll
+        for (int j = 0; j < NP; ++j) v[k][j] = (v[k][j] - mean) * rstd * wv[j] + bv[j];
+        store_pack<T, NP>(yr + p * NP, v[k]);
+      }
+    }
+  }
+}
+
+// ---- streamed long rows ------------------------------------------------------------------------
+
+/// One row per block of BT threads, three passes: Σx, Σ(x - mean)², output.
+template <typename T, int BT, int NP, int UU>
+__global__ void __launch_bounds__(BT, 1)
+    layernorm_stream(const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ b,
+                     T* __restrict__ y, i64 R, i64 D, float eps) {
+  __shared__ float red[64];
+  int phase = 0;
+  const i64 n_packs = D / NP;
+  const float fd = static_cast<float>(D);
+  constexpr i64 STEP = static_cast<i64>(UU) * BT;
+  for (i64 row = blockIdx.x; row < R; row += gridDim.x) {
+    const T* xr = x + row * D;
+    T* yr = y + row * D;
+    float v[UU][NP];
+    float s = 0.0f;
+    for (i64 base = 0; base < n_packs; base += STEP) {
+      load_step<T, BT, NP, UU>(xr, base, n_packs, v);
+#pragma unroll
+      for (int u = 0; u < UU; ++u)
+        if (step_pack<BT>(base, u) < n_packs)
+#pragma unroll
+          for (int j = 0; j < NP; ++j) s += v[u][j];
+    }
+    const float mean = group_sum<BT>(s, red, phase) / fd;
+    float q = 0.0f;
+    for (i64 base = 0; base < n_packs; base += STEP) {
+      load_step<T, BT, NP, UU>(xr, base, n_packs, v);
+#pragma unroll
+      for (int u = 0; u < UU; ++u)
+        if (step_pack<BT>(base, u) < n_packs)
+#pragma unroll
+          for (int j = 0; j < NP; ++j) {
+            const float d = v[u][j] - mean;
+            q += d * d;
+          }
+    }
+    const float rstd = 1.0f / sqrtf(group_sum<BT>(q, red, phase) / fd + eps);
+    for (i64 base = 0; base < n_packs; base += STEP) {
+      load_step<T, BT, NP, UU>(xr, base, n_packs, v);
+#pragma unroll
+      for (int u = 0; u < UU; ++u) {
+        const i64 p = step_pack<BT>(base, u);
+        if (p < n_packs) {
+          float wv[NP], bv[NP];
+          load_pack<T, NP>(w + p * NP, wv);
+          load_pack<T, NP>(b + p * NP, bv);
+#pragma unroll
+          for (int j = 0; j < NP; ++j) v[u][j] = (v[u][j] - mean) * rstd * wv[j] + bv[j];
+          store_pack<T, NP>(yr + p * NP, v[u]);
+        }
+      }
+    }
+  }
+}
+
+// ---- host side ---------------------------------------------------------------------------------
+
+template <typename T, bool VEC>
+int run_layernorm_as(const T* x, const T* w, const T* b, T* y, i64 R, i64 D, float eps, int sms,
+                  cudaStream_t st) {
+  constexpr int N = vec_elems<T>();
+  constexpr int KW = pow2_floor(max_packs<T, WARP_BLOCK_THREADS, VEC>());
+  constexpr int KB = pow2_floor(max_packs<T, BLOCK_THREADS, VEC>());
+  const int Di = static_cast<int>(D);
+  if (D <= WARP_MAX_COLS && D <= 32LL * KW * N) {
+    constexpr int BT = WARP_BLOCK_THREADS;
+    const unsigned grid = grid_for(R, BT / 32, sms);
+    return with_pack_count<KW>((D + 32LL * N - 1) / (32LL * N), [&](auto kc) {
+      constexpr int KP = decltype(kc)::value;
+      if constexpr (VEC)
+        layernorm_cached<T, 32, BT, N, KP><<<grid, BT, 0, st>>>(x, w, b, y, R, Di, eps);
+      else
+        layernorm_cached<T, 32, BT, 1, KP * N><<<grid, BT, 0, st>>>(x, w, b, y, R, Di, eps);
+      VBK_CUDA_CHECK_LAUNCH("layernorm_cached (warp per row)");
+      return 0;
+    });
+  }
+  if (D <= static_cast<i64>(BLOCK_THREADS) * KB * N) {
+    constexpr int BT = BLOCK_THREADS;
+    const unsigned grid = grid_for(R, 1, sms);
+    return with_pack_count<KB>((D + BT * N - 1) / (static_cast<i64>(BT) * N), [&](auto kc) {
+      constexpr int KP = decltype(kc)::value;
+      if constexpr (VEC)
+        layernorm_cached<T, BT, BT, N, KP><<<grid, BT, 0, st>>>(x, w, b, y, R, Di, eps);
+      else
+        layernorm_cached<T, BT, BT, 1, KP * N><<<grid, BT, 0, st>>>(x, w, b, y, R, Di, eps);
+      VBK_CUDA_CHECK_LAUNCH("layernorm_cached (block per row)");
+      return 0;
+    });
+  }
+  constexpr int BT = LONG_BLOCK_THREADS;
+  constexpr int step_cap = cache_limit(BT) / 2;  // floats in flight per thread per step
+  const unsigned grid = grid_for(R, 1, sms);
+  if constexpr (VEC) {
+    constexpr int UU = UNROLL * N <= step_cap ? UNROLL : (step_cap / N > 0 ? step_cap / N : 1);
+    layernorm_stream<T, BT, N, UU><<<grid, BT, 0, st>>>(x, w, b, y, R, D, eps);
+  } else {
+    constexpr int UU = UNROLL * N <= step_cap / 2 ? UNROLL * N : step_cap / 2;
+    layernorm_stream<T, BT, 1, UU><<<grid, BT, 0, st>>>(x, w, b, y, R, D, eps);
+  }
+  VBK_CUDA_CHECK_LAUNCH("layernorm_stream");
+  return 0;
+}
+
+/// Vector path when the row length is a multiple of the vector width and every pointer is
+/// aligned to it (then every row is); coalesced scalars otherwise.
+template <typename T>
+int run_layernorm(const T* x, const T* w, const T* b, T* y, i64 R, i64 D, float eps, int sms,
+                  cudaStream_t st) {
+  constexpr int N = vec_elems<T>();
+  constexpr std::size_t VB = sizeof(T) * N;
+  const bool vec = N > 1 && D % N == 0 && aligned_to(x, VB) && aligned_to(y, VB) &&
+                   aligned_to(w, VB) && aligned_to(b, VB);
+  return vec ? run_layernorm_as<T, true>(x, w, b, y, R, D, eps, sms, st)
+             : run_layernorm_as<T, false>(x, w, b, y, R, D, eps, sms, st);
+}
+
+}  // namespace
+
+/// layernorm: inputs {x[B,D], weight[D], bias[D]}, outputs {y[B,D]} (all one dtype),
+/// attributes {eps}. Launches on `stream` only and does not synchronize. Returns 0, or 1 with
+/// vb_kernel_last_error() naming the bad argument or the launch error.
+extern "C" int vb_kernel_run(const DLTensor* inputs, int n_inputs, DLTensor* outputs,
+                             int n_outputs, const double* attrs, int n_attrs, void* stream) {
+  if (int e = vbk::check_cuda_args(inputs, n_inputs, 3, outputs, n_outputs, 1, n_attrs, 1)) return e;
+  if (int e = vbk::check_same_dtype(inputs, n_inputs, outputs, n_outputs)) return e;
+  const DLTensor& tx = inputs[0];
+  DLTensor& ty = outputs[0];
+  if (tx.ndim != 2) return vbk::fail("x: expected 2 dimensions [B,D], got %d", tx.ndim);
+  const i64 B = tx.shape[0], D = tx.shape[1];
+  if (int e = vbk::check_shape(tx, "x", {B, D})) return e;
+  if (int e = vbk::check_shape(inputs[1], "weight", {D})) return e;
+  if (int e = vbk::check_shape(inputs[2], "bias", {D})) return e;
+  if (int e = vbk::check_shape(ty, "y", {B, D})) return e;
+  const float eps = static_cast<float>(attrs[0]);
+  if (!(eps >= 0.0f) || eps == __builtin_huge_valf())
+    return vbk::fail("eps must be finite and >= 0 (got %g)", attrs[0]);
+  if (B == 0 || D == 0) return 0;
+  if (D > INT_MAX / 2) return vbk::fail("x: row length %lld is too long (at most %d)", D, INT_MAX / 2);
+  int sms = 0;
+  if (int e = sm_count(tx, &sms)) return e;
+  const cudaStream_t st = vbk::as_stream(stream);
+  return vbk::dispatch_float(vbk::dtype_of(tx), [&](auto tag) {
+    using T = decltype(tag);
+    return run_layernorm<T>(static_cast<const T*>(vbk::data_ptr(tx)),
+                            static_cast<const T*>(vbk::data_ptr(inputs[1])),
+                            static_cast<const T*>(vbk::data_ptr(inputs[2])),
+                            static_cast<T*>(vbk::data_ptr(ty)), B, D, eps, sms, st);
+  });
+}

@@ -47,6 +47,11 @@ stages=("$@"); [ ${#stages[@]} -eq 0 ] && stages=(aot-check aot-time)
 types=(matmul softmax layernorm rmsnorm flash_attention fused_mlp cross_entropy rotary_embedding reduce)
 export vb logs
 for st in "${stages[@]}"; do
+  case "$st" in preview | interp | aot-check | aot-time) ;;
+    *) echo "h200_triton.sh: unknown stage '$st' (preview, interp, aot-check, aot-time)" >&2; exit 2 ;;
+  esac
+done
+for st in "${stages[@]}"; do
   t0=$(date +%s)
   lim_var="STAGE_LIMIT_${st//-/_}"  # e.g. STAGE_LIMIT_aot_check=150 overrides the table
   lim="${!lim_var:-${limit[$st]:-300}}"

@@ -38,12 +38,21 @@ dry=()
 out="${OUT:-$here/h200-out}"
 mkdir -p "$out"
 py="${VB_PYTHON:-python3}"
+py="$(command -v "$py" || echo "$py")"
+case "$py" in /*) ;; *) py="$here/$py" ;; esac  # checks below run from / (see there)
 if [ ${#dry[@]} -eq 0 ]; then
   # Checked from /: in the repo root `import kernels` finds this repository's kernels/ folder (a
   # namespace package), so the check passed without the wheels on the H200's first run.
   if ! (cd / && "$py" -c 'import kernels.utils' 2>/dev/null); then
     ls .whl/*.whl >/dev/null 2>&1 || { echo "no .whl/: run 'bash bench/hf_export_h200.sh --fetch-wheels' here and carry .whl" >&2; exit 2; }
-    "$py" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
+    # Only the wheels this script fetches (.whl/ may hold others, e.g. Dask's for scaleout).
+    need=()
+    for w in "${wheels[@]}" tomli==2.2.1; do
+      f="$(ls .whl/"$(echo "${w%%==*}" | tr - _)"-"${w##*==}"-*.whl 2>/dev/null | head -1)"
+      [ -n "$f" ] || { echo "no wheel for $w in .whl/: run 'bash bench/hf_export_h200.sh --fetch-wheels' here" >&2; exit 2; }
+      need+=("$f")
+    done
+    "$py" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site "${need[@]}"
     export PYTHONPATH="/tmp/site${PYTHONPATH:+:$PYTHONPATH}"
   fi
   # The CLI and the headers packed by bench/h200_all.sh --pack (the export runs `vladbud export`).

@@ -114,7 +114,7 @@ score() {  # score NAME REPS ON_DEVICE: one kernelbench score run of $problems -
   [ "${COMPILE:-1}" = 1 ] && extra+=(--compile)
   [ "$ondev" = 1 ] && [ "$backend" != cpu ] && extra+=(--inputs-on-device)
   [ "${TF32:-1}" = 1 ] || extra+=(--no-tf32)
-  [ -n "$dry" ] || { nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>&1; date -u +%FT%TZ; } >"$out/$name.env"
+  [ -n "$dry" ] || { nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>&1; echo "date: $(date -u +%FT%TZ)"; } >"$out/$name.env"
   run "$vb" kernelbench score "${common[@]}" --problem "$problems" --backend "$backend" --reps "$reps" \
     --timeout "${TIMEOUT:-300}" "${extra[@]}" --progress --markdown "$out/$name.md" 2>&1 | tee "$out/$name.txt"
 }
@@ -178,14 +178,21 @@ key = lambda p: "0" if p == 0 else f"{p:.1f}"
 lines = ["# KernelBench Level 1 on the H200 (bench/kernelbench_h200.sh)", ""]
 doc = {}
 for tag in sorted({os.path.basename(f).split("-")[1] for f in glob.glob(f"{out}/score-*.json")}):
+    def when(f):  # the date of that score run: the .env's "date: " line (score() writes it)
+        env = f[:-5] + ".env"
+        if not os.path.exists(env):
+            return ""
+        lines = [l.strip() for l in open(env).read().splitlines() if l.strip()]
+        dated = [l[len("date: "):] for l in lines if l.startswith("date: ")]
+        return dated[-1] if dated else (lines[-1] if lines else "")
     rows = {}
-    for f in sorted(glob.glob(f"{out}/score-{tag}-*.json")):
-        env = f[:-5] + ".env"  # GPU and date of that score run (score() writes it)
-        when = open(env).read().split("\n")[1].strip() if os.path.exists(env) else ""
+    # Oldest run first, so a later run of a problem replaces an earlier one's row.
+    for f in sorted(glob.glob(f"{out}/score-{tag}-*.json"), key=lambda f: (when(f), f)):
+        w = when(f)
         for r in json.load(open(f))["problems"]:
-            if when:
-                r.setdefault("measured", when)
-            rows[r["label"]] = r  # a later file (by name) replaces an earlier one's row
+            if w:
+                r.setdefault("measured", w)
+            rows[r["label"]] = r
     rs = list(rows.values())
     n = len(rs)
     fp = {key(p): sum(1 for r in rs if r["correct"] and (r["speedup"] or 0) > p) / n for p in P}

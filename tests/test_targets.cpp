@@ -1,6 +1,7 @@
 // Tests of src/targets: CPU detection, measured ceilings and their cache, the roofline.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
@@ -10,6 +11,7 @@
 #include <regex>
 #include <stdexcept>
 #include <string>
+#include <thread>
 
 #include <nlohmann/json.hpp>
 
@@ -97,6 +99,10 @@ TEST(CpuInfo, CompetingTasksAreThoseBeyondTheCoresATimedCallLeavesIdle) {
   // Unknown load (runnable_tasks() -1 gives others -2) and a bad core count stay sane.
   EXPECT_EQ(competing_tasks(-2, 2, 0), 0);
   EXPECT_EQ(competing_tasks(3, 0, 1), 3);
+  // The cores a timing may use are this process's CPUs (its affinity mask), never more than
+  // the machine has.
+  EXPECT_GE(usable_cores(), 1);
+  EXPECT_LE(usable_cores(), std::max(1, static_cast<int>(std::thread::hardware_concurrency())));
 }
 
 TEST(CpuInfo, ContentionWarningOnlyAboveTheCoresPlusOne) {
@@ -275,6 +281,7 @@ TEST(Ceilings, JsonRoundTrip) {
   c.peak_tflops[DType::BF16] = 1.5;
   c.peak_method[DType::BF16] = "via fp32 (no native 16-bit FMA)";
   c.quick = true;
+  c.probe = "0123456789abcdef";
   const json j = c;
   EXPECT_DOUBLE_EQ(j.at("peak_tflops").at("fp32").get<double>(), 2.0);
   EXPECT_EQ(j.at("peak_method").at("bf16"), "via fp32 (no native 16-bit FMA)");
@@ -288,6 +295,7 @@ TEST(Ceilings, JsonRoundTrip) {
   EXPECT_EQ(r.peak_tflops, c.peak_tflops);
   EXPECT_EQ(r.peak_method, c.peak_method);
   EXPECT_EQ(r.probe_seconds, c.probe_seconds);
+  EXPECT_EQ(r.probe, c.probe);
   EXPECT_EQ(r.threads, c.threads);
   EXPECT_EQ(r.quick, c.quick);
 }
@@ -397,12 +405,34 @@ TEST_F(LocalCeilings, ValidCacheIsReusedAndRecalibrateRemeasures) {
   fake.machine_id = machine_id(detect_cpu());
   fake.mem_bw_gbs = 123.5;
   fake.quick = true;
+  fake.probe = cpu_probe_id();
   write_file_atomic(cache_file(), json(fake).dump());
   EXPECT_EQ(local_cpu_ceilings().mem_bw_gbs, 123.5);
   const Ceilings fresh = local_cpu_ceilings(true);
   EXPECT_NE(fresh.mem_bw_gbs, 123.5);
   expect_plausible(fresh);
   EXPECT_EQ(json::parse(slurp(cache_file())).get<Ceilings>().measured_at, fresh.measured_at);
+}
+
+TEST_F(LocalCeilings, ACacheMeasuredByAnotherProbeBuildIsRemeasured) {
+  // Caches written before the probe had an id, and by another build of the probe, are not
+  // reused: a probe that gained a measurement (copy_nt) must replace an older, lower ceiling.
+  for (const std::string id : {std::string(), std::string("0000000000000000")}) {
+    Ceilings old = toy_ceilings();
+    old.machine_id = machine_id(detect_cpu());
+    old.mem_bw_gbs = 123.5;
+    old.quick = true;
+    old.probe = id;
+    write_file_atomic(cache_file(), json(old).dump());
+    std::vector<std::string> messages;
+    const Ceilings c = local_cpu_ceilings(false, [&](std::string m) { messages.push_back(m); });
+    EXPECT_NE(c.mem_bw_gbs, 123.5) << id;
+    EXPECT_EQ(c.probe, cpu_probe_id());
+    ASSERT_FALSE(messages.empty());
+    EXPECT_NE(messages.front().find(id.empty() ? "predate the probe's id" : "another build of the probe"),
+              std::string::npos)
+        << messages.front();
+  }
 }
 
 TEST_F(LocalCeilings, CorruptedCacheIsRemeasured) {

@@ -387,8 +387,7 @@ class Session {
         if (i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
         others = std::min(others, runnable_tasks() - 1);
       }
-      others = competing_tasks(others, static_cast<int>(std::thread::hardware_concurrency()),
-                               device.timing_host_threads());
+      others = competing_tasks(others, usable_cores(), device.timing_host_threads());
       tr.other_runnable = std::max(tr.other_runnable, others);
       const double budget_s =
           opt_.call_timeout_s + 4.0 * est_s * static_cast<double>(k + kBatchWarmup + 1) + 5.0;

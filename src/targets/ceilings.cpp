@@ -34,19 +34,31 @@ DType dtype_key(const std::string& name) {
   return *t;
 }
 
-// Builds the probe once per (source, compiler) and returns the executable's path.
-fs::path build_probe(const std::function<void(std::string)>& progress) {
-  const fs::path src = vladbud_home() / "src" / "targets" / "probes" / "cpu_ceilings.cpp";
-  std::string text;
+fs::path probe_source() {
+  return vladbud_home() / "src" / "targets" / "probes" / "cpu_ceilings.cpp";
+}
+
+std::string probe_id_of(const std::string& text) {
+  const CpuToolchain& tc = cpu_toolchain();
+  return fmt::format("{:016x}",
+                     fnv1a(tc.version, fnv1a(tc.command_line() + "\n", fnv1a(text))));
+}
+
+std::string read_probe_source() {
   try {
-    text = read_file(src);
+    return read_file(probe_source());
   } catch (const std::exception&) {
-    throw std::runtime_error("ceiling probe source not found: " + src.string() +
+    throw std::runtime_error("ceiling probe source not found: " + probe_source().string() +
                              " (set VLADBUD_HOME to the VladBud source tree)");
   }
+}
+
+// Builds the probe once per (source, compiler) and returns the executable's path.
+fs::path build_probe(const std::function<void(std::string)>& progress) {
+  const fs::path src = probe_source();
+  const std::string text = read_probe_source();
   const CpuToolchain& tc = cpu_toolchain();
-  const std::uint64_t h = fnv1a(tc.version, fnv1a(tc.command_line() + "\n", fnv1a(text)));
-  const fs::path dir = cache_dir() / "probes" / fmt::format("{:016x}", h);
+  const fs::path dir = cache_dir() / "probes" / probe_id_of(text);
   const fs::path exe = dir / "cpu_ceilings";
   if (fs::exists(exe)) return exe;
 
@@ -100,6 +112,7 @@ void to_json(json& j, const Ceilings& c) {
            {"probe_seconds", c.probe_seconds},
            {"threads", c.threads},
            {"quick", c.quick}};
+  if (!c.probe.empty()) j["probe"] = c.probe;
 }
 
 void from_json(const json& j, Ceilings& c) {
@@ -117,6 +130,7 @@ void from_json(const json& j, Ceilings& c) {
   j.at("probe_seconds").get_to(r.probe_seconds);
   r.threads = j.value("threads", 0);
   r.quick = j.value("quick", false);
+  r.probe = j.value("probe", std::string());
   if (r.machine_id.empty()) throw std::invalid_argument("ceilings: empty machine_id");
   if (!positive_finite(r.mem_bw_gbs))
     throw std::invalid_argument("ceilings: mem_bw_gbs must be positive");
@@ -130,6 +144,8 @@ void from_json(const json& j, Ceilings& c) {
       throw std::invalid_argument("ceilings: missing peak for " + std::string(dtype_name(t)));
   c = std::move(r);
 }
+
+std::string cpu_probe_id() { return probe_id_of(read_probe_source()); }
 
 Ceilings measure_cpu_ceilings(std::function<void(std::string)> progress) {
   const CpuInfo cpu = detect_cpu();
@@ -172,6 +188,7 @@ Ceilings measure_cpu_ceilings(std::function<void(std::string)> progress) {
   const CpuToolchain& tc = cpu_toolchain();
   c.compiler = tc.command_line() + " (" + tc.version + ")";
   c.probe_seconds = r.seconds;
+  c.probe = exe.parent_path().filename().string();
 
   // Validate through the same checks a cached file gets.
   try {
@@ -214,6 +231,12 @@ Ceilings local_cpu_ceilings(bool recalibrate, std::function<void(std::string)> p
       Ceilings c = json::parse(read_file(path)).get<Ceilings>();
       if (c.machine_id != id) {
         say(progress, "cached ceilings " + path.string() + " belong to machine " + c.machine_id +
+                          "; re-measuring");
+      } else if (c.probe != cpu_probe_id()) {
+        say(progress, "cached ceilings " + path.string() +
+                          (c.probe.empty() ? std::string(" predate the probe's id")
+                                           : " were measured by another build of the probe (" +
+                                                 c.probe + ")") +
                           "; re-measuring");
       } else if (c.quick && !quick_requested()) {
         say(progress,

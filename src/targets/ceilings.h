@@ -38,6 +38,11 @@ struct Ceilings {
   /// Measured with VB_PROBE_QUICK (small arrays, short runs; bandwidth may be cache, not DRAM,
   /// bandwidth). A quick result is never reused by a normal (full) local_cpu_ceilings() call.
   bool quick = false;
+  /// The CPU probe build that measured it (cpu_probe_id(): a hash of the probe's source and
+  /// the compiler); "" for GPU ceilings and for caches written before the field existed. A
+  /// cached measurement by another probe is not reused: a probe that gained a measurement
+  /// (copy_nt, 2026-12-05) must not leave an old, lower ceiling in place.
+  std::string probe;
 
   /// Peak TFLOP/s for kernels of dtype `t`: F64 and I64 use the F64 peak; a missing 16-bit
   /// entry falls back to F32. Throws std::invalid_argument when no usable peak is recorded.
@@ -46,7 +51,7 @@ struct Ceilings {
 
 /// JSON form: {"machine_id", "cpu_model", "measured_at", "compiler", "mem_bw_gbs",
 /// "bw_probes_gbs": {"read":..}, "peak_tflops": {"fp64":..}, "peak_method": {"fp64":..},
-/// "probe_seconds", "threads", "quick"}; dtypes are keyed by dtype_name().
+/// "probe_seconds", "threads", "quick", "probe" (optional)}; dtypes are keyed by dtype_name().
 void to_json(nlohmann::json& j, const Ceilings& c);
 /// Inverse of to_json. Throws (nlohmann::json::exception or std::invalid_argument) on a missing
 /// or mistyped field, an unknown dtype name, or non-positive bandwidth / F32 / F64 peaks.
@@ -58,6 +63,11 @@ void from_json(const nlohmann::json& j, Ceilings& c);
 /// receives short status lines. Throws std::runtime_error with the compiler's or the probe's
 /// output when building or running fails, or when the probe's output is not the expected JSON.
 Ceilings measure_cpu_ceilings(std::function<void(std::string)> progress = {});
+
+/// The id of the CPU ceiling probe build local_cpu_ceilings() would run: 16 hex digits of the
+/// FNV-1a hash of the probe source (VLADBUD_HOME/src/targets/probes/cpu_ceilings.cpp), the
+/// compiler command line and its version. Throws std::runtime_error when the source is missing.
+std::string cpu_probe_id();
 
 /// Raises every ceiling of `into` to the larger of the two measurements (bandwidth per probe,
 /// peak per dtype with its method); the best of repeated probes is the machine's capability.

@@ -1,5 +1,6 @@
 #include "targets/cpu_info.h"
 
+#include <sched.h>
 #include <sys/utsname.h>
 #include <unistd.h>
 
@@ -317,6 +318,16 @@ int competing_tasks(int others, int cores, int host_threads) {
   cores = std::max(cores, 1);
   const int spare = host_threads <= 0 ? 0 : std::max(0, cores - host_threads);
   return std::max(0, others - spare);
+}
+
+int usable_cores() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof set, &set) == 0) {
+    const int n = CPU_COUNT(&set);
+    if (n > 0) return n;
+  }
+  return std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
 }
 
 std::string contention_warning(double max_load, int cores) {

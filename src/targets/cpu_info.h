@@ -67,6 +67,10 @@ int runnable_tasks();
 /// Never negative; `cores` < 1 is taken as 1.
 int competing_tasks(int others, int cores, int host_threads);
 
+/// CPUs this process may run on (sched_getaffinity; a container's cpuset counts, its cgroup
+/// CPU quota does not), or std::thread::hardware_concurrency() when unknown; at least 1.
+int usable_cores();
+
 /// Detects the CPU this process runs on (parses /proc/cpuinfo, sysfs caches, uname).
 /// Never throws: missing sources leave fields at "unknown"/0.
 CpuInfo detect_cpu();

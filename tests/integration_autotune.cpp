@@ -57,8 +57,9 @@ TEST(AutotuneCli, WholePipelineOnATinyGpt2WritesEveryStagesOutput) {
   if (!have_torch()) GTEST_SKIP() << "no Python with torch (" << bridge_python() << "); run scripts/setup.sh";
   const auto d = temp_dir("pipeline");
   const fs::path ws = d / "ws";
-  // 30 s: each of the 3 folders gets a turn even when the screens are re-done under load (20 s
-  // left one matmul folder pending once in a full test run, 2026-12-04).
+  // 30 s; under load the budget may run out before the third folder's turn (it did in CI,
+  // 2026-12-05): its starter and PyTorch are then measured after the budget (orchestrator.h),
+  // so every folder below has its speedup vs PyTorch.
   const auto r = vladbud({"autotune", "--model", gpt2(), "--class-name", "GPT2", "--model-args",
                           R"({"n_layer": 1, "n_embd": 64, "n_head": 4, "vocab_size": 512, "n_positions": 64})",
                           "--input-shape", "1,16", "--budget", "30s", "--top", "3", "--reps", "6",

@@ -15,6 +15,7 @@
 #include <optional>
 #include <cstdio>
 #include <random>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -1513,4 +1514,55 @@ TEST(OptimizeOrchestrator, SeveralFoldersAtOnceDecideAsOneAtATime) {
   ASSERT_EQ(one.size(), 2u);
   EXPECT_EQ(one.at("01_softmax").size(), 12u);
   EXPECT_EQ(one, two);
+}
+
+TEST(OptimizeOrchestrator, AFolderTheBudgetNeverReachedStillGetsItsStarterMeasured) {
+  // Each measurement takes 40 ms, the budget 10 ms: the first folder's setup spends it all, so
+  // the main loop never reaches the second; the pass after the budget measures its starter.
+  class Slow : public Measurer {
+   public:
+    Measurement measure(const fs::path& f, EvalMode mode) override {
+      std::this_thread::sleep_for(std::chrono::milliseconds(40));
+      for (const char* d : {"01_softmax", "02_softmax"})
+        if (fs::absolute(f).string().find(d) != std::string::npos) measured.insert(d);
+      return inner_.measure(f, mode);
+    }
+    std::string target() const override { return "synthetic, slow"; }
+    std::set<std::string> measured;
+
+   private:
+    SyntheticMeasurer inner_{0.0};
+  };
+  const fs::path ws = temp_dir("orchlate");
+  make_kernel_folder(ws);
+  fs::copy(ws / "kernels" / "01_softmax", ws / "kernels" / "02_softmax");
+  Slow m;
+  OrchestratorOptions o;
+  o.budget_s = 0.01;
+  o.loop.measurer = &m;
+  o.loop.git = false;
+  const auto orch = run_orchestrator(ws, o);
+  ASSERT_EQ(orch["kernels"].size(), 2u);
+  for (const auto& k : orch["kernels"]) {
+    EXPECT_GT(k["baseline_us"].get<double>(), 0) << k.dump();
+    EXPECT_EQ(k["status"], "budget") << k.dump();
+    EXPECT_EQ(k["experiments"], 0) << k.dump();
+  }
+  EXPECT_NE(orch["kernels"][1]["reason"].get<std::string>().find("before its turn"),
+            std::string::npos)
+      << orch.dump(1);
+  EXPECT_EQ(m.measured.size(), 2u);
+  // A stop request skips the pass: the folder the budget did not reach stays without a baseline.
+  const fs::path ws2 = temp_dir("orchstop");
+  make_kernel_folder(ws2);
+  fs::copy(ws2 / "kernels" / "01_softmax", ws2 / "kernels" / "02_softmax");
+  std::atomic<bool> stop{true};
+  Slow m2;
+  o.loop.measurer = &m2;
+  o.loop.stop = &stop;
+  const auto orch2 = run_orchestrator(ws2, o);
+  for (const auto& k : orch2["kernels"]) EXPECT_EQ(k["baseline_us"].get<double>(), 0) << k.dump();
+  EXPECT_TRUE(m2.measured.empty());
+  fs::remove_all(ws);
+  fs::remove_all(ws2);
 }

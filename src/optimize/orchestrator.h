@@ -66,7 +66,11 @@ struct OrchestratorOptions {
   int parallel = 1;
 };
 
-/// Runs the orchestrator; returns the final orchestration.json content.
+/// Runs the orchestrator; returns the final orchestration.json content. A folder the budget
+/// never reached (no baseline yet) still gets its starter, and PyTorch at its shape, measured
+/// once after the budget is spent (status "budget", reason "the budget ran out before its
+/// turn..."), so every folder has a baseline in the report; the stage may thus run past
+/// `budget_s` by those measurements. A stop request (loop.stop) skips them.
 nlohmann::json run_orchestrator(const std::filesystem::path& workspace,
                                 const OrchestratorOptions& opts);
 

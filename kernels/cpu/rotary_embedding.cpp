@@ -8,7 +8,25 @@
 // over OpenMP threads; each row is read once and rotated in fp32 into a thread-local block that
 // is rounded once and written with non-temporal stores (vbk::stream_store_f32). fp16/bf16
 // cos/sin tables are converted to fp32 once per call (fp32 tables are used in place).
+// fp32 with AVX-512 and a 64-byte aligned output (D a multiple of 32) skips the thread-local
+// block: each row is rotated in registers and streamed straight into y (rope_*_stream), the
+// next rows prefetched meanwhile (PREFETCH_ROWS ahead); outputs under 2^STREAM_MIN_LOG2 bytes
+// (a model's activations, read back at once by the next op) use ordinary stores.
 #include "vb_kernel.h"
+
+// Tunable parameters (read by `vladbud optimize`; the defaults are the starter's behaviour):
+// @vb-param PREFETCH_ROWS 8 {0,2,4,8,16}  rows of x prefetched ahead of the one being rotated (fp32 direct path)
+#ifndef PREFETCH_ROWS
+#define PREFETCH_ROWS 8
+#endif
+// @vb-param STREAM_MIN_LOG2 22 {0,18,20,22,24,62}  non-temporal stores only from 2^k output bytes on
+#ifndef STREAM_MIN_LOG2
+#define STREAM_MIN_LOG2 22
+#endif
+// @vb-param DIRECT 1 {0,1}  1 fp32 rows rotated straight into y (AVX-512); 0 through the thread-local block
+#ifndef DIRECT
+#define DIRECT 1
+#endif
 
 #include <omp.h>
 
@@ -39,6 +57,41 @@ inline void rope_interleaved(const float* __restrict x, const float* __restrict 
     y[2 * i + 1] = b * c[i] + a * s[i];
   }
 }
+
+#if defined(__AVX512F__)
+/// Stores 16 floats at y: non-temporal when `nt` (y 64-byte aligned), else ordinary.
+inline void store16(float* y, __m512 v, bool nt) {
+  if (nt) _mm512_stream_ps(y, v);
+  else _mm512_storeu_ps(y, v);
+}
+
+/// rope_half written straight to the output row y (h a multiple of 16).
+inline void rope_half_stream(const float* __restrict x, const float* __restrict c,
+                             const float* __restrict s, float* __restrict y, i64 h, bool nt) {
+  for (i64 i = 0; i < h; i += 16) {
+    const __m512 a = _mm512_loadu_ps(x + i), b = _mm512_loadu_ps(x + i + h);
+    const __m512 vc = _mm512_loadu_ps(c + i), vs = _mm512_loadu_ps(s + i);
+    store16(y + i, _mm512_fnmadd_ps(b, vs, _mm512_mul_ps(a, vc)), nt);
+    store16(y + i + h, _mm512_fmadd_ps(a, vs, _mm512_mul_ps(b, vc)), nt);
+  }
+}
+
+/// rope_interleaved written straight to y (h a multiple of 8): 16 outputs = 8 (even, odd)
+/// pairs; c and s are duplicated per pair, the pair swapped, the sign of s alternated.
+inline void rope_interleaved_stream(const float* __restrict x, const float* __restrict c,
+                                    const float* __restrict s, float* __restrict y, i64 h, bool nt) {
+  const __m512i dup = _mm512_set_epi32(7, 7, 6, 6, 5, 5, 4, 4, 3, 3, 2, 2, 1, 1, 0, 0);
+  // y[2i] = a·c − b·s, y[2i+1] = b·c + a·s: x·c + swap(x)·(∓s)
+  const __m512 sign = _mm512_set_ps(1, -1, 1, -1, 1, -1, 1, -1, 1, -1, 1, -1, 1, -1, 1, -1);
+  for (i64 i = 0; i < h; i += 8) {
+    const __m512 v = _mm512_loadu_ps(x + 2 * i);
+    const __m512 sw = _mm512_permute_ps(v, 0xB1);  // (b, a) in each pair
+    const __m512 vc = _mm512_permutexvar_ps(dup, _mm512_castps256_ps512(_mm256_loadu_ps(c + i)));
+    const __m512 vs = _mm512_permutexvar_ps(dup, _mm512_castps256_ps512(_mm256_loadu_ps(s + i)));
+    store16(y + 2 * i, _mm512_fmadd_ps(sw, _mm512_mul_ps(vs, sign), _mm512_mul_ps(v, vc)), nt);
+  }
+}
+#endif
 
 }  // namespace
 
@@ -81,6 +134,32 @@ extern "C" int vb_kernel_run(const DLTensor* inputs, int n_inputs, DLTensor* out
     sn = tab.get() + S * h;
   }
 
+  // Non-temporal stores skip the read-for-ownership but leave y out of the cache: right for an
+  // output far larger than the LLC, wrong for activations the next op reads back at once.
+  const bool nt_stores = rows * D * (f32 ? 4 : 2) >= (i64{1} << STREAM_MIN_LOG2);
+#if defined(__AVX512F__)
+  if (DIRECT && f32 && D % 32 == 0 &&
+      (!nt_stores || reinterpret_cast<std::uintptr_t>(y) % 64 == 0)) {
+    const float* xf = static_cast<const float*>(x);
+    float* yf = static_cast<float*>(y);
+    const bool par_rows = rows > 1 && rows * D >= (i64{1} << 15);
+#pragma omp parallel if (par_rows)
+    {
+#pragma omp for schedule(static)
+      for (i64 r = 0; r < rows; ++r) {
+        if (PREFETCH_ROWS > 0 && r + PREFETCH_ROWS < rows)
+          vbk::prefetch_span(xf + (r + PREFETCH_ROWS) * D, 0, D * 4, D * 4);
+        const i64 pos = r % S;
+        if (interleaved)
+          rope_interleaved_stream(xf + r * D, cs + pos * h, sn + pos * h, yf + r * D, h, nt_stores);
+        else
+          rope_half_stream(xf + r * D, cs + pos * h, sn + pos * h, yf + r * D, h, nt_stores);
+      }
+      if (nt_stores) vbk::stream_fence();
+    }
+    return 0;
+  }
+#endif
   // Work items are blocks of consecutive rows (~8 KiB of fp32 output each), so that the
   // output, contiguous across rows, is written with long non-temporal stores.
   const i64 RB = std::max<i64>(1, 2048 / D);

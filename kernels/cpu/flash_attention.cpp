@@ -4,7 +4,7 @@
 // attention: H_kv (k.shape[1]) divides H and query head h reads KV head h / (H/H_kv); H_kv = H
 // is plain multi-head attention, H_kv = 1 multi-query attention.
 //
-// Flash-attention tiling in fp32. KV heads are processed in groups (bounded scratch). Phase 1
+// Flash-attention tiling in fp32 (block sizes: the tunables below). KV heads are processed in groups (bounded scratch). Phase 1
 // converts the group's K into transposed fp32 blocks Kᵀ [Dp × BK] and V into fp32 rows (head
 // dim zero-padded to Dp, a multiple of 32; fp32 V with D = Dp is used in place), once per call
 // and KV head (shared by its H/H_kv query heads), parallel over key blocks. Phase 2 runs the
@@ -20,6 +20,27 @@
 // results are bitwise deterministic.
 #include "vb_kernel.h"
 
+// Tunable parameters (read by `vladbud optimize`; the defaults are the starter's behaviour).
+// Smaller query blocks skip more of the causal triangle and make more items to spread over the
+// threads (GPT-2 at 64 tokens has 12 heads x 1 block of 64 queries); larger key blocks make
+// fewer online-softmax rescales.
+// @vb-param BLOCK_Q 64 {16,32,64,128}  queries per work item (a multiple of MICRO_ROWS)
+#ifndef BLOCK_Q
+#define BLOCK_Q 64
+#endif
+// @vb-param BLOCK_K 64 {32,64,128}  keys per block (a multiple of 32)
+#ifndef BLOCK_K
+#define BLOCK_K 64
+#endif
+// @vb-param MICRO_ROWS 8 {4,8}  rows of the register-blocked micro-kernel (divides BLOCK_Q)
+#ifndef MICRO_ROWS
+#define MICRO_ROWS 8
+#endif
+// @vb-param NUM_THREADS 0 {0,1,2,4,8,16,32,64}  OpenMP threads (0 = the runtime's default)
+#ifndef NUM_THREADS
+#define NUM_THREADS 0
+#endif
+
 #include <omp.h>
 
 #include <algorithm>
@@ -34,10 +55,12 @@ namespace {
 
 using vbk::Dt;
 using i64 = std::int64_t;
-constexpr int BQ = 64;  // queries per item
-constexpr int BK = 64;  // keys per block (a multiple of CW and of 16)
-constexpr int RQ = 8;   // rows of the micro-kernel (divides BQ)
-constexpr int CW = 32;  // columns of the micro-kernel (2 × 16 fp32 lanes)
+constexpr int BQ = BLOCK_Q;    // queries per item
+constexpr int BK = BLOCK_K;    // keys per block (a multiple of CW and of 16)
+constexpr int RQ = MICRO_ROWS; // rows of the micro-kernel (divides BQ)
+constexpr int CW = 32;         // columns of the micro-kernel (2 × 16 fp32 lanes)
+static_assert(BQ > 0 && RQ > 0 && BQ % RQ == 0, "BLOCK_Q must be a positive multiple of MICRO_ROWS");
+static_assert(BK > 0 && BK % CW == 0, "BLOCK_K must be a positive multiple of 32");
 
 /// c[RQ][CW] (row stride ldc) = (accumulate ? c : 0) + a[RQ][0:kd] (row stride lda) ·
 /// b[0:kd][CW] (row stride ldb).
@@ -128,7 +151,7 @@ extern "C" int vb_kernel_run(const DLTensor* inputs, int n_inputs, DLTensor* out
   const i64 per_thread = 2 * BQ * Dp + BQ * BK + BQ * 16 + 4 * BQ + Dp;
   bool oom = false;
 
-#pragma omp parallel if (par)
+#pragma omp parallel if (par) num_threads(NUM_THREADS > 0 ? NUM_THREADS : omp_get_max_threads())
   {
     vbk::Scratch scratch(per_thread);
     if (!scratch.ok()) {

@@ -12,7 +12,9 @@
 // The reads are software-prefetched PREFETCH_BYTES ahead of the summing position (across row
 // ends: a thread's rows are contiguous), which keeps more DRAM reads in flight than the
 // hardware prefetcher alone: 4096x4096 fp32 on this 2-core EPYC VM went from 0.93-0.96x to
-// 1.09-1.13x torch.sum (same process, alternating, 9-11 rounds, 2026-12-05). Rows that fit in
+// 1.09-1.13x torch.sum (same process, alternating, 9-11 rounds, 2026-12-05); prefetcht2 rather
+// than prefetchnta (PREFETCH_LOCALITY 1 vs 0): 2211 -> 2106 us median of 8 alternating runs
+// (2026-12-05). Rows that fit in
 // one work item (N <= CHUNK) are summed in a single parallel loop, with no partial-sum pass
 // and no barrier between passes.
 #include "vb_kernel.h"
@@ -39,6 +41,20 @@
 #define PREFETCH_BYTES 8192
 #endif
 
+// @vb-param PREFETCH_LOCALITY 1 {0,1,2,3}  __builtin_prefetch locality: 0 non-temporal (prefetchnta), 1 (prefetcht2), 2 (t1), 3 (t0)
+#ifndef PREFETCH_LOCALITY
+#define PREFETCH_LOCALITY 1
+#endif
+
+// @vb-param AVX512_16BIT 1 {0,1}  1 bf16/fp16 converted in registers (AVX-512); 0 through a stack buffer
+#if !defined(__AVX512F__)
+#undef AVX512_16BIT
+#define AVX512_16BIT 0
+#endif
+#ifndef AVX512_16BIT
+#define AVX512_16BIT 1
+#endif
+
 #include <omp.h>
 
 #include <algorithm>
@@ -62,7 +78,7 @@ inline float combine_sum(float* acc) {
 /// end of the input; it has no effect on results).
 inline void prefetch_bytes(const void* p, i64 n) {
   const char* c = static_cast<const char*>(p);
-  for (i64 b = 0; b < n; b += 64) __builtin_prefetch(c + b, 0, 0);
+  for (i64 b = 0; b < n; b += 64) __builtin_prefetch(c + b, 0, PREFETCH_LOCALITY);
 }
 
 /// acc[j] += x[i] for i ≡ j (mod LANES), over n floats; `prefetch`: hint the input
@@ -78,11 +94,40 @@ inline void lane_accumulate(float* __restrict acc, const float* __restrict x, i6
   for (int j = 0; i + j < n; ++j) acc[j] += x[i + j];
 }
 
+#if defined(__AVX512F__)
+/// lane_accumulate over n 16-bit elements (bf16 or fp16) converted in registers, no staging
+/// buffer: the same lanes and the same order (element i goes to lane i mod LANES), so the sums
+/// are bitwise those of the buffered path. Prefetches PREFETCH_BYTES ahead.
+inline void lane_accumulate_16(float* __restrict acc, const std::uint16_t* __restrict x, i64 n,
+                               bool bf16) {
+  static_assert(LANES % 16 == 0, "LANES must be a multiple of 16 for the AVX-512 path");
+  __m512 a[LANES / 16];
+  for (int k = 0; k < LANES / 16; ++k) a[k] = _mm512_loadu_ps(acc + 16 * k);
+  i64 i = 0;
+  for (; i + LANES <= n; i += LANES) {
+    if (PREFETCH_BYTES > 0) prefetch_bytes(x + i + PREFETCH_BYTES / 2, LANES * 2);
+    for (int k = 0; k < LANES / 16; ++k) {
+      const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + i + 16 * k));
+      const __m512 v = bf16 ? _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16))
+                            : _mm512_cvtph_ps(h);
+      a[k] = _mm512_add_ps(a[k], v);
+    }
+  }
+  for (int k = 0; k < LANES / 16; ++k) _mm512_storeu_ps(acc + 16 * k, a[k]);
+  for (int j = 0; i + j < n; ++j)
+    acc[j] += bf16 ? vbk::bf16_to_float(x[i + j]) : vbk::half_to_float(x[i + j]);
+}
+#endif
+
 /// Σ of elements [off, off+n) of x (dtype dt) in fp32.
 inline float chunk_sum(const void* x, Dt dt, i64 off, i64 n) {
   float acc[LANES] = {};
   if (dt == Dt::F32) {
     lane_accumulate(acc, static_cast<const float*>(x) + off, n, true);
+  } else if (AVX512_16BIT) {
+#if defined(__AVX512F__)
+    lane_accumulate_16(acc, static_cast<const std::uint16_t*>(x) + off, n, dt == Dt::BF16);
+#endif
   } else {
     alignas(64) float buf[PIECE];
     for (i64 p = 0; p < n; p += PIECE) {

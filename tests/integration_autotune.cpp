@@ -59,7 +59,7 @@ TEST(AutotuneCli, WholePipelineOnATinyGpt2WritesEveryStagesOutput) {
   const fs::path ws = d / "ws";
   // 30 s; under load the budget may run out before the third folder's turn (it did in CI,
   // 2026-12-05): its starter and PyTorch are then measured after the budget (orchestrator.h),
-  // so every folder below has its speedup vs PyTorch.
+  // so every matmul folder checked below has its speedup vs PyTorch.
   const auto r = vladbud({"autotune", "--model", gpt2(), "--class-name", "GPT2", "--model-args",
                           R"({"n_layer": 1, "n_embd": 64, "n_head": 4, "vocab_size": 512, "n_positions": 64})",
                           "--input-shape", "1,16", "--budget", "30s", "--top", "3", "--reps", "6",

@@ -233,6 +233,29 @@ TEST(Compare, NearZeroOutputsAreJudgedRelativeToScale) {
   EXPECT_TRUE(compare_output(b3.view(), r3, 32).ok);
 }
 
+TEST(Compare, AnOracleMagnitudeFloorJudgesACancellingSumByItsInputsScale) {
+  // One sum of 10^6 N(0,1) values that cancelled to 50 (its inputs' 2-norm is 1000): 1e-3 off
+  // is 2e-5 of the sum (fails 1e-5) but 1e-6 of the inputs' scale (passes with the floor).
+  Array64 r;
+  r.shape = {1};
+  r.v = {50.0};
+  auto b = make(DType::F32, 1, 1);
+  b.view().set(0, 50.001);
+  EXPECT_FALSE(compare_output(b.view(), r, 1).ok);
+  r.scale = {1000.0};
+  const auto c = compare_output(b.view(), r, 1);
+  EXPECT_TRUE(c.ok) << c.reason;
+  // A wrong element (1 off in 1000) still fails, and a floor below |ref| changes nothing.
+  b.view().set(0, 51.0);
+  EXPECT_FALSE(compare_output(b.view(), r, 1).ok);
+  r.scale = {1.0};
+  b.view().set(0, 50.001);
+  EXPECT_FALSE(compare_output(b.view(), r, 1).ok);
+  // A floor with the wrong count is ignored (no element's denominator is guessed).
+  r.scale = {1000.0, 1000.0};
+  EXPECT_FALSE(compare_output(b.view(), r, 1).ok);
+}
+
 TEST(Compare, OverflowToInfMustMatch) {
   auto r = ref_of(4, 8, DType::F16, 5);
   r.v[3] = INFINITY;

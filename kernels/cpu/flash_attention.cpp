@@ -4,9 +4,10 @@
 // attention: H_kv (k.shape[1]) divides H and query head h reads KV head h / (H/H_kv); H_kv = H
 // is plain multi-head attention, H_kv = 1 multi-query attention.
 //
-// Flash-attention tiling in fp32 (block sizes: the tunables below). KV heads are processed in groups (bounded scratch). Phase 1
-// converts the group's K into transposed fp32 blocks Kᵀ [Dp × BK] and V into fp32 rows (head
-// dim zero-padded to Dp, a multiple of 32; fp32 V with D = Dp is used in place), once per call
+// Flash-attention tiling in fp32 (block sizes: the tunables below). KV heads are processed in
+// groups (bounded scratch). Phase 1 converts the group's K into transposed fp32 blocks
+// Kᵀ [Dp × BK] and V into fp32 rows (head dim zero-padded to Dp, a multiple of 32; fp32 V with
+// D = Dp is used in place), once per call
 // and KV head (shared by its H/H_kv query heads), parallel over key blocks. Phase 2 runs the
 // (query head, block of BQ queries) items of the group's KV heads round-robin over the OpenMP
 // threads (static, chunk 1: balances the causal triangle). Per item the Q block is

@@ -6,7 +6,8 @@
 // schedule). A chunk is summed in fp32 over 64 fixed lanes with a pairwise combine; the chunk
 // partials of a row are then added in chunk order. Both orders are fixed by the shape alone, so
 // results are bitwise deterministic and independent of the thread count. fp16/bf16 chunks are
-// converted to fp32 in pieces of PIECE elements through a stack buffer (one pass over memory).
+// converted to fp32 in registers with AVX-512 (AVX512_16BIT), else in pieces of PIECE elements
+// through a stack buffer; both give bitwise the same sums (one pass over memory either way).
 // If a row's fp32 sum overflows while its inputs are finite (values near the dtype's max with
 // cancellation), the row is re-summed in double so the result matches the fp64 oracle.
 // The reads are software-prefetched PREFETCH_BYTES ahead of the summing position (across row
@@ -14,9 +15,8 @@
 // hardware prefetcher alone: 4096x4096 fp32 on this 2-core EPYC VM went from 0.93-0.96x to
 // 1.09-1.13x torch.sum (same process, alternating, 9-11 rounds, 2026-12-05); prefetcht2 rather
 // than prefetchnta (PREFETCH_LOCALITY 1 vs 0): 2211 -> 2106 us median of 8 alternating runs
-// (2026-12-05). Rows that fit in
-// one work item (N <= CHUNK) are summed in a single parallel loop, with no partial-sum pass
-// and no barrier between passes.
+// (2026-12-05). Rows that fit in one work item (N <= CHUNK) are summed in a single parallel
+// loop, with no partial-sum pass and no barrier between passes.
 #include "vb_kernel.h"
 
 // Tunable parameters (read by `vladbud optimize`; the defaults are the starter's behaviour):
@@ -46,11 +46,7 @@
 #define PREFETCH_LOCALITY 1
 #endif
 
-// @vb-param AVX512_16BIT 1 {0,1}  1 bf16/fp16 converted in registers (AVX-512); 0 through a stack buffer
-#if !defined(__AVX512F__)
-#undef AVX512_16BIT
-#define AVX512_16BIT 0
-#endif
+// @vb-param AVX512_16BIT 1 {0,1}  1 bf16/fp16 converted in registers (AVX-512 builds only); 0 through a stack buffer
 #ifndef AVX512_16BIT
 #define AVX512_16BIT 1
 #endif
@@ -124,11 +120,10 @@ inline float chunk_sum(const void* x, Dt dt, i64 off, i64 n) {
   float acc[LANES] = {};
   if (dt == Dt::F32) {
     lane_accumulate(acc, static_cast<const float*>(x) + off, n, true);
-  } else if (AVX512_16BIT) {
-#if defined(__AVX512F__)
-    lane_accumulate_16(acc, static_cast<const std::uint16_t*>(x) + off, n, dt == Dt::BF16);
-#endif
   } else {
+#if defined(__AVX512F__) && AVX512_16BIT
+    lane_accumulate_16(acc, static_cast<const std::uint16_t*>(x) + off, n, dt == Dt::BF16);
+#else
     alignas(64) float buf[PIECE];
     for (i64 p = 0; p < n; p += PIECE) {
       const i64 k = std::min(PIECE, n - p);
@@ -137,6 +132,7 @@ inline float chunk_sum(const void* x, Dt dt, i64 off, i64 n) {
       vbk::load_f32(x, dt, off + p, k, buf);
       lane_accumulate(acc, buf, k, false);  // PIECE is a multiple of LANES: lanes stay aligned
     }
+#endif
   }
   return combine_sum(acc);
 }

@@ -6,16 +6,18 @@
 //     y[2i]  = x[2i]·c[i] − x[2i+1]·s[i]      y[2i+1] = x[2i+1]·c[i] + x[2i]·s[i]
 // Work items are blocks of consecutive rows of D elements (B·H·S rows in all), split statically
 // over OpenMP threads; each row is read once and rotated in fp32 into a thread-local block that
-// is rounded once and written with non-temporal stores (vbk::stream_store_f32). fp16/bf16
-// cos/sin tables are converted to fp32 once per call (fp32 tables are used in place).
-// fp32 with AVX-512 and a 64-byte aligned output (D a multiple of 32) skips the thread-local
-// block: each row is rotated in registers and streamed straight into y (rope_*_stream), the
-// next rows prefetched meanwhile (PREFETCH_ROWS ahead); outputs under 2^STREAM_MIN_LOG2 bytes
-// (a model's activations, read back at once by the next op) use ordinary stores.
+// is rounded once and written (non-temporal stores, vbk::stream_store_f32, from 2^STREAM_MIN_LOG2
+// output bytes on). fp16/bf16 cos/sin tables are converted to fp32 once per call (fp32 tables
+// are used in place).
+// fp32 with AVX-512 and D a multiple of 32 skips the thread-local block: each row is rotated in
+// registers and written straight into y (rope_*_stream; non-temporal stores need y 64-byte
+// aligned, else this path is skipped), the next rows prefetched meanwhile (PREFETCH_ROWS ahead).
+// On either path, outputs under 2^STREAM_MIN_LOG2 bytes (a model's activations, read back at
+// once by the next op) use ordinary stores.
 #include "vb_kernel.h"
 
 // Tunable parameters (read by `vladbud optimize`; the defaults are the starter's behaviour):
-// @vb-param PREFETCH_ROWS 8 {0,2,4,8,16}  rows of x prefetched ahead of the one being rotated (fp32 direct path)
+// @vb-param PREFETCH_ROWS 8 {0,2,4,8,16}  rows of x prefetched ahead (the fp32 AVX-512 direct path only)
 #ifndef PREFETCH_ROWS
 #define PREFETCH_ROWS 8
 #endif
@@ -23,7 +25,7 @@
 #ifndef STREAM_MIN_LOG2
 #define STREAM_MIN_LOG2 22
 #endif
-// @vb-param DIRECT 1 {0,1}  1 fp32 rows rotated straight into y (AVX-512); 0 through the thread-local block
+// @vb-param DIRECT 1 {0,1}  1 fp32 rows (D % 32 == 0) rotated straight into y (AVX-512 builds only); 0 through the thread-local block
 #ifndef DIRECT
 #define DIRECT 1
 #endif
@@ -197,9 +199,12 @@ extern "C" int vb_kernel_run(const DLTensor* inputs, int n_inputs, DLTensor* out
         else
           rope_half(xr, c, s, yr, h);
       }
-      vbk::stream_store_f32(out, dt, y, r0 * D, nr * D, out + RB * D);  // non-temporal stores
+      if (nt_stores)
+        vbk::stream_store_f32(out, dt, y, r0 * D, nr * D, out + RB * D);  // non-temporal stores
+      else
+        vbk::store_f32(out, dt, y, r0 * D, nr * D);
     }
-    vbk::stream_fence();
+    if (nt_stores) vbk::stream_fence();
   }
   if (oom) return vbk::fail("out of memory (row scratch)");
   return 0;

@@ -408,9 +408,9 @@ void run_autotune(AutotuneArgs a) {
       errors += fmt::format("\n    {}: {}", k.value("dir", ""), k.value("reason", ""));
   if (!fs::exists(ws / "results.tsv"))
     fail({kFail, "no kernel could be optimized:" + errors,
-          "the search proposer needs tunables ('// @vb-param' lines, README: The optimizer): the "
-          "starters of matmul, softmax, rmsnorm and reduce declare them; raise --top to include "
-          "one of them"});
+          "the search proposer needs tunables ('// @vb-param' lines, README: The optimizer): "
+          "every shipped starter declares some, so a folder without them has an edited source "
+          "(re-run `vladbud extract`, or use `vladbud optimize --proposer agent`)"});
   log << opt::format_status(ws);
   if (!errors.empty()) log << "  not optimized (kept at the starter):" << errors << "\n";
   done(fmt::format("{:.3f}x expected end-to-end (Amdahl)", orch.value("amdahl_speedup", 1.0)));

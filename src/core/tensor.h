@@ -44,6 +44,13 @@ struct TensorView {
 struct Array64 {
   std::vector<std::int64_t> shape;
   std::vector<double> v;
+  /// Oracle outputs only, optional (empty = none): a per-element magnitude floor for the
+  /// comparison (compare_output), same count as v. Element i's reference magnitude is taken as
+  /// max(|v_i|, scale_i), so an output that cancels (a sum of mixed signs that lands near 0)
+  /// is judged against the size its inputs give it, not its own near-zero value. A kernel type
+  /// sets it where fp32 accumulation error scales with the inputs rather than the result
+  /// (reduce: the row's 2-norm ‖x_r‖₂, the size of a sum's rounding random walk).
+  std::vector<double> scale;
 
   std::int64_t numel() const { return static_cast<std::int64_t>(v.size()); }
   /// Length of the last dimension (1 for 0-d); rows = numel / row_len.

@@ -266,7 +266,8 @@ json run_orchestrator(const fs::path& ws_in, const OrchestratorOptions& o) {
   // Folders the budget never reached still get their starter (and PyTorch, at the folder's
   // shape) measured once, one at a time: the report's speedup vs PyTorch, the Amdahl table and
   // verify's own-shape screen need every folder's baseline. This may run past the budget by
-  // those measurements (a loop's setup always completes, see loop.h); Ctrl-C skips it.
+  // those measurements (a loop's setup always completes, see loop.h); Ctrl-C skips the folders
+  // not started yet.
   for (auto& e : entries) {
     if (o.loop.stop && o.loop.stop->load()) break;
     if ((e.status != "pending" && e.status != "budget") || e.baseline_us > 0) continue;

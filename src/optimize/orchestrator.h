@@ -70,7 +70,8 @@ struct OrchestratorOptions {
 /// never reached (no baseline yet) still gets its starter, and PyTorch at its shape, measured
 /// once after the budget is spent (status "budget", reason "the budget ran out before its
 /// turn..."), so every folder has a baseline in the report; the stage may thus run past
-/// `budget_s` by those measurements. A stop request (loop.stop) skips them.
+/// `budget_s` by those measurements. A stop request (loop.stop) skips the folders not started
+/// yet (the one being measured finishes its setup).
 nlohmann::json run_orchestrator(const std::filesystem::path& workspace,
                                 const OrchestratorOptions& opts);
 

@@ -45,7 +45,7 @@ class OracleCache {
   }
   void put(const std::string& key, std::shared_ptr<const Outputs> v) {
     std::size_t b = 0;
-    for (const auto& a : *v) b += a.v.size() * sizeof(double);
+    for (const auto& a : *v) b += (a.v.size() + a.scale.size()) * sizeof(double);
     std::lock_guard<std::mutex> l(mu_);
     if (bytes_ + b > (2ull << 30)) {
       map_.clear();

@@ -56,8 +56,15 @@ class MatmulType final : public KernelType {
     } else if (regime == "subnormal") {
       fill_uniform(in[0], sa, -tiny, tiny);
       fill_normal(in[1], sb);
+    } else if (regime == "subnormal_large_b") {
+      // Subnormal A against B of up to 2^70 (fp16: max/8): the products are normal fp32 values,
+      // so a kernel that flushes subnormal inputs (DAZ, e.g. bf16 vdpbf16ps chosen from the
+      // operands' largest magnitudes) returns 0 where the answer is ~1e-16 (bf16, fp32).
+      fill_uniform(in[0], sa, -tiny, tiny);
+      fill_normal(in[1], sb, 0.0, std::min(0x1p70, dtype_max(p.dtype) / 8.0));
     } else {
-      kt::throw_unknown_regime(name(), regime, {"normal", "near_max", "tiny", "subnormal"});
+      kt::throw_unknown_regime(name(), regime,
+                               {"normal", "near_max", "tiny", "subnormal", "subnormal_large_b"});
     }
   }
 
@@ -116,7 +123,8 @@ class MatmulType final : public KernelType {
     const Size s = mnk("stab-64x128x1024", 64, 128, 1024);
     return {{"values near the dtype's max (A ~ max/2, B scaled so |C| < max/4)", s, "near_max", {}},
             {"tiny normal values in A", s, "tiny", {}},
-            {"subnormal values in A", s, "subnormal", {}}};
+            {"subnormal values in A", s, "subnormal", {}},
+            {"subnormal values in A, B up to 2^70", s, "subnormal_large_b", {}}};
   }
 
   // Host CPU: 1024³ (2.1 GFLOP: ~10-100 ms on two cores). GPUs: 4096³

@@ -100,7 +100,7 @@ class SoftmaxType final : public KernelType {
                  std::vector<Array64>& out) const override {
     kt::check_arity(p, in.size(), "reference");
     const std::int64_t R = p.dim("R"), C = p.dim("C");
-    out.assign(1, Array64{{R, C}, in[0].v});
+    out.assign(1, Array64{{R, C}, in[0].v, {}});
     double* y = out[0].v.data();
     kt::parallel_rows(R, C, [&](std::int64_t r0, std::int64_t r1) {
       for (std::int64_t r = r0; r < r1; ++r) kt::softmax_row64(y + r * C, C);

@@ -42,7 +42,7 @@ summary="$logs/summary.txt"
   nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader 2>&1
   "$VB_PYTHON" -c 'import torch, triton; print("torch", torch.__version__, "triton", triton.__version__)' 2>&1
 } >"$summary"
-declare -A limit=([preview]=420 [interp]=600 [aot-check]=330 [aot-time]=240)
+declare -A limit=([preview]=420 [interp]=600 [aot-check]=300 [aot-time]=240)
 stages=("$@"); [ ${#stages[@]} -eq 0 ] && stages=(aot-check aot-time)
 types=(matmul softmax layernorm rmsnorm flash_attention fused_mlp cross_entropy rotary_embedding reduce)
 export vb logs
@@ -68,8 +68,11 @@ for st in "${stages[@]}"; do
         >"$logs/aot-check.log" 2>&1
       "$here/.h200/vb_integration_tests" --gtest_filter='TritonAot*' >>"$logs/aot-check.log" 2>&1 ;;
     aot-time)
-      for k in "${types[@]}"; do
-        for dt in fp16 bf16 fp32; do
+      # dtype outermost (bf16 first: the models' dtype), so that a stage cut at its limit has
+      # timed every kernel in bf16 before it starts on the others.
+      for dt in bf16 fp16 fp32; do
+        for k in "${types[@]}"; do
+          if [ $(( $(date +%s) - t0 )) -ge "$lim" ]; then echo "$k $dt skipped: stage limit ${lim}s"; continue; fi
           timeout 60 "$vb" bench --backend triton -k "$k" --dtype "$dt" --timing-only --json \
             --results "$logs/aot-time.tsv" --tag triton-aot >"$logs/aot-time.$k.$dt.json" \
             2>"$logs/aot-time.$k.$dt.log"
@@ -110,6 +113,9 @@ PY
   esac
   rc=$?
   echo "stage $st: exit $rc, $(( $(date +%s) - t0 )) s" >>"$summary"
+  # After every stage, so that a call cut short still brings back what finished.
+  tar -czf "$out/h200-triton.tar.gz" -C "$(dirname "$logs")" "$(basename "$logs")"
+  cp "$summary" "$out/summary.txt"
 done
 cat "$logs/triton-preview.md" >>"$summary" 2>/dev/null
 cat "$logs/aot-check.log" "$logs/triton-aot.md" >>"$summary" 2>/dev/null

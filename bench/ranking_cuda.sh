@@ -21,6 +21,9 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 vb="${VB:-}"
 [ -z "$vb" ] && { [ -x "$here/.h200/vladbud" ] && vb="$here/.h200/vladbud" || vb="$here/build/vladbud"; }
 read -r -a types <<<"${RANK_TYPES:-softmax rmsnorm matmul}"  # RANK_TYPES: a subset, e.g. "matmul"
+# RANK_TARGET: the spec DB id that --predict ranks for (default h200; h100-sxm for an H100). --measure
+# names its JSON after the GPU it finds (nvidia-smi: H100 -> h100-sxm, H200 -> h200).
+target="${RANK_TARGET:-h200}"
 # VARIANTS: the folder of variant sets (<VARIANTS>/<type>/*.cu); the second blind study (issue 20)
 # uses bench/variants/cuda-blind2 (written by bench/ranking_variants.py).
 vdir="${VARIANTS:-$here/bench/variants/cuda}"
@@ -35,19 +38,19 @@ case "$mode" in
 --predict)
   tmp="$(mktemp -d)"
   for t in "${types[@]}"; do
-    echo "ranking_cuda: predicting $t for h200 (rungs 0-3, bf16)" >&2
-    "$vb" rank "$t" --targets h200 --variants "$vdir/$t" --max-rung 3 \
+    echo "ranking_cuda: predicting $t for $target (rungs 0-3, bf16)" >&2
+    "$vb" rank "$t" --targets "$target" --variants "$vdir/$t" --max-rung 3 \
       --dtype bf16 --json >"$tmp/$t.json"
   done
-  python3 - "$tmp" "$pred" "$vdir" "${types[@]}" <<'PY'
+  python3 - "$tmp" "$pred" "$vdir" "$target" "${types[@]}" <<'PY'
 import json, os, sys, subprocess, datetime, platform
-tmp, out, vdir, types = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
+tmp, out, vdir, target, types = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5:]
 def ver(cmd):
     try: return [l for l in subprocess.run(cmd, capture_output=True, text=True).stdout.splitlines() if "release" in l][0]
     except Exception: return ""
 doc = {"date": datetime.datetime.utcnow().strftime("%Y-%m-%dT%H:%M:%SZ"),
        "machine": f"{platform.node()} (no GPU)",
-       "command": f"bench/ranking_cuda.sh --predict (vladbud rank TYPE --targets h200 --variants {os.path.relpath(vdir)}/TYPE --max-rung 3 --dtype bf16 --json)",
+       "command": f"RANK_TARGET={target} bench/ranking_cuda.sh --predict (vladbud rank TYPE --targets {target} --variants {os.path.relpath(vdir)}/TYPE --max-rung 3 --dtype bf16 --json)",
        "tools": {"nvcc": ver(["nvcc", "--version"])}, "types": {},
        "commit": subprocess.run(["git", "describe", "--always", "--dirty"], capture_output=True,
                                 text=True).stdout.strip()}
@@ -88,12 +91,15 @@ PY
     "$vb" bench --backend cuda -k "$t" -s "$f" --dtype bf16 --timing-only --quick --no-pytorch --json \
       --results "$tmp/time.tsv" >"$tmp/$t.$v.json" 2>"$tmp/$t.$v.err" || true
   done <"$list"
-  python3 - "$tmp" "$outdir/ranking-cuda-measured-h200.json" "$(( $(date +%s) - t0 ))" "${types[@]}" <<'PY'
+  python3 - "$tmp" "$outdir" "$(( $(date +%s) - t0 ))" "${types[@]}" <<'PY'
 import json, sys, glob, os, datetime, platform, subprocess
-tmp, out, secs, types = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4:]
+tmp, outdir, secs, types = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4:]
 try: gpu = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"], capture_output=True, text=True).stdout.strip()
 except Exception: gpu = "?"
-doc = {"date": datetime.datetime.utcnow().strftime("%Y-%m-%dT%H:%M:%SZ"), "target": "h200",
+# The spec DB id of the GPU measured (the prediction to score against must be for the same one).
+measured_target = "h100-sxm" if "H100" in gpu else "h200"
+out = os.path.join(outdir, f"ranking-cuda-measured-{measured_target}.json")
+doc = {"date": datetime.datetime.utcnow().strftime("%Y-%m-%dT%H:%M:%SZ"), "target": measured_target,
        "machine": f"{platform.node()} ({gpu})", "seconds": secs,
        "command": "bench/ranking_cuda.sh --measure OUTDIR (vladbud bench --backend cuda -k TYPE -s VARIANT --quick --no-timing, then --dtype bf16 --timing-only --quick)",
        "types": {}}

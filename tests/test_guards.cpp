@@ -2,9 +2,13 @@
 // deliberately bad kernel (kernels/bad/cpu/) that it must reject, with the guard named.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <thread>
 
 #include "backends/backend.h"
+#include "core/paths.h"
 #include "eval/evaluator.h"
 #include "kernels/kernel_type.h"
 #include "runner/client.h"
@@ -12,6 +16,8 @@
 
 namespace vb {
 namespace {
+
+namespace fs = std::filesystem;
 
 struct BadCase {
   const char* file;
@@ -194,6 +200,45 @@ TEST(Evaluator, TheRunnerHasAPrivateFileSystem) {
   const EvalReport r = evaluate(*kt, *find_backend("cpu"), test::starter("softmax"), o);
   EXPECT_EQ(r.verdict, "PASS") << r.reason;
   EXPECT_TRUE(r.warnings.empty()) << r.warnings.front();
+}
+
+TEST(Evaluator, AReachableDirectoryUnderTmpStaysReadableAndReadOnly) {
+  // A checkout under /tmp (a CI clone there) holds the launcher of a runner script (the
+  // Triton backend's .venv/bin/python): the runner's fresh private /tmp must not hide it, and
+  // the candidate must not be able to write through it (a channel between runs). Here the
+  // launcher is a shell script under a world-writable directory in /tmp that tries to write
+  // beside itself, then runs the real runner.
+  std::string tmpl = "/tmp/vb-reach-XXXXXX";
+  ASSERT_NE(::mkdtemp(tmpl.data()), nullptr);
+  const fs::path dir = fs::path(tmpl) / "venv" / "bin";
+  fs::create_directories(dir);
+  for (const fs::path& p : {fs::path(tmpl), fs::path(tmpl) / "venv", dir})
+    fs::permissions(p, fs::perms::all);  // 0777: only a read-only mount can stop the write
+  const fs::path launcher = dir / "launch.sh";
+  {
+    std::ofstream f(launcher);
+    f << "#!/bin/sh\ntouch \"$(dirname \"$0\")/written\" 2>/dev/null\nexec \"$@\"\n";
+  }
+  fs::permissions(launcher, fs::perms::owner_all | fs::perms::group_read |
+                                fs::perms::group_exec | fs::perms::others_read |
+                                fs::perms::others_exec);
+  RunnerClient runner(runner::Flavour::Host);
+  runner.set_launcher({launcher.string()}, runner_path().string());
+  runner.set_reachable({dir.string()});
+  // Any readable file serves as the library: a runner that started answers a load error (not
+  // a shared object), then a ping.
+  const RunnerReply r = runner.start(launcher.string(), std::chrono::seconds(20));
+  if (!runner.filesystem_warning().empty()) {
+    fs::remove_all(tmpl);
+    GTEST_SKIP() << "no private file system here: " << runner.filesystem_warning();
+  }
+  EXPECT_NE(r.kind, RunnerReply::Kind::Crash) << r.message;
+  const RunnerReply pong = runner.command({{"op", "ping"}, {"nonce", 5}}, std::chrono::seconds(10));
+  EXPECT_EQ(pong.kind, RunnerReply::Kind::Ok) << pong.message << "\n" << runner.output_tail();
+  EXPECT_EQ(pong.body.value("pong", 0), 5);
+  runner.stop();
+  EXPECT_FALSE(fs::exists(dir / "written")) << "the runner wrote into a reachable directory";
+  fs::remove_all(tmpl);
 }
 
 TEST(Evaluator, AForgedRunnerReplyIsNeverAResult) {

@@ -21,6 +21,7 @@
 #include <cstring>
 #include <filesystem>
 #include <stdexcept>
+#include <utility>
 
 #include "core/paths.h"
 #include "core/process.h"
@@ -276,7 +277,9 @@ std::string reach_paths(const std::vector<std::string>& reach) {
 // die with the runner, so whatever it wrote is gone and no other runner process ever saw it;
 // System V IPC and POSIX message queues are private too. `keep` lists files under those
 // directories the runner's launcher must still reach (the compute-sanitizer copy of the
-// runner, the CUDA MPS pipe directory): they are bind-mounted into the fresh tmpfs. Returns ""
+// runner, the CUDA MPS pipe directory): they are bind-mounted into the fresh tmpfs. Directories
+// of `reach` under those directories are bind-mounted into it read-only; the others go to
+// reach_paths(). Returns ""
 // on success, else what failed; `*private_tmp` says whether /tmp is the fresh tmpfs.
 std::string private_filesystem(std::size_t tmp_bytes, const std::vector<std::string>& keep,
                                const std::vector<std::string>& reach, bool* private_tmp) {
@@ -324,6 +327,23 @@ std::string private_filesystem(std::size_t tmp_bytes, const std::vector<std::str
   std::vector<int> keep_fd(keep.size(), -1);
   for (std::size_t i = 0; i < keep.size(); ++i)
     keep_fd[i] = ::open(keep[i].c_str(), O_PATH | O_CLOEXEC);
+  // Directories of `reach` under a private tmp directory (a checkout under /tmp holding the
+  // runner's Python, say) would vanish under the fresh tmpfs: they are opened now and
+  // bind-mounted back read-only below, so the runner reads them and cannot write through them.
+  std::vector<std::pair<std::string, int>> reach_tmp;
+  std::vector<std::string> reach_rest;
+  for (const std::string& p : reach) {
+    bool hidden = false;
+    for (const char* dir : kPrivateTmpDirs) hidden = hidden || under(p, dir);
+    if (!hidden) {
+      reach_rest.push_back(p);
+      continue;
+    }
+    const int fd = ::open(p.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0 && errno == ENOENT) continue;  // nothing to reach (as reach_paths skips it)
+    if (fd < 0) return "opening " + p + ": " + std::strerror(errno);
+    reach_tmp.emplace_back(p, fd);
+  }
   const std::string opts = "mode=1777,size=" + std::to_string(tmp_bytes);
   for (const char* dir : kPrivateTmpDirs) {
     struct stat st {};
@@ -352,8 +372,19 @@ std::string private_filesystem(std::size_t tmp_bytes, const std::vector<std::str
       return "keeping " + keep[i] + " visible: " + std::strerror(errno);
     ::close(keep_fd[i]);
   }
+  for (const auto& [path, fd] : reach_tmp) {
+    for (std::size_t s = path.find('/', 1); s != std::string::npos; s = path.find('/', s + 1))
+      ::mkdir(path.substr(0, s).c_str(), 0755);
+    ::mkdir(path.c_str(), 0755);
+    const std::string src = "/proc/self/fd/" + std::to_string(fd);
+    if (::mount(src.c_str(), path.c_str(), nullptr, MS_BIND | MS_REC, nullptr) != 0 ||
+        ::mount(nullptr, path.c_str(), nullptr, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID |
+                MS_NODEV, nullptr) != 0)
+      return "making " + path + " reachable read-only: " + std::strerror(errno);
+    ::close(fd);
+  }
   if (!unwritable.empty()) return "cannot make the mount " + unwritable + " read-only";
-  return reach_paths(reach);
+  return reach_paths(reach_rest);
 }
 
 }  // namespace

@@ -54,6 +54,7 @@ import shutil
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 
 from . import BridgeError
 from . import backends
@@ -62,12 +63,44 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 HOME = os.environ.get("VLADBUD_HOME") or os.path.dirname(os.path.dirname(HERE))
 SDK_DIR = os.path.join(HOME, "kernels", "include")
 
-# kernel-builder's backend (build.toml's `backends`, the `kernels` package's variant resolver and
-# get_local_kernel(backend=...)) of each PyTorch device a VladBud kernel library can serve. A
-# VladBud backend (vladbud.backends) is exported when its build is a compiled op
-# (serves_torch_ops) on one of these devices; `kb_backend` in this module is the kernel-builder
-# backend, chosen by the VladBud backend's torch device (the result's "backend" too).
-KB_BACKEND_OF_TORCH_DEVICE = {"cpu": "cpu", "cuda": "cuda"}
+@dataclass(frozen=True)
+class KbBackend:
+    """What a package of one kernel-builder backend needs (build.toml's `backends`, the `kernels`
+    package's variant resolver, get_local_kernel(backend=...)); the generators read these fields
+    and never compare backend names.
+
+    :param name: kernel-builder's backend name ("cpu", "cuda"): build.toml, metadata.json, the
+        kernel folder `<pkg>_<name>/`
+    :param torch_device: the PyTorch device the op's tensors live on
+    :param dispatch_key: the TORCH_LIBRARY_IMPL key of the op's implementation ("CPU", "CUDA")
+    :param runs_on: where the kernel runs, for the binding's comment
+    :param load_backend: get_local_kernel's `backend` argument as Python source ("None": `kernels`
+        picks it from torch)
+    :param gpu_archs: compiled with nvcc per GPU architecture (build.toml's cuda-capabilities, -gencode)
+    :param needs: what the package's tests need besides `kernels` (README, test docstring)
+    :param host_flags: extra C++ compile and link flags of the kernel sources (OpenMP on the CPU)
+    """
+    name: str
+    torch_device: str
+    dispatch_key: str
+    runs_on: str
+    load_backend: str
+    gpu_archs: bool
+    needs: str
+    host_flags: tuple
+
+
+# The kernel-builder backend of each PyTorch device a VladBud kernel library can serve. A VladBud
+# backend (vladbud.backends) is exported when its build is a compiled op (serves_torch_ops) on one
+# of these devices; `kb_backend` in this module is the kernel-builder backend's name, chosen by the
+# VladBud backend's torch device (the result's "backend" too), and KB[kb_backend] its profile.
+KB_BACKENDS = (
+    KbBackend("cpu", "cpu", "CPU", "thread (host memory)", '"cpu"', False, "", ("-fopenmp",)),
+    KbBackend("cuda", "cuda", "CUDA", "CUDA stream (no host synchronization)", "None", True,
+              " and a CUDA GPU", ()),
+)
+KB = {b.name: b for b in KB_BACKENDS}
+KB_BACKEND_OF_TORCH_DEVICE = {b.torch_device: b.name for b in KB_BACKENDS}
 
 
 def exportable(be):
@@ -250,7 +283,7 @@ def variant_name(kb_backend):
     import torch
     v = torch.__version__.split("+")[0].split(".")
     abi = "cxx11" if torch.compiled_with_cxx11_abi() else "cxx98"
-    if kb_backend == "cuda":
+    if KB[kb_backend].gpu_archs:
         if torch.version.cuda is None:
             raise BridgeError(f"a CUDA kernel needs a CUDA build of torch to build against; this torch "
                               f"({torch.__version__}) has none (install torch's CUDA wheel, or pass --no-build)")
@@ -310,11 +343,11 @@ def build_toml(kname, pkg, kb_backend, kernel_files, archs, license_, version):
         f"src = {_toml_list(kernel_files)}",
         f'include = ["{pkg}_{kb_backend}"]',
     ]
-    if kb_backend == "cuda":
+    if KB[kb_backend].gpu_archs:
         lines += [f"cuda-capabilities = {_toml_list(archs)}",
                   f"cuda-flags = {_toml_list(['-O3', '-std=c++17'] + _rename_flags(pkg))}"]
     else:
-        lines += [f"cxx-flags = {_toml_list(['-O3', '-std=c++20', '-fopenmp'] + _rename_flags(pkg))}"]
+        lines += [f"cxx-flags = {_toml_list(['-O3', '-std=c++20', *KB[kb_backend].host_flags] + _rename_flags(pkg))}"]
     return "\n".join(lines) + "\n"
 
 
@@ -351,14 +384,14 @@ def binding_cpp(type_, pkg, kb_backend):
     ins = ", ".join(f"&{t}" for t in spec["tensors"])
     attrs = ("const double attrs[] = {" + ", ".join(spec["attrs"]) + "};") if spec["attrs"] else \
         "const double* attrs = nullptr;"
-    key = "CUDA" if kb_backend == "cuda" else "CPU"
+    key = KB[kb_backend].dispatch_key
     return f"""// Written by `vladbud export` from VladBud's {type_} kernel (DESIGN §3: the kernel ABI).
 //
 // The op `{_schema(type_)}` of this package: the inputs are made
 // contiguous, the output is allocated here (the kernel never allocates), DLTensor views of the
 // at::Tensors are passed to the kernel's C entry point (renamed {pkg}_vb_kernel_run by the
 // -D flags in build.toml so that several packages share a process), with torch's current
-// {'CUDA stream (no host synchronization)' if kb_backend == 'cuda' else 'thread (host memory)'}. A kernel error
+// {KB[kb_backend].runs_on}. A kernel error
 // (bad dtype or shape) is raised as a RuntimeError with the kernel's message.
 #include <ATen/core/Tensor.h>
 #include <ATen/dlpack.h>
@@ -668,9 +701,9 @@ def test_py(type_, pkg, kb_backend):
     float64 PyTorch reference (relative Frobenius error), per dtype."""
     spec = OPS[type_]
     args, ref, make, sizes, call = _REF[type_]
-    dev = "cuda" if kb_backend == "cuda" else "cpu"
+    dev = KB[kb_backend].torch_device
     return f'''"""Checks {pkg} ({type_}, {kb_backend}) against a float64 PyTorch reference. Run from the package's
-root: `python -m pytest tests/` (needs the `kernels` package{"" if kb_backend == "cpu" else " and a CUDA GPU"})."""
+root: `python -m pytest tests/` (needs the `kernels` package{KB[kb_backend].needs})."""
 import pathlib
 
 import pytest
@@ -679,14 +712,15 @@ from kernels import get_local_kernel
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 DEVICE = "{dev}"
+ON_GPU = {KB[kb_backend].gpu_archs}  # the package's kernels run on a GPU (a second device to mix)
 BOUND = {{torch.float32: 1e-5, torch.float16: 2e-3, torch.bfloat16: 1.6e-2}}
 {_ROPE_REF if type_ == "rotary_embedding" else ""}
 
 @pytest.fixture(scope="module")
 def kernel():
-    if DEVICE == "cuda" and not torch.cuda.is_available():
+    if ON_GPU and not torch.cuda.is_available():
         pytest.skip("needs a CUDA GPU")
-    return get_local_kernel(ROOT, backend={'"cpu"' if kb_backend == "cpu" else "None"})
+    return get_local_kernel(ROOT, backend={KB[kb_backend].load_backend})
 
 
 @pytest.mark.parametrize("dt", [torch.float32, torch.float16, torch.bfloat16])
@@ -703,8 +737,8 @@ def test_matches_reference(kernel, dt):
 
 
 def test_rejects_other_device(kernel):
-    if DEVICE == "cpu":
-        pytest.skip("only a CUDA package has a second device to mix")
+    if not ON_GPU:
+        pytest.skip("only a GPU package has a second device to mix")
     dev = DEVICE
     dt = torch.float32
     {sizes}
@@ -738,7 +772,7 @@ def benchmark_py(type_, pkg, kb_backend):
         "cross_entropy": "torch.nn.functional.cross_entropy(logits.float(), targets)",
         "rotary_embedding": "_rope_ref(x, cos, sin)", "reduce": "x.sum(-1)",
     }
-    dev = "cuda" if kb_backend == "cuda" else "cpu"
+    dev = KB[kb_backend].torch_device
     return f'''"""Times {pkg}.ops.{type_} against PyTorch on the same inputs and protocol; prints JSON.
 `python benchmarks/benchmark_{pkg}.py [--dtype bf16] [--reps 50]` from the package's root."""
 import argparse
@@ -753,15 +787,18 @@ from kernels import get_local_kernel
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 {_ROPE_REF if type_ == "rotary_embedding" else ""}
 
+ON_GPU = {KB[kb_backend].gpu_archs}  # CUDA events and an L2 flush; else perf_counter
+
+
 def timed(fn, reps, dev):
     """Median and p10/p90 of `reps` calls (us); CUDA events around each call with the L2 flushed
     before it on a GPU, perf_counter on the CPU."""
     for _ in range(3):
         fn()
     ts = []
-    flush = torch.empty(256 << 20, dtype=torch.uint8, device=dev) if dev == "cuda" else None
+    flush = torch.empty(256 << 20, dtype=torch.uint8, device=dev) if ON_GPU else None
     for _ in range(reps):
-        if dev == "cuda":
+        if ON_GPU:
             flush.zero_()
             s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             s.record()
@@ -784,7 +821,7 @@ def main():
     a = ap.parse_args()
     dt = {{"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}}[a.dtype]
     dev = "{dev}"
-    kernel = get_local_kernel(ROOT, backend={'"cpu"' if kb_backend == "cpu" else "None"})
+    kernel = get_local_kernel(ROOT, backend={KB[kb_backend].load_backend})
     torch.manual_seed(0)
     {sizes.replace("33", "4096")}
     {make}
@@ -804,7 +841,8 @@ def _load_backend_arg(kb_backend):
     """The backend argument get_local_kernel needs for a package of kernel-builder backend
     `kb_backend`: "" where `kernels` picks it from torch (a CUDA build), ', backend="cpu"' for a
     CPU package."""
-    return ', backend="cpu"' if kb_backend == "cpu" else ""
+    lb = KB[kb_backend].load_backend
+    return "" if lb == "None" else f", backend={lb}"
 
 
 def readme_md(kname, pkg, type_, kb_backend, source_label, variant, layers):
@@ -846,7 +884,7 @@ def write_tree(req):
                               f"another --out")
         shutil.rmtree(out)
     type_, kb_backend = k["type"], k["backend"]
-    archs = list(req.get("cuda_archs") or default_cuda_archs()) if kb_backend == "cuda" else []
+    archs = list(req.get("cuda_archs") or default_cuda_archs()) if KB[kb_backend].gpu_archs else []
     for a in archs:
         _gencode(a)  # validates
     with open(k["source"]) as f:
@@ -916,7 +954,7 @@ def build_variant(ctx, res):
     cxx = ext.compiler()
     if shutil.which(cxx) is None:
         raise ExportBuildError(f"building the local variant needs a C++ compiler ('{cxx}' not found; set VB_TORCH_CXX)")
-    if kb_backend == "cuda" and shutil.which("nvcc") is None and not os.environ.get("CUDA_HOME"):
+    if KB[kb_backend].gpu_archs and shutil.which("nvcc") is None and not os.environ.get("CUDA_HOME"):
         raise ExportBuildError("building a CUDA variant needs nvcc: put the CUDA toolkit's bin/ on PATH or set CUDA_HOME")
     scratch = os.path.join(out, "build", ".scratch")
     os.makedirs(scratch, exist_ok=True)
@@ -925,8 +963,7 @@ def build_variant(ctx, res):
     kdir = os.path.join(out, f"{pkg}_{kb_backend}")
     sources = [os.path.join(out, "torch-ext", "torch_binding.cpp"), os.path.join(out, ctx["kernel_files"][0])]
     cflags = ["-O3", "-std=c++20", "-DPy_LIMITED_API=0x03090000"] + _rename_flags(pkg)
-    if kb_backend == "cpu":
-        cflags.append("-fopenmp")
+    cflags += KB[kb_backend].host_flags
     cuda_flags = ["-O3", "-std=c++17"] + _rename_flags(pkg)
     for a in ctx["archs"]:
         cuda_flags += _gencode(a)
@@ -935,8 +972,8 @@ def build_variant(ctx, res):
     # In a child process: cpp_extension.load also loads the library, and a later load of the
     # variant's copy (get_local_kernel) in this process would register the namespace twice.
     job = {"name": ctx["op_ns"], "sources": sources, "extra_cflags": cflags, "extra_cuda_cflags": cuda_flags,
-           "extra_include_paths": [scratch, kdir], "extra_ldflags": ["-fopenmp"] if kb_backend == "cpu" else [],
-           "build_directory": scratch, "with_cuda": kb_backend == "cuda"}
+           "extra_include_paths": [scratch, kdir], "extra_ldflags": list(KB[kb_backend].host_flags),
+           "build_directory": scratch, "with_cuda": KB[kb_backend].gpu_archs}
     code = ("import json, sys\nfrom torch.utils import cpp_extension\n"
             "cpp_extension.load(**json.loads(sys.argv[1]), is_python_module=False, verbose=False)\n")
     env = dict(os.environ, CXX=cxx)
@@ -960,7 +997,7 @@ def build_variant(ctx, res):
         f.write(ops_py(ctx["op_ns"]))
     meta = {"id": ctx["op_ns"], "name": ctx["kname"], "version": int(ctx["version"]), "license": ctx["license"],
             "python-depends": [],
-            "backend": {"type": kb_backend, **({"archs": ctx["archs"]} if kb_backend == "cuda" else {})}}
+            "backend": {"type": kb_backend, **({"archs": ctx["archs"]} if KB[kb_backend].gpu_archs else {})}}
     with open(os.path.join(vdir, "metadata.json"), "w") as f:
         json.dump(meta, f, indent=2)
         f.write("\n")

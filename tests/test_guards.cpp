@@ -2,9 +2,14 @@
 // deliberately bad kernel (kernels/bad/cpu/) that it must reject, with the guard named.
 #include <gtest/gtest.h>
 
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <future>
 #include <thread>
 
 #include "backends/backend.h"
@@ -239,6 +244,45 @@ TEST(Evaluator, AReachableDirectoryUnderTmpStaysReadableAndReadOnly) {
   runner.stop();
   EXPECT_FALSE(fs::exists(dir / "written")) << "the runner wrote into a reachable directory";
   fs::remove_all(tmpl);
+}
+
+TEST(Evaluator, ADeviceLockHeldElsewhereHoldsBackEveryKernelCallUntilReleased) {
+  // EvalOptions::device_lock (the pool's evaluators sharing one GPU): while another process
+  // holds the lock, this evaluation builds and prepares but runs no kernel; once released it
+  // completes. A first run without the lock caches the build and shows how long it takes.
+  const KernelType* kt = find_kernel_type("softmax");
+  auto o = test::test_options(/*timing=*/false);  // correctness calls lock as timed ones do
+  o.quick = true;
+  o.dtypes = {DType::F32};
+  const EvalReport free_run = evaluate(*kt, *find_backend("cpu"), test::starter("softmax"), o);
+  ASSERT_EQ(free_run.verdict, "PASS") << free_run.reason;
+  const std::string lock = (fs::temp_directory_path() /
+                            ("vb-device-lock-" + std::to_string(::getpid()))).string();
+  const int fd = ::open(lock.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::flock(fd, LOCK_EX), 0);
+  o.device_lock = lock;
+  auto run = std::async(std::launch::async, [&] {
+    return evaluate(*kt, *find_backend("cpu"), test::starter("softmax"), o);
+  });
+  // Held for three times the unlocked run (at least 3 s): the evaluation must still wait.
+  const auto hold = std::chrono::duration<double>(std::max(3.0, 3.0 * free_run.seconds));
+  EXPECT_EQ(run.wait_for(hold), std::future_status::timeout)
+      << "the evaluation finished while another process held the device lock";
+  ::flock(fd, LOCK_UN);
+  const EvalReport r = run.get();
+  EXPECT_EQ(r.verdict, "PASS") << r.reason;
+  ::close(fd);
+  fs::remove(lock);
+  // A lock file that cannot be opened is refused, naming it and the fix.
+  o.device_lock = "/nonexistent-dir/vb.lock";
+  try {
+    evaluate(*kt, *find_backend("cpu"), test::starter("softmax"), o);
+    ADD_FAILURE() << "an unopenable device lock was accepted";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("/nonexistent-dir/vb.lock"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("VB_DEVICE_LOCK"), std::string::npos) << e.what();
+  }
 }
 
 TEST(Evaluator, AForgedRunnerReplyIsNeverAResult) {

@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import time as _t
 
 import pytest
@@ -27,8 +28,8 @@ def test_resource_names():
 def test_one_worker_per_gpu_the_rest_build():
     s = pool.worker_specs(4, ["gpu"], ["NVIDIA H200", "NVIDIA H200"], 16, "sm_90a")
     assert list(s) == ["gpu0", "gpu1", "host0", "host1"]
-    assert s["gpu0"]["resources"] == {"gpu-h200": 2} and s["gpu0"]["env"]["CUDA_VISIBLE_DEVICES"] == "0"
-    assert s["gpu0"]["nthreads"] == 3 and s["host0"]["nthreads"] == 1
+    assert s["gpu0"]["resources"] == {"gpu-h200": 3} and s["gpu0"]["env"]["CUDA_VISIBLE_DEVICES"] == "0"
+    assert s["gpu0"]["nthreads"] == 4 and s["host0"]["nthreads"] == 1
     assert s["gpu1"]["env"]["CUDA_VISIBLE_DEVICES"] == "1"
     assert s["host0"]["resources"] == {} and s["host0"]["env"]["CUDA_VISIBLE_DEVICES"] == ""
     # One architecture for every worker, the one the optimizer passed (--cuda-arch): a build
@@ -45,16 +46,24 @@ def test_one_worker_per_gpu_the_rest_build():
 
 
 def test_measurement_slots_count_timed_tasks_at_once():
-    # A local GPU worker owns gpu-h200=2 (two full-stage checks at once) but times alone: 1 slot.
-    assert pool.measurement_slots([{"resources": {"gpu-h200": 2}}, {"resources": {}}]) == {"gpu-h200": 1}
-    # Two such workers (two GPUs): 2; CPU workers owning one group of cores each: one each.
-    assert pool.measurement_slots([{"resources": {"gpu-h200": 2}}] * 2) == {"gpu-h200": 2}
-    cpu = pool.measurement_slots([{"resources": {"cpu-x": 1}}] * 3)
-    assert cpu == {"cpu-x": 3}
-    # A worker owning twice the fewest units runs two timed tasks at once; non-device resources
-    # ("memory") and zero units are no slots.
-    assert pool.measurement_slots([{"resources": {"gpu-a": 1, "memory": 8}}, {"resources": {"gpu-a": 2}},
-                                   {"resources": {"gpu-b": 0}}]) == {"gpu-a": 3}
+    # A local GPU worker owns gpu-h200=3: three measurements at once, timed ones too (the device
+    # lock keeps their kernels apart): 3 slots; two such workers (two GPUs): 6.
+    assert pool.measurement_slots([{"resources": {"gpu-h200": 3}}, {"resources": {}}]) == {"gpu-h200": 3}
+    assert pool.measurement_slots([{"resources": {"gpu-h200": 3}}] * 2) == {"gpu-h200": 6}
+    # CPU workers owning one group of cores each: one each.
+    assert pool.measurement_slots([{"resources": {"cpu-x": 1}}] * 3) == {"cpu-x": 3}
+    # On a CPU device a timed task takes the fewest units any worker owns: a worker owning twice
+    # that runs two at once; non-device resources ("memory") and zero units are no slots.
+    assert pool.measurement_slots([{"resources": {"cpu-a": 1, "memory": 8}}, {"resources": {"cpu-a": 2}},
+                                   {"resources": {"cpu-b": 0}}]) == {"cpu-a": 3}
+
+
+def test_each_gpu_of_a_host_has_its_own_device_lock():
+    a = pool.device_lock_path("gpu-h200", "0")
+    assert a == pool.device_lock_path("gpu-h200", "0")  # two workers of one GPU meet on one file
+    assert a != pool.device_lock_path("gpu-h200", "1") != pool.device_lock_path("gpu-h100", "1")
+    assert os.path.dirname(a) == tempfile.gettempdir() and a.endswith(".lock")
+    assert pool.timed_units("gpu-h200", 3) == 1 and pool.timed_units("cpu-x", 2) == 2
 
 
 def test_bad_flags_are_refused():
@@ -140,16 +149,17 @@ def test_unreachable_scheduler_is_one_clear_line():
     assert "cannot reach the Dask scheduler at tcp://127.0.0.1:9" in err and "dask scheduler" in err
 
 
-def test_timed_tasks_run_alone_on_their_device_checks_share_it(tmp_path):
-    """One worker owning 2 units of a device (as a local GPU worker does): two full-stage checks
-    overlap, a quick screen (timed) never overlaps anything on that device."""
+@pytest.mark.parametrize("res", ["cpu-fake", "gpu-fake"])
+def test_timed_tasks_run_alone_on_a_cpu_and_share_a_gpu_under_its_lock(tmp_path, res):
+    """One worker owning 2 units of a device: two full-stage checks overlap; on a CPU device a
+    quick screen (timed) never overlaps anything there, on a GPU it shares the worker's units
+    and every task's evaluator is given the GPU's device lock (VB_DEVICE_LOCK)."""
     pytest.importorskip("distributed", reason="Dask distributed is not installed (scripts/setup.sh)")
     spans = tmp_path / "spans.txt"
     env = dict(os.environ, VB_POOL_TASK_CMD=f"{sys.executable} {STANDIN}",
                PYTHONPATH=os.path.join(ROOT, "python"), VB_STANDIN_SLEEP="1",
                VB_STANDIN_SLEEP_FULL="2", VB_STANDIN_SPANS=str(spans))
-    res = "gpu-fake"
-    # A cluster whose one worker owns gpu-fake=2, as `dask worker ... --resources "gpu-fake=2"`.
+    # A cluster whose one worker owns res=2, as `dask worker ... --resources "gpu-fake=2"`.
     code = f"""
 import sys, json, threading
 from distributed import LocalCluster
@@ -184,13 +194,20 @@ c.close()
         p.wait(timeout=60)
     finally:
         sched.communicate("", timeout=60)
-    s = [(m, float(a), float(b)) for m, a, b in (l.split() for l in spans.read_text().splitlines())]
+    rows = [l.split() for l in spans.read_text().splitlines()]
+    s = [(r[0], float(r[1]), float(r[2])) for r in rows]
     assert len(s) == 4
     overlap = lambda x, y: x[1] < y[2] and y[1] < x[2]
     fulls = [x for x in s if x[0] == "full"]
     quick = [x for x in s if x[0] == "quick"][0]
     assert any(overlap(a, b) for i, a in enumerate(fulls) for b in fulls[i + 1:]), s
-    assert not any(overlap(quick, f) for f in fulls), s
+    locks = {r[3] for r in rows}
+    if res.startswith("cpu-"):
+        assert not any(overlap(quick, f) for f in fulls), s
+        assert locks == {"-"}, locks
+    else:
+        assert any(overlap(quick, f) for f in fulls), s
+        assert locks == {pool.device_lock_path(res)}, locks
 
 
 def test_a_device_measures_the_earliest_request_first_and_cancelled_ones_never_run(tmp_path):

@@ -14,10 +14,15 @@ What runs where (Dask ``resources``):
 * ``quick`` / ``full`` / ``compare`` tasks (the measurements) need the device's resource, e.g.
   ``gpu-h200`` or ``cpu-amd-epyc``: they run only on a worker that owns that device, and a
   comparison (``compare``: interleaved rounds of the best and the candidate) is one task, so it
-  never spans two devices. Timed tasks (quick, compare) take every unit a worker owns (the
-  fewest any worker of that device owns), so they run alone on the device; the full stages (no
-  timing) take one unit, so a worker started with ``--resources "gpu-h200=2"`` (the local
-  cluster's GPU workers: ``--check-slots``) runs two of them at once between timings.
+  never spans two devices. On a GPU every measurement takes one unit, so a worker started with
+  ``--resources "gpu-h200=2"`` (the local cluster's GPU workers: ``--check-slots``) runs two
+  measurements at once; their evaluators share the device lock (VB_DEVICE_LOCK, one file per GPU
+  of the host: ``device_lock_path``), held while kernels run, so they overlap only host work
+  (input generation, the fp64 oracle, output checks: a quick screen's time is mostly that) and no
+  kernel of one runs while the other times. On a CPU device (``cpu-*``) the host work would
+  compete with the timed calls for the cores, so timed tasks (quick, timing, compare) take every
+  unit a worker owns (the fewest any worker of that device owns) and run alone; the full stages
+  (no timing) take one unit.
 
 Each task runs ``vladbud optimize --kernel TMPDIR --measure FILE --mode MODE --json`` (the same
 evaluator the sequential loop uses) in a fresh temporary folder holding problem.json and the
@@ -63,10 +68,29 @@ import threading
 import time
 
 OPS = ("build", "quick", "full", "timing", "compare")
-# Timed work: alone on its device (all the units its worker owns). The full stages time nothing:
+# Timed work: alone on a CPU device (all the units its worker owns). The full stages time nothing:
 # they take one unit, so a worker owning K units of a device checks up to K candidates at once
 # while no timing runs there (their fp64 oracle is host work that would leave the GPU idle).
 TIMED = ("quick", "timing", "compare")
+# Devices whose timed tasks share a worker's units, kept apart by the device lock instead (their
+# timed calls run on the device, not on the host's cores that the other tasks' host work uses).
+LOCKED_PREFIX = "gpu-"
+
+
+def timed_units(resource: str, fewest: int) -> int:
+    """Units of `resource` a timed task takes: 1 on a GPU (the device lock keeps its kernels
+    apart), else `fewest` (the fewest any worker of that device owns: it runs alone)."""
+    return 1 if resource.startswith(LOCKED_PREFIX) else max(1, fewest)
+
+
+def device_lock_path(resource: str, visible: str | None = None) -> str:
+    """The lock file the evaluators measuring on this worker's GPU share (VB_DEVICE_LOCK): one
+    per resource and CUDA_VISIBLE_DEVICES value (`visible`, default this process's), in the
+    host's temporary directory, so the workers of one host that drive the same GPU meet on it."""
+    if visible is None:
+        visible = os.environ.get("CUDA_VISIBLE_DEVICES", "")
+    return os.path.join(tempfile.gettempdir(),
+                        f"vladbud-device-{slug(resource)}-{slug(visible or 'all')}.lock")
 
 
 def slug(text: str) -> str:
@@ -132,7 +156,7 @@ def gpu_resource(name: str) -> str:
 
 
 def worker_specs(n: int, devices: list[str], gpus: list[str], cores: int, cuda_arch: str = "",
-                 check_slots: int = 2) -> dict:
+                 check_slots: int = 3) -> dict:
     """The local cluster's workers: one per GPU (CUDA_VISIBLE_DEVICES=i, its gpu resource,
     check_slots + 1 threads: the checks, and one more may build), the rest build workers, which
     see no GPU; every worker, GPU or not, builds for `cuda_arch` (VB_CUDA_ARCH = the one string
@@ -148,8 +172,9 @@ def worker_specs(n: int, devices: list[str], gpus: list[str], cores: int, cuda_a
     :param cores: logical cores of this host
     :param cuda_arch: the architecture CUDA candidates are built for ("sm_90a", from the
         optimizer's --cuda-arch); "" sets nothing (workers inherit VB_CUDA_ARCH, if any)
-    :param check_slots: units of its gpu resource each GPU worker owns (full-stage checks at once;
-        timed tasks take them all); its threads are check_slots + 1 (one more may build)
+    :param check_slots: units of its gpu resource each GPU worker owns: the measurements (full
+        stages, quick screens, comparisons) it runs at once, their kernels kept apart by the
+        device lock; its threads are check_slots + 1 (one more may build)
     :returns: {name: {"resources": {...}, "env": {...}, "nthreads": int}}
     """
     if n < 1:
@@ -180,15 +205,15 @@ def worker_specs(n: int, devices: list[str], gpus: list[str], cores: int, cuda_a
 
 def measurement_slots(workers) -> dict:
     """Timed tasks (quick, timing, compare) that can run at once on each device resource: a
-    timed task takes the fewest units any worker of that device owns (Pool.units), so each
-    worker runs floor(its units / that) of them. `workers`: the scheduler's worker records
+    timed task takes timed_units() (1 on a GPU; on a CPU the fewest units any worker of that
+    device owns), so each worker runs floor(its units / that) of them. `workers`: the scheduler's worker records
     ({"resources": {NAME: units}, ...}). Returns {NAME: slots}, only devices ("gpu-*", "cpu-*")."""
     have: dict[str, list[float]] = {}
     for w in workers:
         for k, v in (w.get("resources") or {}).items():
             if float(v) > 0 and (k.startswith("gpu-") or k.startswith("cpu-")):
                 have.setdefault(k, []).append(float(v))
-    return {k: int(sum(int(u // max(1.0, min(v))) for u in v)) for k, v in have.items()}
+    return {k: int(sum(int(u // timed_units(k, int(min(v)))) for u in v)) for k, v in have.items()}
 
 
 def run_task(task: dict, timeout_s: float) -> dict:
@@ -207,6 +232,9 @@ def run_task(task: dict, timeout_s: float) -> dict:
         cand = os.path.join(d, "cand" + ext)
         with open(cand, "w") as f:
             f.write(task["source"])
+        env = None
+        if (task.get("resource") or "").startswith(LOCKED_PREFIX):
+            env = dict(os.environ, VB_DEVICE_LOCK=device_lock_path(task["resource"]))
         cmd = shlex.split(extra) if extra else [exe]
         cmd += ["optimize", "--kernel", d, "--measure", cand, "--mode", task["op"], "--json",
                 "--no-git"]
@@ -216,7 +244,7 @@ def run_task(task: dict, timeout_s: float) -> dict:
                 f.write(task["best"])
             cmd += ["--best", best, "--rounds", str(int(task.get("rounds", 3)))]
         try:
-            r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, cwd=d)
+            r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, cwd=d, env=env)
         except subprocess.TimeoutExpired:
             return {"timeout": f"the {task['op']} task ran past --task-timeout {timeout_s:.0f} s "
                                "(a hung device or candidate); its worker moved on"}
@@ -304,12 +332,13 @@ class Pool:
                 "resources": res, "threads": threads, "slots": measurement_slots(workers.values())}
 
     def units(self, resource: str) -> int:
-        """Units of `resource` a timed task takes: the fewest any worker owning it has (>= 1)."""
+        """Units of `resource` a timed task takes (timed_units: 1 on a GPU, else the fewest any
+        worker owning it has)."""
         try:
             workers = self.client.scheduler_info(n_workers=-1)["workers"].values()
             have = [float((w.get("resources") or {}).get(resource, 0)) for w in workers]
             have = [h for h in have if h > 0]
-            return max(1, int(min(have))) if have else 1
+            return timed_units(resource, int(min(have))) if have else 1
         except Exception:  # noqa: BLE001 - the scheduler is away: the watchdog says so
             return 1
 
@@ -478,9 +507,10 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--cuda-arch", default="",
                    help="local cluster: the architecture every worker builds CUDA candidates for "
                         "(VB_CUDA_ARCH on each; the optimizer passes its own, e.g. sm_90a)")
-    p.add_argument("--check-slots", type=int, default=2,
-                   help="local cluster: full-stage checks a GPU worker runs at once (timing is "
-                        "always alone on the device)")
+    p.add_argument("--check-slots", type=int, default=3,
+                   help="local cluster: measurements a GPU worker runs at once; they overlap "
+                        "only host work (inputs, the fp64 oracle, checks): the device lock "
+                        "(VB_DEVICE_LOCK) lets one run kernels at a time")
     p.add_argument("--task-timeout", type=float, default=1800,
                    help="seconds one task may run before it is given up (lost)")
     p.add_argument("--no-worker-timeout", type=float, default=300,

@@ -1,5 +1,9 @@
 #include "eval/evaluator.h"
 
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
 #include <fmt/format.h>
 #include <algorithm>
 #include <atomic>
@@ -128,6 +132,15 @@ class Session {
       if (exe.empty()) throw std::runtime_error(san->not_found_message());
       runner_.set_sanitizer(exe, o.sanitizer);
     }
+    if (!o.device_lock.empty()) {
+      lock_fd_ = ::open(o.device_lock.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0666);
+      if (lock_fd_ < 0)
+        throw std::runtime_error("cannot open the device lock " + o.device_lock + ": " +
+                                 std::strerror(errno) +
+                                 " (VB_DEVICE_LOCK must name a file in a writable directory "
+                                 "shared by the evaluators of this device; unset it when "
+                                 "this evaluator has the device to itself)");
+    }
     if (!o.runner_launcher.empty()) {
       runner_.set_launcher(o.runner_launcher, o.runner_binary);
     } else if (auto rp = b.device().runner_program(); !rp.launcher.empty()) {
@@ -136,6 +149,12 @@ class Session {
       runner_.set_reachable(rp.reachable);
     }
   }
+
+  ~Session() {
+    if (lock_fd_ >= 0) ::close(lock_fd_);
+  }
+  Session(const Session&) = delete;
+  Session& operator=(const Session&) = delete;
 
   bool start(const std::string& lib) {
     lib_ = lib;
@@ -177,7 +196,11 @@ class Session {
       std::memcpy(placed_.in[i].data, private_[i].data(), private_[i].size());
     for (const auto& o : placed_.out) poison(o);
     json cmd = call_command(p, {&placed_}, 0, 0, {0}, false);
-    auto reply = runner_.command(cmd, call_timeout());
+    RunnerReply reply;
+    {
+      DeviceHold hold(*this);
+      reply = runner_.command(cmd, call_timeout());
+    }
     if (auto f = reply_failure(reply)) return f;
     if (auto f = check_guards(placed_, reply)) return f;
     if (out_hash) *out_hash = output_hash(placed_);
@@ -351,9 +374,13 @@ class Session {
     const int max_batches = opt_.quick ? kQuickFreshBatches : kMaxFreshBatches;
     // Warm-up and a first estimate of one call's time, on the warm-up set alone (stepped: the
     // timed sets are not in the arena yet).
-    auto warm = runner_.command(
-        call_command(p, stepped ? std::vector<const Placed*>{&sets[0]} : ptrs, 3, 0, {}, false),
-        call_timeout(4));
+    RunnerReply warm;
+    {
+      DeviceHold hold(*this);
+      warm = runner_.command(
+          call_command(p, stepped ? std::vector<const Placed*>{&sets[0]} : ptrs, 3, 0, {}, false),
+          call_timeout(4));
+    }
     if (auto f = reply_failure(warm)) return f;
     // (cuda: less the runner's host<->device staging of all the sets, which is not a call.)
     const double est_s =
@@ -399,6 +426,10 @@ class Session {
       // right after return.
       json cmd = call_command(p, ptrs, kBatchWarmup, 0, order, !stepped);
       cmd["stepped"] = stepped;
+      // The device is ours from the batch's command to its final reply (a stepped batch's
+      // stops included: the parent's clock runs between them).
+      std::optional<DeviceHold> hold;
+      hold.emplace(*this);
       auto reply = runner_.command(cmd, budget);
       // Stepped: k + 1 stop points, one before each timed call and one after the last.
       // At each the parent snapshots the outputs of the call that just returned and reveals
@@ -433,6 +464,7 @@ class Session {
           return Failure{"CRASH", "crash", "the runner died while stopped between timed calls"};
         reply = runner_.next_message(budget);
       }
+      hold.reset();
       if (auto f = reply_failure(reply)) return f;
       // The reply must account for exactly the calls we asked for.
       const auto& b = reply.body;
@@ -800,10 +832,31 @@ class Session {
     return std::nullopt;
   }
 
+  // Holds EvalOptions::device_lock (exclusive) for its lifetime; nests (only the outermost
+  // holder locks and unlocks); does nothing without a lock file.
+  class DeviceHold {
+   public:
+    explicit DeviceHold(Session& s) : s_(s) {
+      if (s_.lock_fd_ >= 0 && s_.lock_depth_++ == 0)
+        while (::flock(s_.lock_fd_, LOCK_EX) != 0 && errno == EINTR) {
+        }
+    }
+    ~DeviceHold() {
+      if (s_.lock_fd_ >= 0 && --s_.lock_depth_ == 0) ::flock(s_.lock_fd_, LOCK_UN);
+    }
+    DeviceHold(const DeviceHold&) = delete;
+    DeviceHold& operator=(const DeviceHold&) = delete;
+
+   private:
+    Session& s_;
+  };
+
   const KernelType& type_;
   const Backend& backend_;
   const EvalOptions& opt_;
   EvalReport& rep_;
+  int lock_fd_ = -1;     ///< EvalOptions::device_lock, open; -1 without one
+  int lock_depth_ = 0;   ///< DeviceHold nesting
   RunnerClient runner_;
   Placed placed_;
   std::vector<std::vector<char>> private_;

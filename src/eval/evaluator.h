@@ -48,6 +48,14 @@ struct EvalOptions {
   /// The runner binary the launcher executes (a cross-built vladbud-runner); used only with
   /// runner_launcher.
   std::string runner_binary;
+  /// A lock file shared by the evaluators that measure on one device at once (the worker
+  /// pool's GPU workers set it through VB_DEVICE_LOCK, see measure.cpp): while the runner
+  /// executes kernels (each correctness call; each timing command, a stepped one from its first
+  /// message to its last) the evaluator holds an exclusive flock(2) on it, so evaluators sharing
+  /// a GPU overlap only their host work (input generation, the fp64 oracle, output checks) and
+  /// no kernel of another one runs while timed calls do. Empty: no lock (the device is ours).
+  /// A path that cannot be opened makes evaluate() throw std::runtime_error naming it.
+  std::string device_lock;
   /// Progress lines ("[2/5 shape sweep] 256x4096 fp16"); may be empty.
   std::function<void(const std::string&)> progress;
 };

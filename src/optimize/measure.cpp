@@ -1,5 +1,6 @@
 #include "optimize/measure.h"
 
+#include <cstdlib>
 #include <stdexcept>
 
 #include "backends/backend.h"
@@ -100,6 +101,9 @@ void timing_only(EvalOptions& o) { o.correctness = false; }
 // The evaluator's options for one measurement mode of `p` (`screen`: the quick screen's size).
 EvalOptions mode_options(const KernelProblem& p, EvalMode mode, const Size& screen) {
   EvalOptions o;
+  // Several evaluators measuring on one GPU at once (the worker pool, python/vladbud/pool.py)
+  // share this lock file: only one runs kernels at a time (EvalOptions::device_lock).
+  if (const char* lock = std::getenv("VB_DEVICE_LOCK"); lock && *lock) o.device_lock = lock;
   o.timing_size = p.size;
   o.timing_dtype = p.dtype;
   switch (mode) {

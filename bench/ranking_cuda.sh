@@ -30,7 +30,7 @@ vdir="${VARIANTS:-$here/bench/variants/cuda}"
 case "$vdir" in /*) ;; *) vdir="$here/$vdir" ;; esac
 # PRED_OUT: another prediction file (a re-prediction after a model change must not overwrite the
 # blind one); SCORE_OUT: another report for --score.
-pred="${PRED_OUT:-$here/bench/results/ranking-h200-prediction.json}"
+pred="${PRED_OUT:-$here/bench/results/ranking-${target}-prediction.json}"
 mode="${1:-}"
 [ -x "$vb" ] || { echo "ranking_cuda.sh: $vb not found; build first (scripts/setup.sh)" >&2; exit 2; }
 
@@ -97,7 +97,10 @@ tmp, outdir, secs, types = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[
 try: gpu = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"], capture_output=True, text=True).stdout.strip()
 except Exception: gpu = "?"
 # The spec DB id of the GPU measured (the prediction to score against must be for the same one).
-measured_target = "h100-sxm" if "H100" in gpu else "h200"
+measured_target = "h100-sxm" if "H100" in gpu else "h200" if "H200" in gpu else None
+if measured_target is None:
+    sys.exit(f"ranking_cuda.sh: no prediction target for the GPU {gpu!r} (nvidia-smi): the studies "
+             "predict h200 and h100-sxm; the bench JSONs stay in " + tmp)
 out = os.path.join(outdir, f"ranking-cuda-measured-{measured_target}.json")
 doc = {"date": datetime.datetime.utcnow().strftime("%Y-%m-%dT%H:%M:%SZ"), "target": measured_target,
        "machine": f"{platform.node()} ({gpu})", "seconds": secs,

@@ -220,40 +220,62 @@ TEST(Evaluator, AReachableDirectoryUnderTmpStaysReadableAndReadOnly) {
   for (const fs::path& p : {fs::path(tmpl), fs::path(tmpl) / "venv", dir})
     fs::permissions(p, fs::perms::all);  // 0777: only a read-only mount can stop the write
   const fs::path launcher = dir / "launch.sh";
+  // A file in the host's /tmp that the runner must never see (its /tmp is private): the
+  // launcher exits instead of starting the runner when it does.
+  const fs::path marker = tmpl + ".marker";
+  std::ofstream(marker) << "host /tmp\n";
   {
     std::ofstream f(launcher);
-    f << "#!/bin/sh\ntouch \"$(dirname \"$0\")/written\" 2>/dev/null\nexec \"$@\"\n";
+    f << "#!/bin/sh\ntouch \"$(dirname \"$0\")/written\" 2>/dev/null\n[ -e " << marker.string()
+      << " ] && exit 3\nexec \"$@\"\n";
   }
   fs::permissions(launcher, fs::perms::owner_all | fs::perms::group_read |
                                 fs::perms::group_exec | fs::perms::others_read |
                                 fs::perms::others_exec);
-  RunnerClient runner(runner::Flavour::Host);
-  runner.set_launcher({launcher.string()}, runner_path().string());
-  runner.set_reachable({dir.string()});
-  // Any readable file serves as the library: a runner that started answers a load error (not
-  // a shared object), then a ping.
-  const RunnerReply r = runner.start(launcher.string(), std::chrono::seconds(20));
-  if (!runner.filesystem_warning().empty()) {
+  auto starts_and_answers = [&](const std::vector<std::string>& reach) {
+    RunnerClient runner(runner::Flavour::Host);
+    runner.set_launcher({launcher.string()}, runner_path().string());
+    runner.set_reachable(reach);
+    // Any readable file serves as the library: a runner that started answers a load error
+    // (not a shared object), then a ping.
+    const RunnerReply r = runner.start(launcher.string(), std::chrono::seconds(20));
+    if (!runner.filesystem_warning().empty()) return runner.filesystem_warning();
+    EXPECT_NE(r.kind, RunnerReply::Kind::Crash) << r.message;
+    const RunnerReply pong =
+        runner.command({{"op", "ping"}, {"nonce", 5}}, std::chrono::seconds(10));
+    EXPECT_EQ(pong.kind, RunnerReply::Kind::Ok) << pong.message << "\n" << runner.output_tail();
+    EXPECT_EQ(pong.body.value("pong", 0), 5);
+    runner.stop();
+    return std::string();
+  };
+  const std::string warning = starts_and_answers({dir.string()});
+  if (!warning.empty()) {
     fs::remove_all(tmpl);
-    GTEST_SKIP() << "no private file system here: " << runner.filesystem_warning();
+    fs::remove(marker);
+    GTEST_SKIP() << "no private file system here: " << warning;
   }
-  EXPECT_NE(r.kind, RunnerReply::Kind::Crash) << r.message;
-  const RunnerReply pong = runner.command({{"op", "ping"}, {"nonce", 5}}, std::chrono::seconds(10));
-  EXPECT_EQ(pong.kind, RunnerReply::Kind::Ok) << pong.message << "\n" << runner.output_tail();
-  EXPECT_EQ(pong.body.value("pong", 0), 5);
-  runner.stop();
   EXPECT_FALSE(fs::exists(dir / "written")) << "the runner wrote into a reachable directory";
+  // Entries that must not widen the view or cost the private /tmp: /tmp itself (every other
+  // run's files), a path through "..", and a file (not a directory) are skipped.
+  EXPECT_EQ(starts_and_answers({dir.string(), "/tmp", "/tmp/../tmp",
+                                (fs::path(tmpl) / "venv" / "bin" / "launch.sh").string()}),
+            "");
+  EXPECT_FALSE(fs::exists(dir / "written"));
   fs::remove_all(tmpl);
+  fs::remove(marker);
 }
 
-TEST(Evaluator, ADeviceLockHeldElsewhereHoldsBackEveryKernelCallUntilReleased) {
+TEST(Evaluator, ADeviceLockHeldElsewhereHoldsBackTheEvaluationUntilReleased) {
   // EvalOptions::device_lock (the pool's evaluators sharing one GPU): while another process
   // holds the lock, this evaluation builds and prepares but runs no kernel; once released it
-  // completes. A first run without the lock caches the build and shows how long it takes.
+  // completes, timing included. A first run without the lock caches the build and shows how
+  // long it takes. (That each kind of device work takes the lock is read in evaluator.cpp:
+  // DeviceHold around load, arena, every call, each timing batch and the ceilings.)
   const KernelType* kt = find_kernel_type("softmax");
-  auto o = test::test_options(/*timing=*/false);  // correctness calls lock as timed ones do
+  auto o = test::test_options(/*timing=*/true);
   o.quick = true;
   o.dtypes = {DType::F32};
+  o.timing_size = Size{"t-64x1024", {{"R", 64}, {"C", 1024}}, {}};  // a short timing
   const EvalReport free_run = evaluate(*kt, *find_backend("cpu"), test::starter("softmax"), o);
   ASSERT_EQ(free_run.verdict, "PASS") << free_run.reason;
   const std::string lock = (fs::temp_directory_path() /
@@ -272,6 +294,7 @@ TEST(Evaluator, ADeviceLockHeldElsewhereHoldsBackEveryKernelCallUntilReleased) {
   ::flock(fd, LOCK_UN);
   const EvalReport r = run.get();
   EXPECT_EQ(r.verdict, "PASS") << r.reason;
+  EXPECT_TRUE(r.timing.has_value());
   ::close(fd);
   fs::remove(lock);
   // A lock file that cannot be opened is refused, naming it and the fix.

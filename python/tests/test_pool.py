@@ -31,6 +31,8 @@ def test_one_worker_per_gpu_the_rest_build():
     assert s["gpu0"]["resources"] == {"gpu-h200": 3} and s["gpu0"]["env"]["CUDA_VISIBLE_DEVICES"] == "0"
     assert s["gpu0"]["nthreads"] == 4 and s["host0"]["nthreads"] == 1
     assert s["gpu1"]["env"]["CUDA_VISIBLE_DEVICES"] == "1"
+    # Three evaluators' host work on a 16-core host: 16 / (2 x 3) = 2 threads each.
+    assert s["gpu0"]["env"]["VB_THREADS"] == "2" and "VB_THREADS" not in s["host0"]["env"]
     assert s["host0"]["resources"] == {} and s["host0"]["env"]["CUDA_VISIBLE_DEVICES"] == ""
     # One architecture for every worker, the one the optimizer passed (--cuda-arch): a build
     # worker (no GPU) and the GPU worker measuring its build compute the same build-cache key.

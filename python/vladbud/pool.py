@@ -174,7 +174,8 @@ def worker_specs(n: int, devices: list[str], gpus: list[str], cores: int, cuda_a
         optimizer's --cuda-arch); "" sets nothing (workers inherit VB_CUDA_ARCH, if any)
     :param check_slots: units of its gpu resource each GPU worker owns: the measurements (full
         stages, quick screens, comparisons) it runs at once, their kernels kept apart by the
-        device lock; its threads are check_slots + 1 (one more may build)
+        device lock, each evaluator's host work on cores / (2 x check_slots) threads
+        (VB_THREADS); its Dask threads are check_slots + 1 (one more may build)
     :returns: {name: {"resources": {...}, "env": {...}, "nthreads": int}}
     """
     if n < 1:
@@ -191,6 +192,10 @@ def worker_specs(n: int, devices: list[str], gpus: list[str], cores: int, cuda_a
         if i < n_gpu:
             res[gpu_resource(gpus[i])] = check_slots
             env["CUDA_VISIBLE_DEVICES"] = str(i)
+            # Its check_slots evaluators' host work (inputs, the fp64 oracle) shares the cores
+            # with the builds: a few threads each, so that a timing does not see the others as
+            # competing for the cores (the evaluator's contention check) and re-screen.
+            env["VB_THREADS"] = str(max(1, cores // (2 * check_slots)))
             name = f"gpu{i}"
         else:
             env["CUDA_VISIBLE_DEVICES"] = ""

@@ -132,15 +132,6 @@ class Session {
       if (exe.empty()) throw std::runtime_error(san->not_found_message());
       runner_.set_sanitizer(exe, o.sanitizer);
     }
-    if (!o.device_lock.empty()) {
-      lock_fd_ = ::open(o.device_lock.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0666);
-      if (lock_fd_ < 0)
-        throw std::runtime_error("cannot open the device lock " + o.device_lock + ": " +
-                                 std::strerror(errno) +
-                                 " (VB_DEVICE_LOCK must name a file in a writable directory "
-                                 "shared by the evaluators of this device; unset it when "
-                                 "this evaluator has the device to itself)");
-    }
     if (!o.runner_launcher.empty()) {
       runner_.set_launcher(o.runner_launcher, o.runner_binary);
     } else if (auto rp = b.device().runner_program(); !rp.launcher.empty()) {
@@ -148,7 +139,45 @@ class Session {
       runner_.set_launcher(rp.launcher, rp.program);
       runner_.set_reachable(rp.reachable);
     }
+    if (!o.device_lock.empty()) {
+      // flock(2) needs only a read descriptor. An existing file is opened without O_CREAT:
+      // another user's lock file in a sticky /tmp refuses O_CREAT (fs.protected_regular).
+      lock_fd_ = ::open(o.device_lock.c_str(), O_RDONLY | O_CLOEXEC);
+      if (lock_fd_ < 0 && errno == ENOENT) {
+        lock_fd_ = ::open(o.device_lock.c_str(), O_RDONLY | O_CREAT | O_CLOEXEC, 0644);
+      }
+      if (lock_fd_ < 0)
+        throw std::runtime_error("cannot open the device lock " + o.device_lock + ": " +
+                                 std::strerror(errno) +
+                                 " (VB_DEVICE_LOCK must name a file in a writable directory "
+                                 "shared by the evaluators of this device; unset it when "
+                                 "this evaluator has the device to itself)");
+    }
   }
+
+  // Holds EvalOptions::device_lock (exclusive) for its lifetime; nests (only the outermost
+  // holder locks and unlocks); does nothing without a lock file. Throws std::runtime_error
+  // when flock(2) fails (other than EINTR): measuring without the lock would not be exclusive.
+  class DeviceHold {
+   public:
+    explicit DeviceHold(Session& s) : s_(s) {
+      if (s_.lock_fd_ < 0 || s_.lock_depth_++ > 0) return;
+      while (::flock(s_.lock_fd_, LOCK_EX) != 0) {
+        if (errno == EINTR) continue;
+        --s_.lock_depth_;
+        throw std::runtime_error("cannot lock the device lock " + s_.opt_.device_lock + ": " +
+                                 std::strerror(errno));
+      }
+    }
+    ~DeviceHold() {
+      if (s_.lock_fd_ >= 0 && --s_.lock_depth_ == 0) ::flock(s_.lock_fd_, LOCK_UN);
+    }
+    DeviceHold(const DeviceHold&) = delete;
+    DeviceHold& operator=(const DeviceHold&) = delete;
+
+   private:
+    Session& s_;
+  };
 
   ~Session() {
     if (lock_fd_ >= 0) ::close(lock_fd_);
@@ -158,7 +187,12 @@ class Session {
 
   bool start(const std::string& lib) {
     lib_ = lib;
-    auto reply = runner_.start(lib, call_timeout());
+    // Loading runs the library's initializers and creates the device context: device work.
+    RunnerReply reply;
+    {
+      DeviceHold hold(*this);
+      reply = runner_.start(lib, call_timeout());
+    }
     note_filesystem();
     if (reply.kind == RunnerReply::Kind::Ok) {
       // A device runner reports the device it opened (its L2 sizes the timing rotation).
@@ -220,7 +254,11 @@ class Session {
 
   // Restarts the runner process (a fresh process forgets any state the candidate kept).
   std::optional<Failure> restart() {
-    auto reply = runner_.start(lib_, call_timeout());
+    RunnerReply reply;
+    {
+      DeviceHold hold(*this);
+      reply = runner_.start(lib_, call_timeout());
+    }
     note_filesystem();
     if (reply.kind == RunnerReply::Kind::Ok) return std::nullopt;
     return reply_failure(reply);
@@ -623,6 +661,7 @@ class Session {
   // failure (DESIGN §4: OOM is a failure, not a skip).
   std::optional<Failure> reset_arena(std::size_t bytes) {
     try {
+      DeviceHold hold(*this);  // device allocations
       runner_.reset_arena(bytes);
     } catch (const std::runtime_error& e) {
       return Failure{"FAIL", backend_.device().oom_guard(),
@@ -831,25 +870,6 @@ class Session {
     }
     return std::nullopt;
   }
-
-  // Holds EvalOptions::device_lock (exclusive) for its lifetime; nests (only the outermost
-  // holder locks and unlocks); does nothing without a lock file.
-  class DeviceHold {
-   public:
-    explicit DeviceHold(Session& s) : s_(s) {
-      if (s_.lock_fd_ >= 0 && s_.lock_depth_++ == 0)
-        while (::flock(s_.lock_fd_, LOCK_EX) != 0 && errno == EINTR) {
-        }
-    }
-    ~DeviceHold() {
-      if (s_.lock_fd_ >= 0 && --s_.lock_depth_ == 0) ::flock(s_.lock_fd_, LOCK_UN);
-    }
-    DeviceHold(const DeviceHold&) = delete;
-    DeviceHold& operator=(const DeviceHold&) = delete;
-
-   private:
-    Session& s_;
-  };
 
   const KernelType& type_;
   const Backend& backend_;
@@ -1193,6 +1213,7 @@ EvalReport evaluate(const KernelType& type, const Backend& backend,
   tr.bytes = type.min_bytes(tp);
   Ceilings c;
   try {
+    Session::DeviceHold hold(s);  // a ceilings probe (when not cached) runs on the device
     c = opts.ceilings ? *opts.ceilings : backend.device().local_ceilings(false, opts.progress);
   } catch (const std::exception& e) {
     rep.verdict = "FAIL";
@@ -1211,6 +1232,7 @@ EvalReport evaluate(const KernelType& type, const Backend& backend,
     // machine must not lower the roofs for every later run.
     Ceilings fresh = c;
     try {
+      Session::DeviceHold hold(s);
       fresh = backend.device().local_ceilings(true, opts.progress);
     } catch (const std::exception& e) {
       s.progress(std::string("[timing] re-measuring failed: ") + e.what());

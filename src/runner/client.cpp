@@ -330,18 +330,26 @@ std::string private_filesystem(std::size_t tmp_bytes, const std::vector<std::str
   // Directories of `reach` under a private tmp directory (a checkout under /tmp holding the
   // runner's Python, say) would vanish under the fresh tmpfs: they are opened now and
   // bind-mounted back read-only below, so the runner reads them and cannot write through them.
+  // Only a directory strictly below one of them, named without "." or ".." components
+  // (the whole /tmp would expose every other run's files); any other entry, or one that cannot
+  // be opened as a directory, is skipped, as reach_paths skips what it cannot reach.
   std::vector<std::pair<std::string, int>> reach_tmp;
   std::vector<std::string> reach_rest;
   for (const std::string& p : reach) {
-    bool hidden = false;
-    for (const char* dir : kPrivateTmpDirs) hidden = hidden || under(p, dir);
+    bool hidden = false, whole = false;
+    for (const char* dir : kPrivateTmpDirs) {
+      hidden = hidden || under(p, dir);
+      whole = whole || p == dir || p == std::string(dir) + "/";
+    }
     if (!hidden) {
       reach_rest.push_back(p);
       continue;
     }
+    if (whole || p.find("/./") != std::string::npos || p.find("/../") != std::string::npos ||
+        p.find("//") != std::string::npos || p.ends_with("/.") || p.ends_with("/.."))
+      continue;
     const int fd = ::open(p.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0 && errno == ENOENT) continue;  // nothing to reach (as reach_paths skips it)
-    if (fd < 0) return "opening " + p + ": " + std::strerror(errno);
+    if (fd < 0) continue;
     reach_tmp.emplace_back(p, fd);
   }
   const std::string opts = "mode=1777,size=" + std::to_string(tmp_bytes);
@@ -372,19 +380,41 @@ std::string private_filesystem(std::size_t tmp_bytes, const std::vector<std::str
       return "keeping " + keep[i] + " visible: " + std::strerror(errno);
     ::close(keep_fd[i]);
   }
+  std::string reach_error;  // the first directory left unreachable (reported, not fatal)
   for (const auto& [path, fd] : reach_tmp) {
     for (std::size_t s = path.find('/', 1); s != std::string::npos; s = path.find('/', s + 1))
       ::mkdir(path.substr(0, s).c_str(), 0755);
     ::mkdir(path.c_str(), 0755);
+    // Not recursive: mounts below the directory stay out of the runner's view (a recursive
+    // bind would carry them, and the read-only remount covers only the top one).
     const std::string src = "/proc/self/fd/" + std::to_string(fd);
-    if (::mount(src.c_str(), path.c_str(), nullptr, MS_BIND | MS_REC, nullptr) != 0 ||
-        ::mount(nullptr, path.c_str(), nullptr, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID |
-                MS_NODEV, nullptr) != 0)
-      return "making " + path + " reachable read-only: " + std::strerror(errno);
+    if (::mount(src.c_str(), path.c_str(), nullptr, MS_BIND, nullptr) != 0) {
+      if (reach_error.empty()) reach_error = "making " + path + " reachable: " + std::strerror(errno);
+      ::close(fd);
+      continue;
+    }
     ::close(fd);
+    // Read-only, keeping the flags a user namespace cannot clear (nosuid, nodev, noexec,
+    // atime: the remount fails with EPERM when one is dropped). If it still fails, the
+    // writable bind is taken away again: the directory is then unreachable, never writable.
+    struct statvfs sv {};
+    unsigned long flags = MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV;
+    if (::statvfs(path.c_str(), &sv) == 0) {
+      if (sv.f_flag & ST_NOEXEC) flags |= MS_NOEXEC;
+      if (sv.f_flag & ST_NOATIME) flags |= MS_NOATIME;
+      if (sv.f_flag & ST_NODIRATIME) flags |= MS_NODIRATIME;
+      if (sv.f_flag & ST_RELATIME) flags |= MS_RELATIME;
+    }
+    if (::mount(nullptr, path.c_str(), nullptr, flags, nullptr) != 0) {
+      const std::string why = std::strerror(errno);
+      ::umount2(path.c_str(), MNT_DETACH);
+      if (reach_error.empty())
+        reach_error = "making " + path + " reachable read-only: " + why + " (left unreachable)";
+    }
   }
   if (!unwritable.empty()) return "cannot make the mount " + unwritable + " read-only";
-  return reach_paths(reach_rest);
+  const std::string rest = reach_paths(reach_rest);
+  return reach_error.empty() ? rest : reach_error;
 }
 
 }  // namespace

@@ -16,6 +16,7 @@
 #include "core/paths.h"
 #include "kernels/kernel_type.h"
 #include "ladder/ladder.h"
+#include "runner/client.h"
 #include "optimize/params.h"
 #include "targets/spec_db.h"
 #include "support.h"
@@ -107,6 +108,39 @@ TEST(TritonGuards, AnInconclusiveClaimForAnFp32ProblemIsAFailure) {
   EXPECT_EQ(r.failed_stage, "smoke") << why(r);
   // Failed by the rule (the runner said inconclusive), not by some other error.
   EXPECT_NE(r.reason.find("called a fp32 case inconclusive"), std::string::npos) << r.reason;
+}
+
+TEST(TritonGuards, RunnersOfTheSandboxUidCannotReachEachOther) {
+  // Every runner runs as the same sandbox uid, and the pool runs evaluators side by side. A
+  // Triton interpreter runner (a Python script, started through a launcher: it installs no
+  // filter of its own) is the victim, alive and idle; a C++ candidate and then a Triton one
+  // try to open its /proc entries and signal it (kernels/bad/{cpu,triton}/
+  // reaches_other_runners): both must find nothing reachable, and the victim still answers.
+  if (const std::string no = triton().device_unavailable(); !no.empty()) GTEST_SKIP() << no;
+  RunnerClient victim(triton().device().runner_flavour());
+  const auto rp = triton().device().runner_program();
+  victim.set_launcher(rp.launcher, rp.program);
+  victim.set_reachable(rp.reachable);
+  const RunnerReply started =
+      victim.start(triton().starter_source("softmax").string(), std::chrono::seconds(120));
+  ASSERT_EQ(started.kind, RunnerReply::Kind::Ok) << started.message << "\n" << victim.output_tail();
+  auto o = test::test_options(/*timing=*/false);
+  o.dtypes = {DType::F32};
+  o.quick = true;
+  const EvalReport c = evaluate(*find_kernel_type("softmax"), *find_backend("cpu"),
+                                test::bad_kernel("reaches_other_runners"), o);
+  EXPECT_EQ(c.verdict, "FAIL") << why(c);
+  EXPECT_EQ(c.guard, "kernel_error") << why(c);
+  EXPECT_NE(c.reason.find("sandbox held"), std::string::npos) << why(c);
+  const EvalReport t = evaluate(*find_kernel_type("softmax"), triton(), bad("reaches_other_runners"),
+                                interpreter_options());
+  EXPECT_EQ(t.verdict, "FAIL") << why(t);
+  EXPECT_EQ(t.guard, "kernel_error") << why(t);
+  EXPECT_NE(t.reason.find("sandbox held"), std::string::npos) << why(t);
+  const RunnerReply pong = victim.command({{"op", "ping"}, {"nonce", 9}}, std::chrono::seconds(30));
+  EXPECT_EQ(pong.kind, RunnerReply::Kind::Ok) << pong.message << "\n" << victim.output_tail();
+  EXPECT_EQ(pong.body.value("pong", 0), 9);
+  victim.stop();
 }
 
 TEST(TritonBuild, ASourceWithoutTheEntryPointFailsToBuildAndSaysWhy) {

@@ -265,6 +265,29 @@ TEST(Evaluator, AReachableDirectoryUnderTmpStaysReadableAndReadOnly) {
   fs::remove(marker);
 }
 
+TEST(Evaluator, ACandidateCannotReachAnotherRunnerOfItsUid) {
+  // Every runner on the host runs as the same sandbox uid, and the pool's evaluators run side
+  // by side: a candidate must not open another runner's /proc entries (its memory, environment,
+  // private /tmp through /proc/<pid>/root), signal it, or make its own runner dumpable. A
+  // victim runner is started first and must still answer afterwards.
+  RunnerClient victim(runner::Flavour::Host);
+  const std::string victim_lib = test::bad_kernel("reaches_other_runners").string();
+  const RunnerReply started = victim.start(victim_lib, std::chrono::seconds(20));
+  ASSERT_NE(started.kind, RunnerReply::Kind::Crash) << started.message;
+  auto o = test::test_options(/*timing=*/false);
+  o.dtypes = {DType::F32};
+  const EvalReport r =
+      eval_bad({"reaches_other_runners", "softmax", "FAIL", "kernel_error", "smoke"}, o);
+  EXPECT_EQ(r.verdict, "FAIL") << r.reason;
+  EXPECT_EQ(r.guard, "kernel_error") << r.reason;
+  EXPECT_NE(r.reason.find("sandbox held"), std::string::npos) << r.reason;
+  const RunnerReply pong =
+      victim.command({{"op", "ping"}, {"nonce", 7}}, std::chrono::seconds(10));
+  EXPECT_EQ(pong.kind, RunnerReply::Kind::Ok) << pong.message << "\n" << victim.output_tail();
+  EXPECT_EQ(pong.body.value("pong", 0), 7);
+  victim.stop();
+}
+
 TEST(Evaluator, ADeviceLockHeldElsewhereHoldsBackTheEvaluationUntilReleased) {
   // EvalOptions::device_lock (the pool's evaluators sharing one GPU): while another process
   // holds the lock, this evaluation builds and prepares but runs no kernel; once released it

@@ -18,4 +18,20 @@ namespace vb {
 // runs a candidate's host code (the launch record of ladder rung 1).
 std::string forbid_new_processes();
 
+// No reach into other processes (the runner's uid is shared by every runner on the host, so
+// one candidate could otherwise reach another, concurrent one: the pool's evaluators overlap).
+//
+// Call after PR_SET_DUMPABLE 0: a non-dumpable process's /proc/<pid>/{mem,environ,root,fd} and
+// ptrace are closed to every other process of its uid. A second seccomp filter (stacked on
+// forbid_new_processes's) keeps it that way and closes signals: prctl(PR_SET_DUMPABLE, v) with
+// v != 0 is refused (EPERM), so a candidate cannot reopen its own runner to a colluding one
+// (v == 0 stays allowed: a runner exec'd after the filter closes itself with it); kill,
+// tgkill, rt_sigqueueinfo and rt_tgsigqueueinfo are allowed only with this process as the
+// target (raise, abort and pthread_kill keep working; kill(-1) and kill(0) are refused, EPERM);
+// tkill and pidfd_send_signal are refused (EPERM). Returns "" or why it could not be installed.
+// Used with forbid_new_processes by vladbud-runner and vladbud-launch-record, and alone by the
+// runner client before it executes a launcher (the Triton interpreter runner, a Python script):
+// a filter survives execve, and the pid it names is the same after it.
+std::string forbid_reaching_other_processes();
+
 }  // namespace vb

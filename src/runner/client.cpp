@@ -25,6 +25,7 @@
 
 #include "core/paths.h"
 #include "core/process.h"
+#include "core/sandbox.h"
 #include "runner/protocol.h"
 
 namespace vb {
@@ -571,6 +572,15 @@ RunnerReply RunnerClient::start(const std::string& library, std::chrono::millise
     for (auto& v : env) envp.push_back(v.data());
     envp.push_back(nullptr);
     if (!sanitizer_exe_.empty() || !launcher_.empty()) {
+      // A launcher's runner (the Triton interpreter's Python) installs no filter of its own:
+      // no signals to other processes and no way back to dumpable, from before the exec (the
+      // filter and the pid survive it; the runner closes itself with PR_SET_DUMPABLE 0).
+      // Not under compute-sanitizer, which manages its target process.
+      if (sanitizer_exe_.empty())
+        if (const std::string e = forbid_reaching_other_processes(); !e.empty()) {
+          const std::string line = "vladbud: candidates may signal other processes (" + e + ")\n";
+          (void)!::write(STDERR_FILENO, line.data(), line.size());
+        }
       ::execve(argv[0], argv.data(), envp.data());
       child_fail("cannot execute " + args[0]);
     }

@@ -580,9 +580,16 @@ int main(int argc, char** argv) {
   }
   st.dev = vb::runner::make_runner_device(flavour, gpu_budget);
   // Under compute-sanitizer (--keep-fds) its injected agent owns the process: no filter.
-  if (!keep_fds)
+  if (!keep_fds) {
     if (const std::string e = forbid_new_processes(); !e.empty())
       std::fprintf(stderr, "vladbud-runner: candidates may create processes (%s)\n", e.c_str());
+    // Every runner on the host shares the sandbox uid, and exec made this one dumpable again:
+    // closed to the others (/proc/<pid>/mem, root, environ; ptrace), and no signals out.
+    ::prctl(PR_SET_DUMPABLE, 0);
+    if (const std::string e = vb::forbid_reaching_other_processes(); !e.empty())
+      std::fprintf(stderr, "vladbud-runner: candidates may signal other processes (%s)\n",
+                   e.c_str());
+  }
   if (!keep_fds) ::syscall(SYS_close_range, vb::runner::kLibraryFd + 1, ~0U, 0);  // no others
   FILE* in = ::fdopen(vb::runner::kCommandFd, "r");
   if (!in) {

@@ -24,6 +24,7 @@
 // Exit status: 0 when the output was written (whatever the kernel returned), 2 on a bad request.
 #include <cuda_runtime_api.h>
 #include <dlfcn.h>
+#include <sys/prctl.h>
 #include <dlpack/dlpack.h>
 #include <sys/mman.h>
 
@@ -393,6 +394,8 @@ int main(int argc, char** argv) {
   nlohmann::json res{{"ok", false}};
   // The library's host code is a candidate's: no processes of its own (as in vladbud-runner).
   if (const std::string e = vb::forbid_new_processes(); !e.empty()) res["sandbox"] = e;
+  ::prctl(PR_SET_DUMPABLE, 0);
+  if (const std::string e = vb::forbid_reaching_other_processes(); !e.empty()) res["sandbox"] = e;
   void* lib = dlopen(req.at("library").get<std::string>().c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!lib) {
     res["error"] = std::string("dlopen: ") + dlerror() +

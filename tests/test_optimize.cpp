@@ -1566,3 +1566,73 @@ TEST(OptimizeOrchestrator, AFolderTheBudgetNeverReachedStillGetsItsStarterMeasur
   fs::remove_all(ws);
   fs::remove_all(ws2);
 }
+
+namespace {
+
+TEST(OptimizeLoop, RoundsAddedToAComparisonContinueTheAlternation) {
+  // Measurer::interleave: round first_round + i is best-first when even. Two calls of 3
+  // rounds, the second starting at round 3: AB BA AB, then BA AB BA (not AB BA AB again,
+  // which would time the best first in 4 of 6 pairs).
+  class Order : public Measurer {
+   public:
+    Measurement measure(const fs::path& f, EvalMode) override {
+      seq.push_back(f.filename().string());
+      Measurement m;
+      m.timed = true, m.median_us = 1, m.noise = 0.01, m.reps = 5;
+      return m;
+    }
+    std::string target() const override { return "order"; }
+    std::vector<std::string> seq;
+  } order;
+  order.interleave("A", "B", 3, 0);
+  order.interleave("A", "B", 3, 3);
+  EXPECT_EQ(order.seq, (std::vector<std::string>{"A", "B", "B", "A", "A", "B", "B", "A", "A",
+                                                 "B", "B", "A"}));
+
+  // The loop: a 20 % faster candidate whose rounds spread widely (a loaded machine) is not
+  // decided by the noise threshold; it gets more rounds until the signed-rank test keeps it
+  // (9 pairs, all won), and each call continues where the last one ended.
+  class Spread : public SyntheticMeasurer {
+   public:
+    Spread() : SyntheticMeasurer(0.0) {}
+    Measurement measure(const fs::path& f, EvalMode mode) override {
+      Measurement m = SyntheticMeasurer::measure(f, mode);
+      if (comparing_ && m.timed) {
+        const int pair = pair_calls_++ / 2;  // both sides of a round share its factor
+        m.median_us *= 1.0 + 0.6 * ((pair * 5) % 7) / 6.0;
+        m.noise = 0.3;
+      }
+      return m;
+    }
+    Interleaved interleave(const fs::path& best, const fs::path& cand, int rounds,
+                           int first_round) override {
+      firsts.push_back(first_round);
+      comparing_ = true;
+      Interleaved r = Measurer::interleave(best, cand, rounds, first_round);
+      comparing_ = false;
+      return r;
+    }
+    std::vector<int> firsts;
+
+   private:
+    bool comparing_ = false;
+    int pair_calls_ = 0;
+  } spread;
+  const fs::path ws = temp_dir("alternation");
+  std::string src = kSource;
+  src.replace(src.find("{1,2,4,8}"), 9, "{1,4}");  // one candidate: UNROLL=4
+  src.replace(src.find("{0,1,2}"), 7, "{0}");
+  const fs::path d = make_kernel_folder(ws, src);
+  OptimizeOptions o;
+  o.budget_s = 60;
+  o.max_experiments = 1;
+  o.measurer = &spread;
+  o.git = false;
+  o.rounds = 3;
+  const KernelSummary s = optimize_kernel(d, o);
+  EXPECT_EQ(s.kept, 1);
+  EXPECT_EQ(spread.firsts, (std::vector<int>{0, 3, 6}));
+  fs::remove_all(ws);
+}
+
+}  // namespace

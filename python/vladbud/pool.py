@@ -43,7 +43,8 @@ Protocol (one JSON object per line):
   status 2)
 * request: ``{"id": int, "op": "build"|"quick"|"full"|"timing"|"compare", "resource": NAME or "",
   "problem": {problem.json}, "ext": ".cpp", "source": TEXT, "best": TEXT (compare),
-  "rounds": int (compare), "vladbud": PATH, "after": [ids] (optional: run after these)}``
+  "rounds": int (compare), "first_round": int (compare: the index of its first round),
+  "vladbud": PATH, "after": [ids] (optional: run after these)}``
 * reply: ``{"id": int, "ok": true, "result": {...}, "worker": ADDR, "seconds": s}`` or
   ``{"id": int, "lost": true, "reason": "..."}``
 * ``{"op": "cancel", "id": N}``: give up request N (the optimizer's budget ran out while it
@@ -247,7 +248,8 @@ def run_task(task: dict, timeout_s: float) -> dict:
             best = os.path.join(d, "best" + ext)
             with open(best, "w") as f:
                 f.write(task["best"])
-            cmd += ["--best", best, "--rounds", str(int(task.get("rounds", 3)))]
+            cmd += ["--best", best, "--rounds", str(int(task.get("rounds", 3))),
+                    "--first-round", str(int(task.get("first_round", 0)))]
         try:
             r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, cwd=d, env=env)
         except subprocess.TimeoutExpired:

@@ -34,7 +34,7 @@ struct OptimizeArgs {
               reproduce;
   double agent_timeout = 900, ceiling = 90;
   std::uint64_t seed = 1;
-  int plateau = 20, max_experiments = 0, rounds = 3, max_rounds = 0;
+  int plateau = 20, max_experiments = 0, rounds = 3, max_rounds = 0, first_round = 0;
   bool json = false, no_git = false, verbose = false, no_pytorch = false;
   // The worker pool (issue 21).
   int workers = 0, batch = 0;
@@ -81,7 +81,7 @@ void measure_task(const OptimizeArgs& a) {
   if (a.kernel.empty()) usage_error("--measure needs --kernel DIR (the folder's problem.json)");
   try {
     const auto r = opt::run_measure_task(a.kernel, a.measure, a.mode, a.best, a.rounds,
-                                         progress_printer(a.verbose));
+                                         a.first_round, progress_printer(a.verbose));
     std::cout << r.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
   } catch (const std::exception& e) {
     usage_error(e.what());
@@ -275,6 +275,10 @@ void add_optimize(CLI::App& app) {
   c->add_option("--mode", a->mode, "with --measure: build, quick, full, timing or compare")
       ->capture_default_str();
   c->add_option("--best", a->best, "with --measure --mode compare: the best version's file");
+  c->add_option("--first-round", a->first_round,
+                "with --measure --mode compare: the index of its first round (rounds added to a "
+                "comparison continue the best-first / candidate-first alternation)")
+      ->capture_default_str();
   c->callback([a] { run_optimize(*a); });
 }
 

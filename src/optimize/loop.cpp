@@ -867,7 +867,7 @@ class Loop {
       cmp = *c;
       hit_c = true;
     } else {
-      Interleaved iv = meas_->interleave(best_file_, cand, opt_.rounds);
+      Interleaved iv = meas_->interleave(best_file_, cand, opt_.rounds, 0);
       // Default: 4 x rounds, at least 12 (the signed-rank test needs 9 won pairs; --rounds 2
       // would give 8) and at most 60 (the flag's own cap).
       const int max_rounds = opt_.max_rounds > 0 ? opt_.max_rounds
@@ -880,7 +880,8 @@ class Loop {
       while (iv.error.empty() && !iv.lost && !iv.cancelled && !d.keep && d.more_rounds &&
              !stopping()) {
         const int add = std::min<int>(opt_.rounds, max_rounds - static_cast<int>(iv.best.size()));
-        const Interleaved more = meas_->interleave(best_file_, cand, add);
+        const Interleaved more =
+            meas_->interleave(best_file_, cand, add, static_cast<int>(iv.best.size()));
         iv.best.insert(iv.best.end(), more.best.begin(), more.best.end());
         iv.cand.insert(iv.cand.end(), more.cand.begin(), more.cand.end());
         iv.error = more.error;

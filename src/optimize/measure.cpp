@@ -68,10 +68,11 @@ Interleaved interleaved_from_json(const json& j) {
 }
 
 Interleaved Measurer::interleave(const std::filesystem::path& best,
-                                 const std::filesystem::path& cand, int rounds) {
+                                 const std::filesystem::path& cand, int rounds,
+                                 int first_round) {
   Interleaved r;
   for (int i = 0; i < rounds && r.error.empty(); ++i) {
-    for (int side : i % 2 == 0 ? std::vector<int>{0, 1} : std::vector<int>{1, 0}) {
+    for (int side : (first_round + i) % 2 == 0 ? std::vector<int>{0, 1} : std::vector<int>{1, 0}) {
       const Measurement m = measure(side == 0 ? best : cand, EvalMode::TimingOnly);
       if (side == 1) r.last_cand = m;
       if (m.lost()) {
@@ -227,7 +228,7 @@ std::unique_ptr<Measurer> make_evaluator_measurer(const KernelProblem& problem,
 
 json run_measure_task(const std::filesystem::path& dir, const std::filesystem::path& file,
                       const std::string& mode, const std::filesystem::path& best, int rounds,
-                      std::function<void(const std::string&)> progress) {
+                      int first_round, std::function<void(const std::string&)> progress) {
   const KernelProblem p = read_problem_file(dir);
   if (!std::filesystem::is_regular_file(file))
     throw std::invalid_argument("--measure '" + file.string() + "' is not a file");
@@ -252,7 +253,9 @@ json run_measure_task(const std::filesystem::path& dir, const std::filesystem::p
     if (best.empty() || !std::filesystem::is_regular_file(best))
       throw std::invalid_argument("--mode compare needs --best FILE (the best version)");
     if (rounds < 1 || rounds > 20) throw std::invalid_argument("--rounds must be in [1, 20]");
-    return interleaved_to_json(m->interleave(best, file, rounds));
+    if (first_round < 0 || first_round > 60)
+      throw std::invalid_argument("--first-round must be in [0, 60]");
+    return interleaved_to_json(m->interleave(best, file, rounds, first_round));
   }
   throw std::invalid_argument("--mode must be build, quick, full, timing or compare (got '" + mode +
                               "')");

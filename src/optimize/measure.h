@@ -78,11 +78,15 @@ class Measurer {
   virtual Measurement measure(const std::filesystem::path& source, EvalMode mode) = 0;
   /// A one-line description of where measurements come from ("evaluator on local-cpu ...").
   virtual std::string target() const = 0;
-  /// `rounds` interleaved rounds: A B, then B A, ... (TimingOnly), stopping at the first side
-  /// that fails. Default: over measure() in this process; a pool runs the whole comparison as
+  /// `rounds` interleaved rounds (TimingOnly), stopping at the first side that fails. Round i
+  /// of the comparison is `first_round + i`: an even round times A (the best) then B, an odd one
+  /// B then A. Rounds added later (the loop's more rounds) pass the count already timed, so the
+  /// alternation continues and each side goes first in half the pairs (within one): a side
+  /// timed second more often would carry any order effect (warm caches, clock ramp) into the
+  /// decision. Default: over measure() in this process; a pool runs the whole comparison as
   /// one task on one device.
   virtual Interleaved interleave(const std::filesystem::path& best,
-                                 const std::filesystem::path& cand, int rounds);
+                                 const std::filesystem::path& cand, int rounds, int first_round);
   /// Starts work on `sources` ahead of the measure(source, mode) calls that will ask for it (a
   /// pool builds them on any worker and queues the measurements on its device's workers);
   /// measure() then answers from it. Default: nothing (measure() does the work when called).
@@ -111,12 +115,13 @@ class Measurer {
 /// The worker side of a pool task (`vladbud optimize --kernel DIR --measure FILE --mode MODE`):
 /// mode "quick" / "full" / "timing" -> measurement_to_json of the evaluator's measurement of
 /// `file` at the folder's problem; "compare" -> interleaved_to_json of `rounds` rounds against
-/// `best`; "build" -> {"ok", "seconds", "cached", "diagnostics"} of the backend's build (into
+/// `best`, the first of them round `first_round` (Measurer::interleave); "build" -> {"ok", "seconds", "cached", "diagnostics"} of the backend's build (into
 /// the content-addressed build cache). Throws std::invalid_argument for an unknown mode or a
 /// compare without `best`, std::runtime_error for a bad folder (problem.json).
 nlohmann::json run_measure_task(const std::filesystem::path& dir, const std::filesystem::path& file,
                                 const std::string& mode, const std::filesystem::path& best,
-                                int rounds, std::function<void(const std::string&)> progress = {});
+                                int rounds, int first_round = 0,
+                                std::function<void(const std::string&)> progress = {});
 
 /// The size quick screens of `problem` time: screen_size() of its kernel type under its
 /// device's screen_set_bytes() (the problem's own size on a device that sets none, or for an

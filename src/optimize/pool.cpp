@@ -487,10 +487,12 @@ class PoolMeasurer : public Measurer {
     deadline_ = d;
   }
 
-  Interleaved interleave(const fs::path& best, const fs::path& cand, int rounds) override {
+  Interleaved interleave(const fs::path& best, const fs::path& cand, int rounds,
+                         int first_round) override {
     json r = request("compare", read_file(cand), resource_);
     r["best"] = read_file(best);
     r["rounds"] = rounds;
+    r["first_round"] = first_round;
     const auto got = wait({pool_.submit(r), -1});
     Interleaved out;
     if (!got) {

@@ -10,6 +10,9 @@
 #       on the machine itself: times every variant (instantiated for ID: h200-host on the H200
 #       machine, local here; default local) with the evaluator at the ranking size (quick
 #       correctness, short timing); writes OUTDIR/ranking-cpu-measured-ID.json
+#   VARIANTS=bench/variants/cpu-blind2 STUDY=blind2 RANK_TYPES="softmax rmsnorm reduce matmul
+#   flash_attention" bench/ranking_cpu.sh --predict|--measure ...|--score
+#       the second CPU study (issue 20): frozen variants, files named ranking-cpu-blind2-*
 #   bench/ranking_cpu.sh --score [DIR]
 #       Kendall tau over the pairs whose measured times differ by more than the measured noise,
 #       and top-1 regret, per kernel type and overall, from the prediction and every
@@ -25,9 +28,20 @@ if [ -z "${VB:-}" ] && [ -x "$here/.h200/vladbud" ] && [ "${1:-}" = "--measure" 
   export LD_LIBRARY_PATH="$here/.h200${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
   export VB_RUNNER="$here/.h200/vladbud-runner"
 fi
-types=(softmax rmsnorm reduce matmul)
-declare -A size=([softmax]=4096x4096 [rmsnorm]=4096x4096 [reduce]=4096x4096 [matmul]=512x512x512)
-pred="$here/bench/results/ranking-cpu-prediction.json"
+# RANK_TYPES: the types (default the first study's four). VARIANTS: a folder of frozen variant
+# sets (<VARIANTS>/<type>/*.cpp, e.g. bench/variants/cpu-blind2 from bench/ranking_variants.py
+# --study cpu-blind2) instead of `vladbud variants`; STUDY names its files (ranking-cpu-STUDY-*).
+read -r -a types <<<"${RANK_TYPES:-softmax rmsnorm reduce matmul}"
+declare -A size=([softmax]=4096x4096 [rmsnorm]=4096x4096 [reduce]=4096x4096 [matmul]=512x512x512
+                 [layernorm]=4096x4096 [flash_attention]=b1h8s1024d64)
+vdir="${VARIANTS:-}"
+[ -n "$vdir" ] && case "$vdir" in /*) ;; *) vdir="$here/$vdir" ;; esac
+study="${STUDY:+-$STUDY}"
+pred="$here/bench/results/ranking-cpu${study}-prediction.json"
+for t in "${types[@]}"; do
+  [ -n "${size[$t]:-}" ] || { echo "ranking_cpu.sh: no ranking size for '$t' (${!size[*]})" >&2; exit 2; }
+  [ -z "$vdir" ] || [ -d "$vdir/$t" ] || { echo "ranking_cpu.sh: no variants in $vdir/$t" >&2; exit 2; }
+done
 mode="${1:-}"
 [ -x "$vb" ] || { echo "ranking_cpu.sh: $vb not found; build first (scripts/setup.sh)" >&2; exit 2; }
 
@@ -37,18 +51,20 @@ case "$mode" in
   for t in "${types[@]}"; do
     echo "ranking_cpu: predicting $t (${size[$t]}) for h200-host,local" >&2
     "$vb" rank "$t" --targets h200-host,local --max-rung 3 --quick --size "${size[$t]}" --json \
-      >"$tmp/$t.json"
+      ${vdir:+--variants "$vdir/$t"} >"$tmp/$t.json"
   done
-  python3 - "$tmp" "$pred" "${types[@]}" <<'PY'
+  python3 - "$tmp" "$pred" "${vdir#$here/}" "${types[@]}" <<'PY'
 import json, sys, subprocess, datetime, platform
-tmp, out, types = sys.argv[1], sys.argv[2], sys.argv[3:]
+tmp, out, vdir, types = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
 def ver(cmd):
     try: return subprocess.run(cmd, capture_output=True, text=True).stdout.splitlines()[0]
     except Exception: return ""
 model = next((l.split(":",1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "")
 doc = {"date": datetime.datetime.utcnow().strftime("%Y-%m-%dT%H:%M:%SZ"),
        "machine": f"{platform.node()} ({model})",
-       "command": "bench/ranking_cpu.sh --predict (vladbud rank TYPE --targets h200-host,local --max-rung 3 --quick --size S --json)",
+       "command": ("bench/ranking_cpu.sh --predict (vladbud rank TYPE --targets h200-host,local --max-rung 3 --quick --size S --json"
+                   + (f" --variants {vdir}/TYPE)" if vdir else ")")),
+       "commit": subprocess.run(["git", "describe", "--always", "--dirty"], capture_output=True, text=True).stdout.strip(),
        "tools": {"clang": ver(["clang++-19", "--version"]), "llvm-mca": ver(["llvm-mca-19", "--version"]) or "LLVM 19"},
        "types": {}}
 for t in types:
@@ -76,7 +92,8 @@ PY
   tmp="$outdir/ranking-cpu-work"; mkdir -p "$tmp"; t0=$(date +%s)
   list="$tmp/list"
   for t in "${types[@]}"; do
-    "$vb" variants "$t" --target "$target" --out "$tmp/$t" >/dev/null
+    if [ -n "$vdir" ]; then mkdir -p "$tmp/$t" && cp "$vdir/$t"/*.cpp "$tmp/$t/"
+    else "$vb" variants "$t" --target "$target" --out "$tmp/$t" >/dev/null; fi
     for f in "$tmp/$t"/*.cpp; do echo "$t $f ${size[$t]} $tmp"; done
   done >"$list"
   # 1. correctness (quick stages, all three dtypes), 4 at a time: builds land in the cache.
@@ -90,7 +107,7 @@ PY
     "$vb" bench -k "$t" -s "$f" --size "$sz" --dtype fp32 --quick --timing-only --no-pytorch \
       --json --results "$tmp/results.tsv" >"$tmp/$t.$v.json" 2>"$tmp/$t.$v.err" || true
   done <"$list"
-  python3 - "$tmp" "$outdir/ranking-cpu-measured-$target.json" "$target" "$(( $(date +%s) - t0 ))" "${types[@]}" <<'PY'
+  python3 - "$tmp" "$outdir/ranking-cpu${study}-measured-$target.json" "$target" "$(( $(date +%s) - t0 ))" "${types[@]}" <<'PY'
 import json, sys, glob, os, datetime, platform
 tmp, out, target, secs, types = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5:]
 model = next((l.split(":",1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "")
@@ -119,8 +136,9 @@ PY
   ;;
 --score)
   dir="${2:-$here/bench/results}"
-  python3 "$here/bench/ranking_score.py" "$pred" "$dir"/ranking-cpu-measured-*.json \
-    --title "Blind CPU ranking study (issue 4)" --notes "$here/bench/results/ranking-cpu-notes.md" \
-    --out "$here/bench/results/ranking-cpu.md" ;;
+  python3 "$here/bench/ranking_score.py" "$pred" "$dir"/ranking-cpu${study}-measured-*.json \
+    --title "Blind CPU ranking study${STUDY:+ $STUDY}" \
+    --notes "$here/bench/results/ranking-cpu${study}-notes.md" \
+    --out "$here/bench/results/ranking-cpu${study}.md" ;;
 *) sed -n '2,20p' "$0"; exit 2 ;;
 esac

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""Writes the variant sets of the second blind GPU ranking study (issue 20) from the CUDA
-starters' own search spaces (their `@vb-param` declarations), before anything is measured.
+"""Writes the variant sets of the blind GPU ranking studies 2-4 and of the second blind CPU study
+(issue 20) from the CUDA and CPU starters' own search spaces (their `@vb-param` declarations),
+before anything is measured.
 
 Each variant is the starter's text with some `@vb-param` values overridden by `#define` lines
 at the top (the starter's `#ifndef` defaults then yield), so every variant is one point of the
@@ -8,7 +9,7 @@ space the optimizer searches. The configurations are listed below, chosen near t
 (one to three parameters changed) so that most pairs lie within 1.5x of each other, and never
 changed after the prediction is committed: the study's variant files are frozen copies.
 
-    python3 bench/ranking_variants.py [--study blind2|blind3|blind4] [--out DIR] [--check]
+    python3 bench/ranking_variants.py [--study blind2|blind3|blind4|cpu-blind2] [--out DIR] [--check]
 
 --check verifies that the files on disk carry this script's configurations (header and
 #define lines); the starter text below them is the copy taken when the set was written (commit
@@ -198,14 +199,76 @@ BLIND4 = {
     ],
 }
 
-STUDIES = {"blind2": ("cuda-blind2", BLIND2), "blind3": ("cuda-blind3", BLIND3),
-           "blind4": ("cuda-blind4", BLIND4)}
+# The second blind CPU study (issue 20: "re-run the CPU study with new variants"): five types
+# from the CPU starters' own spaces (the first CPU study ranked hand-written implementations:
+# scalar, SIMD, Highway, multi-threaded, online), at bench/ranking_cpu.sh's sizes (softmax,
+# rmsnorm, reduce 4096x4096; matmul 512^3; flash_attention b1h8s1024d64 causal), fp32. Thread
+# counts stay the runtime's (one per CPU): a fixed count is 2-16x away on a 16-vCPU host.
+CPU_BLIND2 = {
+    "softmax": [
+        ("v01_default", {}),
+        ("v02_lanes16", {"LANES": 16}),
+        ("v03_lanes128", {"LANES": 128}),
+        ("v04_no_stream", {"STREAM_STORES": 0}),
+        ("v05_no_prefetch", {"PREFETCH_NEXT": 0}),
+        ("v06_block2048", {"WRITE_BLOCK": 2048}),
+        ("v07_lanes32_block1024", {"LANES": 32, "WRITE_BLOCK": 1024}),
+        ("v08_no_stream_no_prefetch", {"STREAM_STORES": 0, "PREFETCH_NEXT": 0}),
+    ],
+    "rmsnorm": [
+        ("v01_default", {}),
+        ("v02_lanes16", {"LANES": 16}),
+        ("v03_lanes128", {"LANES": 128}),
+        ("v04_no_stream", {"STREAM_STORES": 0}),
+        ("v05_no_prefetch", {"PREFETCH_NEXT": 0}),
+        ("v06_lanes32_no_prefetch", {"LANES": 32, "PREFETCH_NEXT": 0}),
+        ("v07_no_stream_no_prefetch", {"STREAM_STORES": 0, "PREFETCH_NEXT": 0}),
+        ("v08_lanes128_no_stream", {"LANES": 128, "STREAM_STORES": 0}),
+    ],
+    "reduce": [
+        ("v01_default", {}),
+        ("v02_chunk14", {"CHUNK_LOG2": 14}),
+        ("v03_chunk20", {"CHUNK_LOG2": 20}),
+        ("v04_no_prefetch", {"PREFETCH_BYTES": 0}),
+        ("v05_prefetch32k", {"PREFETCH_BYTES": 32768}),
+        ("v06_prefetchnta", {"PREFETCH_LOCALITY": 0}),
+        ("v07_lanes16", {"LANES": 16}),
+        ("v08_t0_2k", {"PREFETCH_LOCALITY": 3, "PREFETCH_BYTES": 2048}),
+    ],
+    "matmul": [
+        ("v01_default", {}),
+        ("v02_kc128", {"KC": 128}),
+        ("v03_kc512", {"KC": 512}),
+        ("v04_mc48", {"MC_ROWS": 48}),
+        ("v05_nc1024", {"NC_COLS": 1024}),
+        ("v06_mr6", {"MR_TILE": 6}),
+        ("v07_nv2", {"NV_TILE": 2}),
+        ("v08_kc384_mc192", {"KC": 384, "MC_ROWS": 192}),
+    ],
+    "flash_attention": [
+        ("v01_default", {}),
+        ("v02_q32", {"BLOCK_Q": 32}),
+        ("v03_q128", {"BLOCK_Q": 128}),
+        ("v04_k32", {"BLOCK_K": 32}),
+        ("v05_k128", {"BLOCK_K": 128}),
+        ("v06_micro4", {"MICRO_ROWS": 4}),
+        ("v07_q16_micro4", {"BLOCK_Q": 16, "MICRO_ROWS": 4}),
+        ("v08_q128_k128", {"BLOCK_Q": 128, "BLOCK_K": 128}),
+    ],
+}
+
+# study -> (folder under bench/variants, sets, the starters' backend folder, file extension)
+STUDIES = {"blind2": ("cuda-blind2", BLIND2, "cuda", ".cu"),
+           "blind3": ("cuda-blind3", BLIND3, "cuda", ".cu"),
+           "blind4": ("cuda-blind4", BLIND4, "cuda", ".cu"),
+           "cpu-blind2": ("cpu-blind2", CPU_BLIND2, "cpu", ".cpp")}
 
 PARAM_RE = re.compile(r"^//\s*@vb-param\s+(\w+)\s+(\S+)\s+\{([^}]*)\}", re.M)
 
 
 def render(kernel: str, name: str, cfg: dict, study: str = "blind2") -> str:
-    src = (ROOT / "kernels" / "cuda" / f"{kernel}.cu").read_text()
+    _, _, backend, ext = STUDIES[study]
+    src = (ROOT / "kernels" / backend / f"{kernel}{ext}").read_text()
     space = {m.group(1): m.group(3).split(",") for m in PARAM_RE.finditer(src)}
     for p, v in cfg.items():
         if p not in space:
@@ -213,7 +276,8 @@ def render(kernel: str, name: str, cfg: dict, study: str = "blind2") -> str:
         if str(v) not in space[p]:
             sys.exit(f"ranking_variants: {kernel} {p}={v} is outside its space {{{','.join(space[p])}}}")
     what = ", ".join(f"{p}={v}" for p, v in cfg.items()) or "the starter's defaults"
-    head = f"// variant {name} of the blind ranking study {study[-1]} (bench/ranking_variants.py): {what}\n"
+    label = study[-1] if backend == "cuda" else study  # the CUDA studies' headers, unchanged
+    head = f"// variant {name} of the blind ranking study {label} (bench/ranking_variants.py): {what}\n"
     head += "".join(f"#define {p} {v}\n" for p, v in cfg.items())
     return head + src
 
@@ -224,12 +288,12 @@ def main() -> int:
     ap.add_argument("--out", help="folder (default bench/variants/<the study's folder>)")
     ap.add_argument("--check", action="store_true", help="verify the frozen files instead of writing")
     a = ap.parse_args()
-    folder, sets = STUDIES[a.study]
+    folder, sets, _, ext = STUDIES[a.study]
     out = pathlib.Path(a.out or ROOT / "bench" / "variants" / folder)
     bad = 0
     for kernel, variants in sets.items():
         for name, cfg in variants:
-            f = out / kernel / f"{name}.cu"
+            f = out / kernel / f"{name}{ext}"
             text = render(kernel, name, cfg, a.study)
             if a.check:
                 head = text.split("\n", len(cfg) + 1)[: len(cfg) + 1]

@@ -13,6 +13,10 @@
 #   VARIANTS=bench/variants/cpu-blind2 STUDY=blind2 RANK_TYPES="softmax rmsnorm reduce matmul
 #   flash_attention" bench/ranking_cpu.sh --predict|--measure ...|--score
 #       the second CPU study (issue 20): frozen variants, files named ranking-cpu-blind2-*
+#   VARIANTS=bench/variants/cpu-blind3 STUDY=blind3 RANK_TYPES="layernorm cross_entropy
+#   rotary_embedding flash_attention fused_mlp" bench/ranking_cpu.sh ...
+#       the third: the built-in implementation variants (`vladbud variants TYPE --target
+#       h200-host`, frozen) of the five types the first study did not rank
 #   bench/ranking_cpu.sh --score [DIR]
 #       Kendall tau over the pairs whose measured times differ by more than the measured noise,
 #       and top-1 regret, per kernel type and overall, from the prediction and every
@@ -33,7 +37,8 @@ fi
 # --study cpu-blind2) instead of `vladbud variants`; STUDY names its files (ranking-cpu-STUDY-*).
 read -r -a types <<<"${RANK_TYPES:-softmax rmsnorm reduce matmul}"
 declare -A size=([softmax]=4096x4096 [rmsnorm]=4096x4096 [reduce]=4096x4096 [matmul]=512x512x512
-                 [layernorm]=4096x4096 [flash_attention]=b1h8s1024d64)
+                 [layernorm]=4096x4096 [flash_attention]=b1h8s1024d64 [cross_entropy]=32x128256
+                 [rotary_embedding]=b1h32s512d128 [fused_mlp]=b64d1024h2816)
 vdir="${VARIANTS:-}"
 [ -n "$vdir" ] && case "$vdir" in /*) ;; *) vdir="$here/$vdir" ;; esac
 study="${STUDY:+-$STUDY}"

@@ -379,6 +379,24 @@ TEST(LaunchRecord, AnAnonymousNamespaceKernelIsAnsweredWhicheverFileNameBuiltThe
   EXPECT_EQ(rec["launches"][0]["kernel"], rung(r, 1).data["main_kernel"]) << rung(r, 1).data.dump();
 }
 
+TEST(LaunchRecord, TheLaunchersHostCodeRunsUnprivileged) {
+  // A candidate's host code runs in vladbud-launch-record as a candidate runs in a runner:
+  // under root, as a uid of its own (no root, no writing /root, no signals to the parent).
+  // The fixture refuses to launch when it finds any of those.
+  REQUIRE_NVCC();
+  if (::geteuid() != 0) GTEST_SKIP() << "the recorder drops privileges only under root";
+  ClimbOptions o;
+  o.max_rung = 1;
+  o.dtype = DType::BF16;
+  const ClimbResult r = ladder::nvidia_climb_source(fixture("launch_host_privileges.cu"),
+                                                    *find_kernel_type("softmax"), spec("h200"), o);
+  ASSERT_FALSE(r.rejected) << r.stop_reason;
+  const auto& rec = rung(r, 1).data["launch_record"];
+  if (!rec["available"].get<bool>()) GTEST_SKIP() << rec["why"].get<std::string>();
+  EXPECT_TRUE(rec["ok"].get<bool>()) << rec.dump();
+  EXPECT_EQ(rec["launches"].size(), 1u) << rec.dump();
+}
+
 TEST(LaunchRecord, ALauncherThatReadsDeviceMemoryIsReportedAndTheModelFallsBack) {
   REQUIRE_NVCC();
   const KernelType& type = *find_kernel_type("softmax");

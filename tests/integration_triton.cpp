@@ -110,13 +110,15 @@ TEST(TritonGuards, AnInconclusiveClaimForAnFp32ProblemIsAFailure) {
   EXPECT_NE(r.reason.find("called a fp32 case inconclusive"), std::string::npos) << r.reason;
 }
 
-TEST(TritonGuards, RunnersOfTheSandboxUidCannotReachEachOther) {
-  // Every runner runs as the same sandbox uid, and the pool runs evaluators side by side. A
-  // Triton interpreter runner (a Python script, started through a launcher: it installs no
-  // filter of its own) is the victim, alive and idle; a C++ candidate and then a Triton one
-  // try to open its /proc entries and signal it (kernels/bad/{cpu,triton}/
-  // reaches_other_runners): both must find nothing reachable, and the victim still answers.
+TEST(TritonGuards, RunnersCannotReachEachOther) {
+  // The pool runs evaluators side by side. A Triton interpreter runner (a Python script,
+  // started through a launcher: dumpable until it closes itself) is the victim, alive and
+  // idle; a C++ candidate and then a Triton one try to open its /proc entries, signal it and
+  // change its limits, priority or affinity (kernels/bad/{cpu,triton}/reaches_other_runners):
+  // both must have tried it and reached nothing, and the victim still answers. Each runner's
+  // own uid needs root.
   if (const std::string no = triton().device_unavailable(); !no.empty()) GTEST_SKIP() << no;
+  if (::geteuid() != 0) GTEST_SKIP() << "runners get uids of their own only under root";
   RunnerClient victim(triton().device().runner_flavour());
   const auto rp = triton().device().runner_program();
   victim.set_launcher(rp.launcher, rp.program);
@@ -131,12 +133,12 @@ TEST(TritonGuards, RunnersOfTheSandboxUidCannotReachEachOther) {
                                 test::bad_kernel("reaches_other_runners"), o);
   EXPECT_EQ(c.verdict, "FAIL") << why(c);
   EXPECT_EQ(c.guard, "kernel_error") << why(c);
-  EXPECT_NE(c.reason.find("sandbox held"), std::string::npos) << why(c);
+  EXPECT_GE(test::processes_tried(c.reason), 1) << why(c);
   const EvalReport t = evaluate(*find_kernel_type("softmax"), triton(), bad("reaches_other_runners"),
                                 interpreter_options());
   EXPECT_EQ(t.verdict, "FAIL") << why(t);
   EXPECT_EQ(t.guard, "kernel_error") << why(t);
-  EXPECT_NE(t.reason.find("sandbox held"), std::string::npos) << why(t);
+  EXPECT_GE(test::processes_tried(t.reason), 1) << why(t);
   const RunnerReply pong = victim.command({{"op", "ping"}, {"nonce", 9}}, std::chrono::seconds(30));
   EXPECT_EQ(pong.kind, RunnerReply::Kind::Ok) << pong.message << "\n" << victim.output_tail();
   EXPECT_EQ(pong.body.value("pong", 0), 9);

@@ -66,4 +66,15 @@ class TestEnv : public ::testing::Environment {
 const auto* const kEnv = ::testing::AddGlobalTestEnvironment(new TestEnv);
 }  // namespace
 
+int processes_tried(const std::string& reason) {
+  const std::string key = "sandbox held: reached none of ";
+  const auto at = reason.find(key);
+  if (at == std::string::npos) return -1;
+  try {
+    return std::stoi(reason.substr(at + key.size()));
+  } catch (const std::exception&) {
+    return -1;
+  }
+}
+
 }  // namespace vb::test

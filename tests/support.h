@@ -25,5 +25,8 @@ std::filesystem::path starter(const std::string& type);
 Ceilings generous_ceilings();
 /// Evaluator options for tests: fixed fresh seed, short call timeout, given ceilings.
 EvalOptions test_options(bool timing = false);
+/// N from "sandbox held: reached none of N other ..." (the reaches_other_runners bad kernels'
+/// message: how many other processes they tried), or -1 when the message is not that.
+int processes_tried(const std::string& reason);
 
 }  // namespace vb::test

@@ -103,7 +103,7 @@ def test_protocol_over_a_local_cluster(tmp_path):
         {"id": 1, "op": "build", "resource": "", "problem": {}, "ext": ".cpp", "source": src},
         {"id": 2, "op": "quick", "resource": res, "problem": {}, "ext": ".cpp", "source": src, "after": [1]},
         {"id": 3, "op": "compare", "resource": res, "problem": {}, "ext": ".cpp", "source": src,
-         "best": "#define UNROLL 1\n#define MODE 0\n", "rounds": 2},
+         "best": "#define UNROLL 1\n#define MODE 0\n", "rounds": 2, "first_round": 3},
         {"id": 4, "op": "frobnicate"},
         # A device no worker owns: given up after --no-worker-timeout, never left waiting.
         {"id": 5, "op": "quick", "resource": "gpu-nothing", "problem": {}, "ext": ".cpp", "source": src},
@@ -128,6 +128,7 @@ def test_protocol_over_a_local_cluster(tmp_path):
         assert replies[1]["ok"] and replies[1]["result"]["ok"]
         assert replies[2]["result"]["median_us"] == 80.0 and replies[2]["result"]["verdict"] == "PASS"
         assert [s[0] for s in replies[3]["result"]["best"]] == [100.0, 100.0]
+        assert replies[3]["result"]["first_round"] == 3  # reaches the worker's --first-round
         assert [s[0] for s in replies[3]["result"]["cand"]] == [80.0, 80.0]
         assert replies[4]["lost"] and "bad request" in replies[4]["reason"]
         assert replies[5]["lost"] and "no worker owns device gpu-nothing" in replies[5]["reason"]

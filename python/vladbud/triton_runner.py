@@ -301,9 +301,12 @@ def close_to_other_processes():
     refuses the way back and any signal out. Best effort: without libc's prctl it stays open."""
     try:
         import ctypes
-        ctypes.CDLL(None, use_errno=True).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE = 4
-    except (OSError, AttributeError):
-        pass
+        if ctypes.CDLL(None, use_errno=True).prctl(4, 0, 0, 0, 0) != 0:  # PR_SET_DUMPABLE = 4
+            print(f"vladbud triton runner: prctl(PR_SET_DUMPABLE, 0) failed (errno "
+                  f"{ctypes.get_errno()}): other processes of this uid may open this one",
+                  file=sys.stderr)
+    except (OSError, AttributeError) as e:
+        print(f"vladbud triton runner: cannot close itself to other processes ({e})", file=sys.stderr)
 
 
 def main(argv):

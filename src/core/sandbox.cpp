@@ -16,17 +16,35 @@
 
 namespace vb {
 
-std::string forbid_new_processes() {
-#if defined(__x86_64__)
-  constexpr unsigned kArch = AUDIT_ARCH_X86_64;
-#elif defined(__aarch64__)
-  constexpr unsigned kArch = AUDIT_ARCH_AARCH64;
-#else
-  return "no seccomp filter for this architecture";
-#endif
 #if defined(__x86_64__) || defined(__aarch64__)
-  constexpr unsigned kDeny = SECCOMP_RET_ERRNO | (EPERM & SECCOMP_RET_DATA);
-  constexpr unsigned kNoSys = SECCOMP_RET_ERRNO | (ENOSYS & SECCOMP_RET_DATA);
+namespace {
+
+#if defined(__x86_64__)
+constexpr unsigned kArch = AUDIT_ARCH_X86_64;
+#else
+constexpr unsigned kArch = AUDIT_ARCH_AARCH64;
+#endif
+constexpr unsigned kDeny = SECCOMP_RET_ERRNO | (EPERM & SECCOMP_RET_DATA);
+constexpr unsigned kNoSys = SECCOMP_RET_ERRNO | (ENOSYS & SECCOMP_RET_DATA);
+
+// Installs the seccomp program f[0, n) (after PR_SET_NO_NEW_PRIVS, which it needs without
+// CAP_SYS_ADMIN); filters stack, the strictest answer wins. Returns "" or why it failed.
+std::string install(sock_filter* f, std::size_t n) {
+  sock_fprog prog{static_cast<unsigned short>(n), f};
+  if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0)
+    return std::string("PR_SET_NO_NEW_PRIVS: ") + std::strerror(errno);
+  if (::prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) != 0)
+    return std::string("PR_SET_SECCOMP: ") + std::strerror(errno);
+  return "";
+}
+
+}  // namespace
+#endif
+
+std::string forbid_new_processes() {
+#if !defined(__x86_64__) && !defined(__aarch64__)
+  return "no seccomp filter for this architecture";
+#else
   sock_filter f[] = {
       BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, arch)),
       BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, kArch, 1, 0),
@@ -50,25 +68,14 @@ std::string forbid_new_processes() {
       BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
       BPF_STMT(BPF_RET | BPF_K, kDeny),
   };
-  sock_fprog prog{static_cast<unsigned short>(sizeof f / sizeof f[0]), f};
-  if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0)
-    return std::string("PR_SET_NO_NEW_PRIVS: ") + std::strerror(errno);
-  if (::prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) != 0)
-    return std::string("PR_SET_SECCOMP: ") + std::strerror(errno);
-  return "";
+  return install(f, sizeof f / sizeof f[0]);
 #endif
 }
 
 std::string forbid_reaching_other_processes() {
-#if defined(__x86_64__)
-  constexpr unsigned kArch = AUDIT_ARCH_X86_64;
-#elif defined(__aarch64__)
-  constexpr unsigned kArch = AUDIT_ARCH_AARCH64;
-#else
+#if !defined(__x86_64__) && !defined(__aarch64__)
   return "no seccomp filter for this architecture";
-#endif
-#if defined(__x86_64__) || defined(__aarch64__)
-  constexpr unsigned kDeny = SECCOMP_RET_ERRNO | (EPERM & SECCOMP_RET_DATA);
+#else
   const auto self = static_cast<unsigned>(::getpid());
   // Layout: [arch check] [load nr] [one JEQ per system call] [allow] [self check] [prctl check].
   // Jump targets are resolved after the calls' list is known (BPF jumps are relative, 8 bits).
@@ -89,6 +96,12 @@ std::string forbid_reaching_other_processes() {
       BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, kArch, 1, 0),
       BPF_STMT(BPF_RET | BPF_K, kDeny),
       BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, nr)),
+#if defined(__x86_64__)
+      // x32 system calls (another numbering): refused here too, since a launcher's runner has
+      // this filter alone (forbid_new_processes refuses them for vladbud-runner).
+      BPF_JUMP(BPF_JMP | BPF_JGE | BPF_K, 0x40000000u /* __X32_SYSCALL_BIT */, 0, 1),
+      BPF_STMT(BPF_RET | BPF_K, kDeny),
+#endif
   };
   const std::size_t first_jeq = f.size();
   const std::size_t allow = first_jeq + calls.size();
@@ -118,12 +131,7 @@ std::string forbid_reaching_other_processes() {
   f.push_back(BPF_STMT(BPF_RET | BPF_K, kDeny));
   f.push_back(BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW));
   if (f.size() != prctl_check + 6) return "internal error: seccomp program layout";
-  sock_fprog prog{static_cast<unsigned short>(f.size()), f.data()};
-  if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0)
-    return std::string("PR_SET_NO_NEW_PRIVS: ") + std::strerror(errno);
-  if (::prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) != 0)
-    return std::string("PR_SET_SECCOMP: ") + std::strerror(errno);
-  return "";
+  return install(f.data(), f.size());
 #endif
 }
 

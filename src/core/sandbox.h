@@ -18,8 +18,11 @@ namespace vb {
 // runs a candidate's host code (the launch record of ladder rung 1).
 std::string forbid_new_processes();
 
-// No reach into other processes (the runner's uid is shared by every runner on the host, so
-// one candidate could otherwise reach another, concurrent one: the pool's evaluators overlap).
+// No reach into other processes: one candidate must not reach another, concurrent runner (the
+// pool's evaluators overlap). The main barrier is a uid of each runner's own when VladBud runs
+// as root (RunnerClient::sandbox_id: the kernel grants prlimit64, setpriority, sched_setaffinity,
+// ioprio_set and SIGIO ownership to any process of the same uid); this is the second layer, and
+// the only one when the runners share the user's uid (not root).
 //
 // Call after PR_SET_DUMPABLE 0: a non-dumpable process's /proc/<pid>/{mem,environ,root,fd} and
 // ptrace are closed to every other process of its uid. A second seccomp filter (stacked on
@@ -28,7 +31,8 @@ std::string forbid_new_processes();
 // (v == 0 stays allowed: a runner exec'd after the filter closes itself with it); kill,
 // tgkill, rt_sigqueueinfo and rt_tgsigqueueinfo are allowed only with this process as the
 // target (raise, abort and pthread_kill keep working; kill(-1) and kill(0) are refused, EPERM);
-// tkill and pidfd_send_signal are refused (EPERM). Returns "" or why it could not be installed.
+// tkill and pidfd_send_signal are refused (EPERM), and so is every x32 system call. Returns ""
+// or why it could not be installed.
 // Used with forbid_new_processes by vladbud-runner and vladbud-launch-record, and alone by the
 // runner client before it executes a launcher (the Triton interpreter runner, a Python script):
 // a filter survives execve, and the pid it names is the same after it.

@@ -160,7 +160,19 @@ LaunchRecord record_launches(const fs::path& source, const Problem& p, const Tar
         {"max_threads_per_block", lim.max_threads_per_block}}},
       {"kernels", ks}};
   const std::string req_text = req.dump();
-  const fs::path result = dir / ("record-" + hex64(fnv1a(req_text + recorder)) + ".json");
+  // The recorder's build is part of the key (its size and modification time): a rebuilt
+  // recorder (another stand-in runtime, another sandbox) records afresh.
+  std::string recorder_build = recorder;
+  {
+    std::error_code e1, e2;
+    const auto size = fs::file_size(recorder, e1);
+    const auto mtime = fs::last_write_time(recorder, e2);
+    if (!e1 && !e2)
+      recorder_build += "|" + std::to_string(size) + "|" +
+                        std::to_string(mtime.time_since_epoch().count());
+  }
+  const fs::path result =
+      dir / ("record-" + hex64(fnv1a(req_text + recorder_build)) + ".json");
   nlohmann::json out;
   if (fs::exists(result, ec)) {
     try {

@@ -453,8 +453,7 @@ RunnerReply RunnerClient::start(const std::string& library, std::chrono::millise
     std::string tmpl = (std::filesystem::temp_directory_path() / "vladbud-runner-XXXXXX").string();
     if (::mkdtemp(tmpl.data()) != nullptr) {
       fallback_tmp_ = tmpl;
-      ::chmod(tmpl.c_str(), 0700);
-      if (::geteuid() == 0) (void)!::chown(tmpl.c_str(), kSandboxId, kSandboxId);
+      ::chmod(tmpl.c_str(), 0700);  // handed to the runner's own uid in the child
     }
   }
   std::vector<std::string> keep_paths;
@@ -534,12 +533,14 @@ RunnerReply RunnerClient::start(const std::string& library, std::chrono::millise
     rlimit core{};
     ::setrlimit(RLIMIT_CORE, &core);
     if (::geteuid() == 0) {
-      // Unprivileged identity: no write access to the user's files (build cache, measured
-      // ceilings, results.tsv), no signals or ptrace to the parent.
-      // RLIMIT_NPROC counts every thread of the sandbox uid on the host (other runners
-      // included), so it must leave room for a correct kernel's threads: one OpenMP team per
-      // hardware thread, or OMP_NUM_THREADS=300 (issue 18: 256 aborted such kernels). It
-      // still stops a fork bomb.
+      // Unprivileged identity, this runner's own (sandbox_id): no write access to the user's
+      // files (build cache, measured ceilings, results.tsv), no signals or ptrace to the parent,
+      // nothing another runner could reach by uid.
+      const unsigned id = sandbox_id(::getpid());
+      if (!fallback_tmp_.empty()) (void)!::chown(fallback_tmp_.c_str(), id, id);
+      // RLIMIT_NPROC counts every thread of the uid, so it must leave room for a correct
+      // kernel's threads: one OpenMP team per hardware thread, or OMP_NUM_THREADS=300 (issue
+      // 18: 256 aborted such kernels). It still stops a fork bomb.
       rlimit nproc{};
       nproc.rlim_cur = nproc.rlim_max = nproc_limit;
       ::setrlimit(RLIMIT_NPROC, &nproc);
@@ -552,8 +553,8 @@ RunnerReply RunnerClient::start(const std::string& library, std::chrono::millise
           (dev.st_mode & 0060) == 0060 && dev.st_gid != 0)
         groups[n_groups++] = dev.st_gid;
       if (::setgroups(static_cast<std::size_t>(n_groups), groups) != 0 ||
-          ::setgid(kSandboxId) != 0 || ::setuid(kSandboxId) != 0)
-        child_fail("cannot drop to uid/gid 65534");
+          ::setgid(id) != 0 || ::setuid(id) != 0)
+        child_fail("cannot drop to the runner's sandbox uid/gid");
     }
     ::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
     // A scrubbed environment: nothing that names the user's cache or home.

@@ -35,12 +35,25 @@ class RunnerClient {
  public:
   /// Guard band size on each side of every buffer (bytes).
   static constexpr std::size_t kGuardBytes = runner::kGuardBandBytes;
-  /// uid and gid the runner drops to when VladBud runs as root ("nobody").
-  static constexpr unsigned kSandboxId = 65534;
-  /// RLIMIT_NPROC (processes plus threads of the sandbox uid, host-wide) set for the runner
-  /// when VladBud runs as root: max(4096, 16 x hardware threads). Room for a correct kernel's
-  /// thread team on any host (e.g. OMP_NUM_THREADS=300, or one thread per hardware thread on
-  /// a 384-thread machine) and for several runners at once, while still ending a fork bomb.
+  /// The uids (and gids) runners drop to when VladBud runs as root: one per runner process,
+  /// kSandboxIdBase + (its pid mod kSandboxIdSpan), so no two live runners on a host share one.
+  /// A shared uid (the former "nobody") let one runner's candidate reach every other runner
+  /// running at the same time (the pool runs evaluators side by side): the kernel checks only
+  /// uid equality for prlimit64, setpriority, sched_setaffinity/setscheduler, ioprio_set and
+  /// SIGIO ownership (F_SETOWN), and a runner is dumpable from its exec until it closes itself.
+  /// 0x7E000000 + [0, 2^22) (pid_max is at most 2^22) lies above the container ranges systemd
+  /// hands out (0x00080000-0x6FFFFFFF) and below its reserved 0x7FFE0000 and the 2^31 limit of
+  /// signed uid_t users (systemd's "UID and GID ranges" document); the ids need no passwd entry.
+  static constexpr unsigned kSandboxIdBase = 0x7E000000u;
+  static constexpr unsigned kSandboxIdSpan = 1u << 22;
+  /// The sandbox uid of the runner process `pid` (see kSandboxIdBase).
+  static unsigned sandbox_id(long pid) {
+    return kSandboxIdBase + static_cast<unsigned>(pid) % kSandboxIdSpan;
+  }
+  /// RLIMIT_NPROC (processes plus threads of the runner's uid) set for the runner when
+  /// VladBud runs as root: max(4096, 16 x hardware threads). Room for a correct kernel's thread
+  /// team on any host (e.g. OMP_NUM_THREADS=300, or one thread per hardware thread on a
+  /// 384-thread machine), while still ending a fork bomb.
   static std::size_t sandbox_process_limit();
 
   /// `flavour` is how the runner executes kernels (a backend's Device::runner_flavour(); passed

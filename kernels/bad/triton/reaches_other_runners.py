@@ -1,12 +1,14 @@
 """Deliberately bad (sandbox regression test): the Python twin of kernels/bad/cpu/
-reaches_other_runners.cpp. Every runner on the host runs as the same sandbox uid, and the pool
-runs evaluators side by side: for every other process of its uid this softmax opens
-/proc/<pid>/environ and /proc/<pid>/root/ and checks whether it may signal it (signal 0 sends
-nothing), then kill(-1, 0), and tries to make its own runner dumpable again. If anything
-succeeds it "passes" with a correct softmax; if the runner holds, it raises, and the evaluator
-must report FAIL (guard kernel_error)."""
+reaches_other_runners.cpp. The pool runs evaluators side by side: for every other process that
+is not root this softmax opens /proc/<pid>/environ and /proc/<pid>/root/, checks whether it may
+signal it (signal 0 sends nothing), reads its RLIMIT_NOFILE through prlimit, and sets its nice
+value and CPU affinity to what they already are (all granted to a process of the same uid); then
+kill(-1, 0), and it tries to make its own runner dumpable again. If anything succeeds it "passes"
+with a correct softmax; if the runner holds, it raises, and the evaluator must report FAIL (guard
+kernel_error)."""
 import ctypes
 import os
+import resource
 
 import triton
 import triton.language as tl
@@ -29,11 +31,19 @@ def _reach(pid):
             return f"opened {path}"
         except OSError:
             pass
-    try:
-        os.kill(pid, 0)
-        return f"may signal {pid}"
-    except OSError:
-        return ""
+    probes = (("may signal", lambda: os.kill(pid, 0)),
+              ("read the rlimit of", lambda: resource.prlimit(pid, resource.RLIMIT_NOFILE)),
+              ("set the priority of", lambda: os.setpriority(
+                  os.PRIO_PROCESS, pid, os.getpriority(os.PRIO_PROCESS, pid))),
+              ("set the CPU affinity of", lambda: os.sched_setaffinity(
+                  pid, os.sched_getaffinity(pid))))
+    for what, probe in probes:
+        try:
+            probe()
+            return f"{what} {pid}"
+        except OSError:
+            pass
+    return ""
 
 
 def vb_kernel_run(inputs, outputs, attrs):
@@ -47,7 +57,7 @@ def vb_kernel_run(inputs, outputs, attrs):
                 owner = next(int(line.split()[1]) for line in f if line.startswith("Uid:"))
         except (OSError, StopIteration, ValueError):
             continue
-        if owner != uid:
+        if owner <= 0:
             continue
         others += 1
         how = _reach(int(name))
@@ -66,5 +76,5 @@ def vb_kernel_run(inputs, outputs, attrs):
         if R and C:
             _softmax_row[(R,)](x, y, C, BLOCK=triton.next_power_of_2(C))
         return
-    raise RuntimeError(f"sandbox held: {others} other process(es) of uid {uid}, none reachable; "
-                       "no signals out; dumpable refused")
+    raise RuntimeError(f"sandbox held: reached none of {others} other non-root process(es) "
+                       f"(uid {uid}); no signals out; dumpable refused")

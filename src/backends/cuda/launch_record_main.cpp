@@ -24,12 +24,16 @@
 // Exit status: 0 when the output was written (whatever the kernel returned), 2 on a bad request.
 #include <cuda_runtime_api.h>
 #include <dlfcn.h>
-#include <sys/prctl.h>
 #include <dlpack/dlpack.h>
+#include <fcntl.h>
+#include <grp.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -44,6 +48,7 @@
 
 #include "analysis/occupancy.h"
 #include "core/sandbox.h"
+#include "runner/client.h"
 
 namespace {
 
@@ -392,11 +397,28 @@ int main(int argc, char** argv) {
     return 2;
   }
   nlohmann::json res{{"ok", false}};
-  // The library's host code is a candidate's: no processes of its own (as in vladbud-runner).
-  if (const std::string e = vb::forbid_new_processes(); !e.empty()) res["sandbox"] = e;
+  std::string sandbox;  // what of the sandbox could not be set up ("" = all of it)
+  auto note = [&](const std::string& e) {
+    if (!e.empty()) sandbox += (sandbox.empty() ? "" : "; ") + e;
+  };
+  // The library's host code is a candidate's. Under root it runs as a uid of its own, as a
+  // runner does (RunnerClient::sandbox_id): no writing the user's files (the build cache,
+  // ceilings, results), nothing root's capabilities would let it reach. The library is opened
+  // first (the build cache may be closed to that uid) and loaded through its descriptor.
+  const std::string library = req.at("library").get<std::string>();
+  const int lib_fd = ::open(library.c_str(), O_RDONLY | O_CLOEXEC);
+  const std::string load = lib_fd >= 0 ? "/proc/self/fd/" + std::to_string(lib_fd) : library;
+  if (::geteuid() == 0) {
+    const unsigned id = vb::RunnerClient::sandbox_id(::getpid());
+    if (::setgroups(0, nullptr) != 0 || ::setgid(id) != 0 || ::setuid(id) != 0)
+      note(std::string("cannot drop root: ") + std::strerror(errno));
+  }
+  // No processes of its own, no reach into other processes (as in vladbud-runner).
+  note(vb::forbid_new_processes());
   ::prctl(PR_SET_DUMPABLE, 0);
-  if (const std::string e = vb::forbid_reaching_other_processes(); !e.empty()) res["sandbox"] = e;
-  void* lib = dlopen(req.at("library").get<std::string>().c_str(), RTLD_NOW | RTLD_LOCAL);
+  note(vb::forbid_reaching_other_processes());
+  if (!sandbox.empty()) res["sandbox"] = sandbox;
+  void* lib = dlopen(load.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!lib) {
     res["error"] = std::string("dlopen: ") + dlerror() +
                    " (a CUDA runtime function this stand-in does not provide?)";

@@ -77,4 +77,12 @@ int processes_tried(const std::string& reason) {
   }
 }
 
+bool tried_pid(const std::string& reason, long pid) {
+  const auto at = reason.find("; pids ");
+  const auto end = reason.find(" )", at);
+  if (at == std::string::npos || end == std::string::npos) return false;
+  return (reason.substr(at + 6, end - at - 6) + " ").find(" " + std::to_string(pid) + " ") !=
+         std::string::npos;
+}
+
 }  // namespace vb::test

@@ -295,10 +295,11 @@ class Runner:
 
 
 def close_to_other_processes():
-    """prctl(PR_SET_DUMPABLE, 0), as vladbud-runner does after its exec: every runner shares the
-    sandbox uid, and a dumpable one's /proc/<pid>/{mem,environ,root} and ptrace are open to the
-    others. The runner client's seccomp filter (core/sandbox.h forbid_reaching_other_processes)
-    refuses the way back and any signal out. Best effort: without libc's prctl it stays open."""
+    """prctl(PR_SET_DUMPABLE, 0), as vladbud-runner does after its exec: a dumpable runner's
+    /proc/<pid>/{mem,environ,root} and ptrace are open to every process of its uid (under root
+    each runner has a uid of its own; without root they share the user's). The runner client's
+    seccomp filter (core/sandbox.h forbid_reaching_other_processes) refuses the way back and any
+    signal out. Best effort: without libc's prctl it stays open."""
     try:
         import ctypes
         if ctypes.CDLL(None, use_errno=True).prctl(4, 0, 0, 0, 0) != 0:  # PR_SET_DUMPABLE = 4

@@ -20,6 +20,7 @@
 #include <atomic>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <stdexcept>
 #include <utility>
 
@@ -42,6 +43,56 @@ void fill_band(char* base, std::size_t off) {
     base[off + i] = static_cast<char>(runner::guard_band_byte(off + i));
 }
 }  // namespace
+
+namespace {
+
+// The extents [first, first + count) of ids mapped in this user namespace (the first column of
+// /proc/self/uid_map or gid_map), or one extent of every id when the file cannot be read.
+std::vector<std::pair<unsigned long, unsigned long>> mapped_ids(const char* file) {
+  std::vector<std::pair<unsigned long, unsigned long>> out;
+  std::ifstream in(file);
+  unsigned long inside = 0, outside = 0, count = 0;
+  while (in >> inside >> outside >> count) out.push_back({inside, count});
+  if (out.empty()) out.push_back({0, 4294967295ul});
+  return out;
+}
+
+bool all_mapped(const std::vector<std::pair<unsigned long, unsigned long>>& ext,
+                unsigned long first, unsigned long count) {
+  for (const auto& [b, n] : ext)
+    if (first >= b && first + count <= b + n) return true;
+  return false;
+}
+
+}  // namespace
+
+const RunnerClient::SandboxIds& RunnerClient::sandbox_ids() {
+  static const SandboxIds ids = [] {
+    SandboxIds s;
+    const auto uids = mapped_ids("/proc/self/uid_map"), gids = mapped_ids("/proc/self/gid_map");
+    if (all_mapped(uids, kSandboxIdBase, kSandboxIdSpan) &&
+        all_mapped(gids, kSandboxIdBase, kSandboxIdSpan))
+      return s;
+    s.per_runner = false;
+    if (!all_mapped(uids, 65534, 1) || !all_mapped(gids, 65534, 1)) {
+      unsigned long top = 1;  // the highest id mapped for both (never 0: root)
+      for (const auto& [b, n] : uids)
+        for (const auto& [gb, gn] : gids) {
+          const unsigned long hi = std::min(b + n, gb + gn);
+          if (hi > std::max(b, gb) && hi - 1 > top) top = hi - 1;
+        }
+      s.shared = static_cast<unsigned>(top);
+    }
+    s.note = "every runner runs as uid " + std::to_string(s.shared) +
+             ": this user namespace does not map VladBud's per-runner ids (" +
+             std::to_string(kSandboxIdBase) + " + 2^22; see /proc/self/uid_map), so runners "
+             "evaluating at the same time (the worker pool) could reach each other through "
+             "that uid. Fix: map those ids into the namespace (e.g. a subuid range that covers "
+             "them) or run the pool with one measurement at a time (--check-slots 1)";
+    return s;
+  }();
+  return ids;
+}
 
 std::size_t RunnerClient::sandbox_process_limit() {
   const long hw = ::sysconf(_SC_NPROCESSORS_CONF);
@@ -124,6 +175,20 @@ void RunnerClient::stop() {
     ::kill(pid_, SIGKILL);
     int st = 0;
     ::waitpid(pid_, &st, 0);
+    // A process the runner made that left its process group (a launcher's runner may fork:
+    // the Triton interpreter's Python) keeps the runner's own uid: every process of that uid
+    // goes too, so none can outlive its runner and meet a later one that reuses the pid (and
+    // so the uid). A helper process takes the uid and signals all of it (kill(-1) reaches
+    // exactly the processes of its uid).
+    if (::geteuid() == 0 && sandbox_ids().per_runner) {
+      const unsigned id = sandbox_id(pid_);
+      const pid_t killer = ::fork();
+      if (killer == 0) {
+        if (::setgid(id) == 0 && ::setuid(id) == 0) ::kill(-1, SIGKILL);
+        _exit(0);
+      }
+      if (killer > 0) ::waitpid(killer, &st, 0);
+    }
     pid_ = -1;
   }
   for (int* fd : {&cmd_fd_, &reply_fd_, &err_fd_})
@@ -272,8 +337,10 @@ std::string reach_paths(const std::vector<std::string>& reach) {
 }
 
 // Runs in the forked child, before the privilege drop. Gives the runner its own mount and IPC
-// namespaces (with CAP_SYS_ADMIN directly; otherwise inside a new user namespace, which maps
-// every id for root and only our own uid for anyone else), makes every inherited mount read-only (except the kernel's /proc, /sys and /dev), and
+// namespaces (with CAP_SYS_ADMIN directly; otherwise, when not root, inside a new user namespace
+// that maps only our own uid; root without CAP_SYS_ADMIN gets none, since it could not drop to
+// the sandbox uid in there), makes every inherited mount read-only (except the kernel's /proc,
+// /sys and /dev), and
 // mounts a fresh tmpfs of at most `tmp_bytes` on /tmp, /var/tmp and /dev/shm. The namespaces
 // die with the runner, so whatever it wrote is gone and no other runner process ever saw it;
 // System V IPC and POSIX message queues are private too. `keep` lists files under those
@@ -290,18 +357,26 @@ std::string private_filesystem(std::size_t tmp_bytes, const std::vector<std::str
   std::string how;
   if (::unshare(CLONE_NEWNS | CLONE_NEWIPC) != 0) {
     how = std::string("unshare(CLONE_NEWNS | CLONE_NEWIPC): ") + std::strerror(errno);
+    // Root without CAP_SYS_ADMIN: a user namespace it made could map only root itself (a
+    // process writing its own uid_map may map just its own id), so the runner could not drop
+    // to its sandbox uid in there and would keep root's access to files. The drop matters
+    // more: no private file system then (the parent warns, and the runner gets a private
+    // TMPDIR).
+    if (uid == 0)
+      return how + " (root without CAP_SYS_ADMIN: the runner drops to its own uid but keeps "
+                   "the shared file system)";
     // No CAP_SYS_ADMIN (a container, or not root): a user namespace grants it over the new
     // mount namespace only. /proc/self/uid_map is writable only while we are dumpable.
     ::prctl(PR_SET_DUMPABLE, 1);
     if (::unshare(CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWIPC) != 0)
       return how + "; unshare(CLONE_NEWUSER | ...): " + std::strerror(errno);
     char map[64];
-    // Root keeps every identity (it drops to the sandbox uid next); others map only their own.
-    std::snprintf(map, sizeof map, uid == 0 ? "0 0 4294967295\n" : "%u %u 1\n", uid, uid);
+    // Not root: only our own id, the one mapping we may write.
+    std::snprintf(map, sizeof map, "%u %u 1\n", uid, uid);
     if (!write_file("/proc/self/uid_map", map))
       return std::string("writing uid_map in a new user namespace: ") + std::strerror(errno);
-    if (gid != 0 || uid != 0) (void)write_file("/proc/self/setgroups", "deny");
-    std::snprintf(map, sizeof map, uid == 0 ? "0 0 4294967295\n" : "%u %u 1\n", gid, gid);
+    (void)write_file("/proc/self/setgroups", "deny");
+    std::snprintf(map, sizeof map, "%u %u 1\n", gid, gid);
     if (!write_file("/proc/self/gid_map", map))
       return std::string("writing gid_map in a new user namespace: ") + std::strerror(errno);
   }
@@ -495,6 +570,7 @@ RunnerReply RunnerClient::start(const std::string& library, std::chrono::millise
   argv.push_back(nullptr);
   const pid_t parent = ::getpid();
   const rlim_t nproc_limit = sandbox_process_limit();  // computed before fork
+  const SandboxIds& ids = sandbox_ids();
   const pid_t pid = ::fork();
   if (pid < 0) throw std::runtime_error("fork failed");
   if (pid == 0) {
@@ -519,7 +595,11 @@ RunnerReply RunnerClient::start(const std::string& library, std::chrono::millise
     // No writable shared file system (issue 18 class 5): results kept in files cannot reach a
     // later runner process. Reported to the parent on `note` (closed by exec).
     bool private_tmp = false;
+    const bool was_root = ::geteuid() == 0;
     const std::string fs_error = private_filesystem(tmp_bytes, keep_paths, reach_, &private_tmp);
+    // Root whose user namespace could not map it (a half-made namespace) would keep root's
+    // access under an unmapped id: never run a candidate so.
+    if (was_root && ::geteuid() != 0) child_fail("root lost its identity in the runner's namespace (" + fs_error + ")");
     const std::string fs_note = fs_error.empty() ? std::string("ok") : fs_error;
     (void)!::write(note_fd, fs_note.data(), fs_note.size());
     ::close(note_fd);
@@ -532,11 +612,11 @@ RunnerReply RunnerClient::start(const std::string& library, std::chrono::millise
 #endif
     rlimit core{};
     ::setrlimit(RLIMIT_CORE, &core);
-    if (::geteuid() == 0) {
+    if (was_root) {
       // Unprivileged identity, this runner's own (sandbox_id): no write access to the user's
       // files (build cache, measured ceilings, results.tsv), no signals or ptrace to the parent,
       // nothing another runner could reach by uid.
-      const unsigned id = sandbox_id(::getpid());
+      const unsigned id = ids.for_pid(::getpid());
       if (!fallback_tmp_.empty()) (void)!::chown(fallback_tmp_.c_str(), id, id);
       // RLIMIT_NPROC counts every thread of the uid, so it must leave room for a correct
       // kernel's threads: one OpenMP team per hardware thread, or OMP_NUM_THREADS=300 (issue
@@ -554,11 +634,14 @@ RunnerReply RunnerClient::start(const std::string& library, std::chrono::millise
         groups[n_groups++] = dev.st_gid;
       if (::setgroups(static_cast<std::size_t>(n_groups), groups) != 0 ||
           ::setgid(id) != 0 || ::setuid(id) != 0)
-        child_fail("cannot drop to the runner's sandbox uid/gid");
+        child_fail("cannot drop to the runner's sandbox uid/gid " + std::to_string(id));
+      if (::geteuid() != id || ::getegid() != id) child_fail("the sandbox uid/gid did not stick");
     }
     ::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
     // A scrubbed environment: nothing that names the user's cache or home.
+    // USER/LOGNAME: the sandbox uid has no passwd entry (getpass.getuser() needs one of them).
     std::vector<std::string> env{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=/nonexistent",
+                                 "USER=vladbud-runner", "LOGNAME=vladbud-runner",
                                  "TMPDIR=" + (private_tmp || fallback_tmp_.empty()
                                                   ? std::string("/tmp")
                                                   : fallback_tmp_)};
@@ -609,6 +692,8 @@ RunnerReply RunnerClient::start(const std::string& library, std::chrono::millise
                   "as root with CAP_SYS_ADMIN, or enable unprivileged user namespaces "
                   "(sysctl kernel.unprivileged_userns_clone=1, user.max_user_namespaces > 0, "
                   "kernel.apparmor_restrict_unprivileged_userns=0)";
+    if (::geteuid() == 0 && !ids.note.empty())
+      fs_warning_ += (fs_warning_.empty() ? "" : "; ") + ids.note;
   }
   ::close(cmd[0]);
   ::close(rep[1]);

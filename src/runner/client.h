@@ -36,7 +36,8 @@ class RunnerClient {
   /// Guard band size on each side of every buffer (bytes).
   static constexpr std::size_t kGuardBytes = runner::kGuardBandBytes;
   /// The uids (and gids) runners drop to when VladBud runs as root: one per runner process,
-  /// kSandboxIdBase + (its pid mod kSandboxIdSpan), so no two live runners on a host share one.
+  /// kSandboxIdBase + (its pid mod kSandboxIdSpan), so no two live runners of one pid namespace
+  /// share one (runners in two containers without user namespaces may: pids repeat there).
   /// A shared uid (the former "nobody") let one runner's candidate reach every other runner
   /// running at the same time (the pool runs evaluators side by side): the kernel checks only
   /// uid equality for prlimit64, setpriority, sched_setaffinity/setscheduler, ioprio_set and
@@ -50,6 +51,21 @@ class RunnerClient {
   static unsigned sandbox_id(long pid) {
     return kSandboxIdBase + static_cast<unsigned>(pid) % kSandboxIdSpan;
   }
+  /// Which ids this process can drop runners to, from /proc/self/uid_map and gid_map (a user
+  /// namespace, e.g. rootless podman or userns-remapped docker, often maps only 65536 ids):
+  /// `per_runner` when [kSandboxIdBase, + kSandboxIdSpan) is mapped for uids and gids, else one
+  /// `shared` id for every runner (65534 when mapped, else the highest mapped id), with `note`
+  /// saying that concurrent runners can then reach each other and why. Computed once.
+  struct SandboxIds {
+    bool per_runner = true;
+    unsigned shared = 65534;
+    std::string note;
+    /// The uid/gid for the runner process `pid`.
+    unsigned for_pid(long pid) const { return per_runner ? sandbox_id(pid) : shared; }
+  };
+  static const SandboxIds& sandbox_ids();
+  /// The running runner's process id, or -1.
+  long pid() const { return pid_; }
   /// RLIMIT_NPROC (processes plus threads of the runner's uid) set for the runner when
   /// VladBud runs as root: max(4096, 16 x hardware threads). Room for a correct kernel's thread
   /// team on any host (e.g. OMP_NUM_THREADS=300, or one thread per hardware thread on a

@@ -48,7 +48,7 @@ def _reach(pid):
 
 def vb_kernel_run(inputs, outputs, attrs):
     x, y = inputs[0], outputs[0]
-    me, uid, others, how = os.getpid(), os.getuid(), 0, ""
+    me, uid, others, how, tried = os.getpid(), os.getuid(), 0, "", []
     for name in os.listdir("/proc"):
         if not name.isdigit() or int(name) == me:
             continue
@@ -60,6 +60,7 @@ def vb_kernel_run(inputs, outputs, attrs):
         if owner <= 0:
             continue
         others += 1
+        tried.append(name)
         how = _reach(int(name))
         if how:
             break
@@ -77,4 +78,4 @@ def vb_kernel_run(inputs, outputs, attrs):
             _softmax_row[(R,)](x, y, C, BLOCK=triton.next_power_of_2(C))
         return
     raise RuntimeError(f"sandbox held: reached none of {others} other non-root process(es) "
-                       f"(uid {uid}); no signals out; dumpable refused")
+                       f"(uid {uid}; pids {' '.join(tried[:16])} ); no signals out; dumpable refused")

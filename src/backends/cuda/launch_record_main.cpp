@@ -409,9 +409,16 @@ int main(int argc, char** argv) {
   const int lib_fd = ::open(library.c_str(), O_RDONLY | O_CLOEXEC);
   const std::string load = lib_fd >= 0 ? "/proc/self/fd/" + std::to_string(lib_fd) : library;
   if (::geteuid() == 0) {
-    const unsigned id = vb::RunnerClient::sandbox_id(::getpid());
-    if (::setgroups(0, nullptr) != 0 || ::setgid(id) != 0 || ::setuid(id) != 0)
-      note(std::string("cannot drop root: ") + std::strerror(errno));
+    const unsigned id = vb::RunnerClient::sandbox_ids().for_pid(::getpid());
+    if (::setgroups(0, nullptr) != 0 || ::setgid(id) != 0 || ::setuid(id) != 0 ||
+        ::geteuid() != id) {
+      // Never run a candidate's host code as root: no record instead.
+      res["error"] = "cannot drop root to uid " + std::to_string(id) + " before running the "
+                     "candidate's host code: " + std::strerror(errno);
+      std::printf("%s\n", res.dump().c_str());
+      std::fflush(stdout);
+      _exit(0);
+    }
   }
   // No processes of its own, no reach into other processes (as in vladbud-runner).
   note(vb::forbid_new_processes());

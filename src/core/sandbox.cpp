@@ -38,6 +38,23 @@ std::string install(sock_filter* f, std::size_t n) {
   return "";
 }
 
+// The start of every program here: a call of another architecture refused, the call number
+// loaded, and on x86-64 every x32 call (another numbering) refused, in each filter (a launcher's
+// runner has forbid_reaching_other_processes's alone).
+std::vector<sock_filter> prologue() {
+  std::vector<sock_filter> f = {
+      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, arch)),
+      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, kArch, 1, 0),
+      BPF_STMT(BPF_RET | BPF_K, kDeny),
+      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, nr)),
+  };
+#if defined(__x86_64__)
+  f.push_back(BPF_JUMP(BPF_JMP | BPF_JGE | BPF_K, 0x40000000u /* __X32_SYSCALL_BIT */, 0, 1));
+  f.push_back(BPF_STMT(BPF_RET | BPF_K, kDeny));
+#endif
+  return f;
+}
+
 }  // namespace
 #endif
 
@@ -45,30 +62,27 @@ std::string forbid_new_processes() {
 #if !defined(__x86_64__) && !defined(__aarch64__)
   return "no seccomp filter for this architecture";
 #else
-  sock_filter f[] = {
-      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, arch)),
-      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, kArch, 1, 0),
-      BPF_STMT(BPF_RET | BPF_K, kDeny),
-      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, nr)),
+  std::vector<sock_filter> f = prologue();
 #if defined(__x86_64__)
-      BPF_JUMP(BPF_JMP | BPF_JGE | BPF_K, 0x40000000u /* __X32_SYSCALL_BIT */, 0, 1),
-      BPF_STMT(BPF_RET | BPF_K, kDeny),
-      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_fork, 0, 1),
-      BPF_STMT(BPF_RET | BPF_K, kDeny),
-      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_vfork, 0, 1),
-      BPF_STMT(BPF_RET | BPF_K, kDeny),
+  f.insert(f.end(), {
+                        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_fork, 0, 1),
+                        BPF_STMT(BPF_RET | BPF_K, kDeny),
+                        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_vfork, 0, 1),
+                        BPF_STMT(BPF_RET | BPF_K, kDeny),
+                    });
 #endif
-      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_clone3, 0, 1),
-      BPF_STMT(BPF_RET | BPF_K, kNoSys),
-      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_clone, 1, 0),
-      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
-      // clone(flags, ...): the low word of the first argument (little-endian).
-      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, args[0])),
-      BPF_JUMP(BPF_JMP | BPF_JSET | BPF_K, CLONE_THREAD, 0, 1),
-      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
-      BPF_STMT(BPF_RET | BPF_K, kDeny),
-  };
-  return install(f, sizeof f / sizeof f[0]);
+  f.insert(f.end(), {
+                        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_clone3, 0, 1),
+                        BPF_STMT(BPF_RET | BPF_K, kNoSys),
+                        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_clone, 1, 0),
+                        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+                        // clone(flags, ...): the low word of the first argument (little-endian).
+                        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, args[0])),
+                        BPF_JUMP(BPF_JMP | BPF_JSET | BPF_K, CLONE_THREAD, 0, 1),
+                        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+                        BPF_STMT(BPF_RET | BPF_K, kDeny),
+                    });
+  return install(f.data(), f.size());
 #endif
 }
 
@@ -77,7 +91,7 @@ std::string forbid_reaching_other_processes() {
   return "no seccomp filter for this architecture";
 #else
   const auto self = static_cast<unsigned>(::getpid());
-  // Layout: [arch check] [load nr] [one JEQ per system call] [allow] [self check] [prctl check].
+  // Layout: [prologue] [one JEQ per system call] [allow] [self check] [prctl check].
   // Jump targets are resolved after the calls' list is known (BPF jumps are relative, 8 bits).
   enum class To { Self, Deny, Prctl };
   std::vector<std::pair<unsigned, To>> calls = {
@@ -91,18 +105,7 @@ std::string forbid_reaching_other_processes() {
 #ifdef __NR_pidfd_send_signal
   calls.push_back({__NR_pidfd_send_signal, To::Deny});
 #endif
-  std::vector<sock_filter> f = {
-      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, arch)),
-      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, kArch, 1, 0),
-      BPF_STMT(BPF_RET | BPF_K, kDeny),
-      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, nr)),
-#if defined(__x86_64__)
-      // x32 system calls (another numbering): refused here too, since a launcher's runner has
-      // this filter alone (forbid_new_processes refuses them for vladbud-runner).
-      BPF_JUMP(BPF_JMP | BPF_JGE | BPF_K, 0x40000000u /* __X32_SYSCALL_BIT */, 0, 1),
-      BPF_STMT(BPF_RET | BPF_K, kDeny),
-#endif
-  };
+  std::vector<sock_filter> f = prologue();
   const std::size_t first_jeq = f.size();
   const std::size_t allow = first_jeq + calls.size();
   const std::size_t self_check = allow + 1;       // load args[0], compare, allow, deny

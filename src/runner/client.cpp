@@ -599,7 +599,8 @@ RunnerReply RunnerClient::start(const std::string& library, std::chrono::millise
     const std::string fs_error = private_filesystem(tmp_bytes, keep_paths, reach_, &private_tmp);
     // Root whose user namespace could not map it (a half-made namespace) would keep root's
     // access under an unmapped id: never run a candidate so.
-    if (was_root && ::geteuid() != 0) child_fail("root lost its identity in the runner's namespace (" + fs_error + ")");
+    if (was_root && ::geteuid() != 0)
+      child_fail("root lost its identity in the runner's namespace (" + fs_error + ")");
     const std::string fs_note = fs_error.empty() ? std::string("ok") : fs_error;
     (void)!::write(note_fd, fs_note.data(), fs_note.size());
     ::close(note_fd);

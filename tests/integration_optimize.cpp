@@ -221,6 +221,9 @@ TEST(OptimizeCli, BadInputIsRefusedClearly) {
     EXPECT_EQ(r.exit_code, 2) << bad;
     EXPECT_NE(r.err.find("--max-rounds must be"), std::string::npos) << r.err;
   }
+  r = vladbud({"optimize", "--kernel", d.string(), "--first-round", "3", "--budget", "1m"});
+  EXPECT_EQ(r.exit_code, 2);  // only a compare task's
+  EXPECT_NE(r.err.find("--first-round belongs"), std::string::npos) << r.err;
   fs::remove(d / "rmsnorm.cpp");
   r = vladbud({"optimize", "--kernel", d.string(), "--budget", "1m"});
   EXPECT_EQ(r.exit_code, 2);

@@ -89,6 +89,9 @@ void measure_task(const OptimizeArgs& a) {
 }
 
 void run_optimize(const OptimizeArgs& a) {
+  if (a.first_round != 0 && (a.measure.empty() || a.mode != "compare"))
+    usage_error("--first-round belongs to a pool worker's compare task (--measure FILE --mode "
+                "compare --best FILE); the optimizer's own comparisons count their rounds");
   if (!a.measure.empty()) return measure_task(a);
   opt::PoolOptions po;
   po.workers = a.workers;

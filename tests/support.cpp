@@ -78,10 +78,12 @@ int processes_tried(const std::string& reason) {
 }
 
 bool tried_pid(const std::string& reason, long pid) {
-  const auto at = reason.find("; pids ");
-  const auto end = reason.find(" )", at);
+  const std::string key = "; runner pids";
+  const auto at = reason.find(key);
+  const auto end = at == std::string::npos ? at : reason.find(" )", at);
   if (at == std::string::npos || end == std::string::npos) return false;
-  return (reason.substr(at + 6, end - at - 6) + " ").find(" " + std::to_string(pid) + " ") !=
+  const auto from = at + key.size();
+  return (reason.substr(from, end - from) + " ").find(" " + std::to_string(pid) + " ") !=
          std::string::npos;
 }
 

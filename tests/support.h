@@ -28,7 +28,7 @@ EvalOptions test_options(bool timing = false);
 /// N from "sandbox held: reached none of N other ..." (the reaches_other_runners bad kernels'
 /// message: how many other processes they tried), or -1 when the message is not that.
 int processes_tried(const std::string& reason);
-/// Whether that message lists `pid` among the (first) pids it tried.
+/// Whether that message lists `pid` among the runners' pids it tried (the first few).
 bool tried_pid(const std::string& reason, long pid);
 
 }  // namespace vb::test

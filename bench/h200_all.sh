@@ -27,6 +27,7 @@ if [ "${1:-}" = "--pack" ]; then
   bash scripts/setup.sh --tests >/dev/null
   mkdir -p .h200
   cp build/vladbud build/vladbud-runner .h200/
+  [ -x build/vladbud-launch-record ] && cp build/vladbud-launch-record .h200/
   for t in build/vb_integration_tests build/vb_unit_tests; do [ -x "$t" ] && cp "$t" .h200/; done
   fmt_lib="$(ldd build/vladbud | awk '/libfmt/ {print $3}')"
   [ -n "$fmt_lib" ] && cp -L "$fmt_lib" .h200/

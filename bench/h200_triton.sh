@@ -10,6 +10,8 @@
 #                src/backends/triton/aot.h): the five stages of the nine starters in fp16, bf16
 #                and fp32 (`vladbud bench --backend triton --no-timing`, nine in parallel: the
 #                Triton compiles are CPU-bound), plus the GPU test of integration_triton_aot.
+#   rank         the blind Triton ranking study's measurement (bench/ranking_triton.sh --measure:
+#                triton-blind1 variants timed with do_bench in bf16; ranking-triton-measured-*.json)
 #   4. aot-time  each starter timed at its GPU benchmark size in fp16, bf16 and fp32, one at a
 #                time (`--timing-only`: stage 3 checked them), next to PyTorch; writes
 #                triton-aot.json (rows as bench/results/h200-triton-preview.json: kernel, dtype,
@@ -42,13 +44,13 @@ summary="$logs/summary.txt"
   nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader 2>&1
   "$VB_PYTHON" -c 'import torch, triton; print("torch", torch.__version__, "triton", triton.__version__)' 2>&1
 } >"$summary"
-declare -A limit=([preview]=420 [interp]=600 [aot-check]=300 [aot-time]=240)
+declare -A limit=([preview]=420 [interp]=600 [aot-check]=300 [rank]=200 [aot-time]=240)
 stages=("$@"); [ ${#stages[@]} -eq 0 ] && stages=(aot-check aot-time)
 types=(matmul softmax layernorm rmsnorm flash_attention fused_mlp cross_entropy rotary_embedding reduce)
 export vb logs
 for st in "${stages[@]}"; do
-  case "$st" in preview | interp | aot-check | aot-time) ;;
-    *) echo "h200_triton.sh: unknown stage '$st' (preview, interp, aot-check, aot-time)" >&2; exit 2 ;;
+  case "$st" in preview | interp | aot-check | rank | aot-time) ;;
+    *) echo "h200_triton.sh: unknown stage '$st' (preview, interp, aot-check, rank, aot-time)" >&2; exit 2 ;;
   esac
 done
 for st in "${stages[@]}"; do
@@ -67,6 +69,8 @@ for st in "${stages[@]}"; do
            >"$logs/aot-check.$0.json" 2>"$logs/aot-check.$0.log"; echo "$0 rc=$?"' {} \
         >"$logs/aot-check.log" 2>&1
       "$here/.h200/vb_integration_tests" --gtest_filter='TritonAot*' >>"$logs/aot-check.log" 2>&1 ;;
+    rank)    PY="$VB_PYTHON" timeout "$lim" bash bench/ranking_triton.sh --measure "$logs" \
+               >"$logs/rank.log" 2>&1 ;;
     aot-time)
       # dtype outermost (bf16 first: the models' dtype), so that a stage cut at its limit has
       # timed every kernel in bf16 before it starts on the others.

@@ -13,10 +13,11 @@
 #   bench/ranking_triton.sh --measure OUTDIR        on the H200 machine: every variant checked
 #                                  against PyTorch and timed with triton.testing.do_bench in bf16
 #                                  at the same shapes (bench/ranking_triton_measure.py); writes
-#                                  OUTDIR/ranking-triton-measured-h200.json
+#                                  OUTDIR/ranking-triton-measured-<h200|h100-sxm>.json (the GPU
+#                                  found names it)
 #   bench/ranking_triton.sh --score [FILE]          Kendall tau and top-1 regret per kernel type
-#                                  (bench/ranking_score.py) of the H200 prediction; writes
-#                                  bench/results/ranking-triton-h200.md
+#                                  (bench/ranking_score.py) of the prediction for FILE's target;
+#                                  writes bench/results/ranking-triton-<target>.md
 # VB names the vladbud binary (default build/vladbud); PY the Python with torch and triton
 # (default .venv/bin/python, else python3, as on the H200 machine); VARIANTS the variant folder; RANK_TYPES a subset of the types.
 set -euo pipefail
@@ -78,12 +79,22 @@ PY
   done ;;
 --measure)
   outdir="${2:?--measure needs OUTDIR}"
+  # The GPU found names the target (nvidia-smi: H100 -> h100-sxm, H200 -> h200), as in
+  # ranking_cuda.sh: a measurement scores only against the prediction for that GPU.
+  gpu="$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)"
+  case "$gpu" in
+    *H100*) mt=h100-sxm ;;
+    *H200*) mt=h200 ;;
+    *) echo "ranking_triton.sh: no prediction target for the GPU '${gpu:-none found}' (nvidia-smi); the study predicts h200 and h100-sxm" >&2; exit 2 ;;
+  esac
   "$py" "$here/bench/ranking_triton_measure.py" --variants "$vdir" --types "$(IFS=,; echo "${types[*]}")" \
-    --target h200 --out "$outdir/ranking-triton-measured-h200.json" ;;
+    --target "$mt" --out "$outdir/ranking-triton-measured-$mt.json" ;;
 --score)
-  python3 "$here/bench/ranking_score.py" "$here/bench/results/ranking-triton-h200-prediction.json" \
-    "${2:-$here/bench/results/ranking-triton-measured-h200.json}" \
-    --title "Blind Triton ranking study (issue 17): Triton variants on the H200" \
-    --out "${SCORE_OUT:-$here/bench/results/ranking-triton-h200.md}" ;;
+  # The measurement's own target (h200 or h100-sxm) picks the prediction it is scored against.
+  measured="${2:-$here/bench/results/ranking-triton-measured-h200.json}"
+  mt="$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["target"])' "$measured")"
+  python3 "$here/bench/ranking_score.py" "$here/bench/results/ranking-triton-$mt-prediction.json" \
+    "$measured" --title "Blind Triton ranking study (issue 17): Triton variants on the $mt" \
+    --out "${SCORE_OUT:-$here/bench/results/ranking-triton-$mt.md}" ;;
 *) sed -n '2,22p' "$0"; exit 2 ;;
 esac

@@ -185,6 +185,17 @@ TEST(BridgeCli, ProfileExtractVerifyOnASmallGpt2) {
   const json v = json::parse(read_file(d / "workspace" / "verify.json"));
   EXPECT_EQ(v["verdict"], "PASS");
   EXPECT_GT(v["speedup"].get<double>(), 0);
+  // The request lists every extracted folder of a type with its dims for the per-shape screen
+  // (no optimizer ran: no own-shape speedups).
+  const json req = json::parse(read_file(d / "workspace" / ".bridge" / "verify_request.json"));
+  for (const auto& k : req["kernels"]) {
+    if (k["type"] != "matmul") continue;
+    ASSERT_EQ(k["shapes"].size(), static_cast<size_t>(matmuls)) << k.dump();
+    for (const auto& s : k["shapes"]) {
+      EXPECT_TRUE(s["dims"].contains("N") && s["dims"].contains("K")) << s.dump();
+      EXPECT_TRUE(s["own_shape_speedup"].is_null()) << s.dump();
+    }
+  }
   fs::remove_all(d);
 }
 

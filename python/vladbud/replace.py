@@ -53,6 +53,16 @@ mask" while compiling (not exporting) when there is no padding mask, no local wi
 q_length == kv_length: exactly the case where HF skips it in eager; the compiled graph is
 specialized on those shapes, so it is as correct as eager.
 
+Shape selection (`only`, optional in `replace_modules`, `with_kernels`, `patched`,
+`expected_calls`, `intercept_check`): {type: set of shape keys} restricts a type's replacement to
+the calls whose key is in the set; every other call of that type runs PyTorch's own function.
+Only matmul has keys: its calls span several shapes in one transformer (GPT-2: the LM head and
+four projection shapes), so a kernel can beat PyTorch at one and lose at another (verify's own-
+shape screen decides which). A matmul key is the weight's (N, K) = (out_features, in_features)
+(`matmul_key`), which a module and an F.linear call know before any input arrives and which the
+profile's dims {M, N, K} carry; M (tokens) is left free, so the selection also holds at another
+batch or sequence length. A type absent from `only` (or `only` None) is replaced everywhere.
+
 The intercept check (`intercept_check`) compares, per replaced type, the op calls per forward
 (vladbud.kernels.CALLS) with what profile.json attributes to that type, in the same unit
 (`expected_calls` states the rules).
@@ -82,6 +92,23 @@ def _rows(x):
 def _compiling() -> bool:
     """True while Dynamo traces (the wrappers then skip data-dependent checks and counting)."""
     return torch.compiler.is_compiling()
+
+
+SHAPE_KEYED_TYPES = ("matmul",)
+"""The types whose replacement can be restricted to some shapes (see "Shape selection")."""
+
+
+def matmul_key(dims) -> tuple:
+    """The shape key of a matmul: (N, K) from profile/problem dims {"M", "N", "K"} (a dict), i.e.
+    the weight's (out_features, in_features). Raises KeyError when N or K is missing."""
+    return (int(dims["N"]), int(dims["K"]))
+
+
+def _allowed(only, t, key) -> bool:
+    """Whether a call of type t with shape key `key` goes to the op under the selection `only`."""
+    if not only or t not in only or only[t] is None:
+        return True
+    return tuple(key) in only[t]
 
 
 # --------------------------------------------------------------------------------------------
@@ -301,10 +328,12 @@ def _rmsnorm_kind(m):
     return None
 
 
-def replace_modules(model: nn.Module, types) -> dict:
+def replace_modules(model: nn.Module, types, only=None) -> dict:
     """Replaces submodules of `model` in place for the kernel types in `types` (iterable of type
     names); returns {type: modules replaced}. fused_mlp takes precedence over matmul inside a
-    SwiGLU block. Raises nothing; a module that does not fit is left as it is."""
+    SwiGLU block. `only` restricts matmul to the nn.Linear modules whose (out_features,
+    in_features) it lists (see "Shape selection"). Raises nothing; a module that does not fit is
+    left as it is."""
     counts = {}
 
     def swap(parent, name, new, t):
@@ -316,7 +345,8 @@ def replace_modules(model: nn.Module, types) -> dict:
             cls = type(child).__name__
             if "fused_mlp" in types and _is_swiglu(child):
                 swap(mod, name, VbFusedMLP(child), "fused_mlp")
-            elif "matmul" in types and type(child) is nn.Linear:
+            elif ("matmul" in types and type(child) is nn.Linear
+                  and _allowed(only, "matmul", (child.out_features, child.in_features))):
                 swap(mod, name, VbLinear(child), "matmul")
             elif "layernorm" in types and type(child) is nn.LayerNorm:
                 swap(mod, name, VbLayerNorm(child), "layernorm")
@@ -331,12 +361,12 @@ def replace_modules(model: nn.Module, types) -> dict:
     return counts
 
 
-def with_kernels(model: nn.Module, types):
+def with_kernels(model: nn.Module, types, only=None):
     """(copy, module_counts): a deep copy of `model` with the module-level replacements for
-    `types`, and {type: modules replaced}. Run the copy inside `patched(types)` for the
-    function-level ones."""
+    `types` (restricted by `only`, see "Shape selection"), and {type: modules replaced}. Run the
+    copy inside `patched(types, only)` for the function-level ones."""
     m = copy.deepcopy(model)
-    counts = replace_modules(m, types)
+    counts = replace_modules(m, types, only)
     return m, counts
 
 
@@ -554,8 +584,9 @@ class Patched:
     wrappers). `counts` holds the calls the wrappers sent to the ops in eager mode (not while
     Dynamo traces; torch.ops' own counters, vladbud.kernels.CALLS, count compiled runs too)."""
 
-    def __init__(self, types):
+    def __init__(self, types, only=None):
         self.types = set(types)
+        self.only = {t: set(map(tuple, keys)) for t, keys in (only or {}).items() if keys is not None}
         self.counts = {}
         self._saved = []
 
@@ -763,7 +794,8 @@ class Patched:
             b = _arg(args, kwargs, 2, "bias")
             if (not _extra(kwargs, {"input", "weight", "bias"}) and len(args) <= 3 and _float(x, w)
                     and w.dim() == 2 and x.dim() >= 1 and x.shape[-1] == w.shape[1] and x.numel() > 0
-                    and w.shape[0] > 0 and (b is None or (_float(x, b) and b.shape == (w.shape[0],)))):
+                    and w.shape[0] > 0 and (b is None or (_float(x, b) and b.shape == (w.shape[0],)))
+                    and _allowed(self.only, "matmul", (w.shape[0], w.shape[1]))):
                 self._hit("matmul")
                 y = ops.matmul(_rows(x).contiguous(), w.t().contiguous())
                 if b is not None:
@@ -838,9 +870,10 @@ def _skip_mask_when_compiling(orig):
     return _ignore_causal_mask_sdpa
 
 
-def patched(types) -> Patched:
-    """The function-level replacements for `types` as a context manager (see Patched)."""
-    return Patched(types)
+def patched(types, only=None) -> Patched:
+    """The function-level replacements for `types` as a context manager (see Patched), matmul
+    restricted to the weight shapes of `only` when it names matmul ("Shape selection")."""
+    return Patched(types, only)
 
 
 # The old name: a TorchFunctionMode until issue 14; now the attribute-swapping context.
@@ -876,13 +909,17 @@ def _group_name(e):
     return f"{e.get('type')} [{e.get('op', '?')}] ({d})"
 
 
-def expected_calls(profile_entries, types) -> dict:
+def expected_calls(profile_entries, types, only=None) -> dict:
     """{type: {"expected": op calls per forward, "groups": [{"group", "calls", "op_calls"}],
     "not_covered": [{"group", "calls", "reason"}]}} for each type in `types`, from profile.json's
     entries (profile.group_entries: "type", "op", "dims", "calls" per forward). The rules are in
     the comment above _MATMUL_REPLACED_OPS; they were measured on models/gpt2.py, llama.py,
-    bert.py and Hugging Face's LlamaForCausalLM (transformers 5.17) with vladbud.kernels.CALLS."""
+    bert.py and Hugging Face's LlamaForCausalLM (transformers 5.17) with vladbud.kernels.CALLS.
+    Under a shape selection `only`, a matmul group whose (N, K) it does not list goes to
+    not_covered ("left to PyTorch at this shape"), and of a SwiGLU pattern's three linears
+    (gate and up [H, D], down [D, H]) only the selected ones count."""
     types = set(types)
+    sel = {t: set(map(tuple, k)) for t, k in (only or {}).items() if k is not None}
     out = {t: {"expected": 0.0, "groups": [], "not_covered": []} for t in types}
     for e in profile_entries or []:
         t, calls = e.get("type"), float(e.get("calls") or 0.0)
@@ -892,9 +929,17 @@ def expected_calls(profile_entries, types) -> dict:
         if t in _PATTERN_LINEARS and t not in types and "matmul" in types and e.get("dims") is not None:
             n = _PATTERN_LINEARS[t]
             row = out["matmul"]
+            d = e["dims"]
+            if "matmul" in sel and all(k in d for k in ("D", "H")):
+                keys = [(int(d["H"]), int(d["D"]))] * 2 + [(int(d["D"]), int(d["H"]))]
+                n = sum(1 for k in keys if k in sel["matmul"])
+                if n == 0:
+                    row["not_covered"].append({"group": name, "calls": calls,
+                                               "reason": "left to PyTorch at these shapes (shape selection)"})
+                    continue
             row["expected"] += n * calls
             row["groups"].append({"group": name, "calls": calls, "op_calls": n * calls,
-                                  "rule": f"{t} not replaced: its {n} linears are matmul calls"})
+                                  "rule": f"{t} not replaced: {n} of its linears are matmul calls"})
             continue
         if t not in types:
             continue
@@ -908,22 +953,27 @@ def expected_calls(profile_entries, types) -> dict:
                                        "reason": f"{e.get('op')} (torch.matmul, @, mm, bmm, addmm) is not "
                                                  f"replaced; only nn.Linear and F.linear are"})
             continue
+        if t in sel and t == "matmul" and matmul_key(e["dims"]) not in sel[t]:
+            row["not_covered"].append({"group": name, "calls": calls,
+                                       "reason": "left to PyTorch at this shape (shape selection)"})
+            continue
         row["expected"] += calls
         row["groups"].append({"group": name, "calls": calls, "op_calls": calls, "rule": "one call per instance"})
     return out
 
 
-def intercept_check(profile_entries, types, calls_per_forward) -> list:
+def intercept_check(profile_entries, types, calls_per_forward, only=None) -> list:
     """Proves that each replaced type intercepts the calls the profile attributed to it.
 
     profile_entries: profile.json's "entries" (profile.group_entries) of the same model, dtype
     and input shape; types: the replaced kernel types; calls_per_forward: {type: op calls per
-    forward} (vladbud.kernels.CALLS over n forwards / n; a float). Returns one row per type, in
+    forward} (vladbud.kernels.CALLS over n forwards / n; a float); only: the shape selection the
+    replacement ran under (expected_calls). Returns one row per type, in
     the order of `types`: {"type", "expected" (op calls per forward, expected_calls),
     "intercepted", "ok" (equal within 1e-6), "message", "groups", "not_covered"}. A mismatch's
     message names the type's profiled groups, both counts, the group whose calls equal the
     difference when there is one, and what to do. Raises nothing."""
-    exp = expected_calls(profile_entries, types)
+    exp = expected_calls(profile_entries, types, only)
     rows = []
     for t in dict.fromkeys(types):
         e = exp[t]

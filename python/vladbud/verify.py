@@ -6,7 +6,9 @@ input_shape, dtype, device) plus
   kernels: [{"type", "library", "source", "backend", "torch_device" (the PyTorch device the
             kernel reads tensors on: its backend's Device::torch_device, default "cpu"), "folder",
             "own_shape_speedup" (PyTorch's median over the kernel's at the folder's own shape, or
-            null when not measured)}]
+            null when not measured), "shapes" (optional, matmul: one row per extracted folder of
+            the type, {"folder", "dims": {"M", "N", "K"}, "own_shape_speedup" (null when not
+            measured with this kernel's source)})}]
             (a kernel reading "cpu" tensors in a CUDA model is staged through host memory),
   profile_entries: profile.json's entries (for the intercept check; optional),
   seeds (default [0, 1, 2]), reps (timed rounds per comparison, default 9), warmup (default 2),
@@ -22,7 +24,12 @@ the model faster beyond the noise. Per kernel type, alone:
  2. intercept check: the op calls per forward equal the profile's instances of that type
     (replace.intercept_check); a mismatch fails verify naming the group;
  3. a kernel measured slower than PyTorch at its own shape (own_shape_speedup < 1) is dropped
-    without an in-model run;
+    without an in-model run. For matmul, whose calls span several shapes, the screen is per
+    shape ("shapes"): when the kernel measured faster at some shapes and slower at others, it
+    is plugged in only at the weight shapes (N, K) where it measured faster, and every other
+    matmul call stays PyTorch's (replace.py, "Shape selection"); slower at every measured shape
+    drops it; faster at all of them (or none measured) plugs it in everywhere. Steps 1, 2 and 4
+    then run under that selection;
  4. in-model timing: `reps` paired rounds of (model, model + this type), the order alternating
     per round; per round the ratio t_with / t_without; the decision uses the distribution-free
     ~95 % confidence interval of the median ratio from order statistics (the sign-test
@@ -127,18 +134,19 @@ def _out(y):
     return y
 
 
-def _patch(types):
-    """The function-level replacements for `types` (a no-op context for none)."""
+def _patch(types, only=None):
+    """The function-level replacements for `types` under the shape selection `only` (a no-op
+    context for none)."""
     if not types:
         return contextlib.nullcontext()
-    factory = getattr(vr, "patched", None) or vr.OperatorMode
-    return factory(types)
+    return vr.patched(types, only)
 
 
-def run_model(model, x, types=None, device="cpu"):
-    """One forward under inference_mode with the function-level replacements of `types` active;
-    synchronized on CUDA. Returns the output tensor (logits for HF models)."""
-    with torch.inference_mode(), _patch(types):
+def run_model(model, x, types=None, device="cpu", only=None):
+    """One forward under inference_mode with the function-level replacements of `types` active
+    (restricted by the shape selection `only`); synchronized on CUDA. Returns the output tensor
+    (logits for HF models)."""
+    with torch.inference_mode(), _patch(types, only):
         y = _out(model(x))
     if device == "cuda":
         torch.cuda.synchronize()
@@ -149,11 +157,11 @@ class Variant:
     """A model to time: the module (possibly compiled) and the replaced types whose function
     patches must be active when it runs."""
 
-    def __init__(self, name, model, types):
-        self.name, self.model, self.types = name, model, list(types)
+    def __init__(self, name, model, types, only=None):
+        self.name, self.model, self.types, self.only = name, model, list(types), only
 
     def forward(self, x, dev):
-        return run_model(self.model, x, self.types, dev)
+        return run_model(self.model, x, self.types, dev, self.only)
 
 
 def compare(base, variant, req, seeds, tol):
@@ -214,12 +222,58 @@ def _fmt_ci(d):
     return f"{d['speedup']:.3f}x (95% CI {d['ci'][0]:.3f}-{d['ci'][1]:.3f}x over {d['rounds']} rounds)"
 
 
-def _intercept_rows(req, types, calls):
+def _intercept_rows(req, types, calls, only=None):
     entries = req.get("profile_entries")
-    check = getattr(vr, "intercept_check", None)
-    if not entries or check is None:
+    if not entries:
         return []
-    return check(entries, types, calls)
+    return vr.intercept_check(entries, types, calls, only)
+
+
+def _dims_text(d):
+    return "x".join(f"{k}{d[k]}" for k in ("M", "N", "K") if k in d) or str(d)
+
+
+def shape_selection(k, select):
+    """The per-shape screen of a matmul candidate (step 3 of the module doc).
+
+    k: the request's kernel row; its "shapes" rows carry "dims" {"M", "N", "K"} and
+    "own_shape_speedup" (null: not measured with this source). Returns (only, rows, drop):
+    only = {"matmul": [(N, K), ...]} when the kernel goes in at some shapes only, else None;
+    rows = the shapes with "key" [N, K] and "in" (absent when the kernel serves every shape);
+    drop = the reason to drop the kernel (slower at every measured shape), else None. A weight
+    shape measured more than once counts with its lowest speedup. Raises BridgeError for a row
+    without positive integer dims N and K or with a speedup that is neither null nor > 0."""
+    if k.get("type") not in vr.SHAPE_KEYED_TYPES:
+        return None, [], None
+    shapes = [dict(r) for r in (k.get("shapes") or [])]
+    for r in shapes:
+        d = r.get("dims")
+        sp = r.get("own_shape_speedup")
+        if not isinstance(d, dict) or not all(isinstance(d.get(x), int) and d[x] > 0 for x in ("N", "K")) \
+                or (sp is not None and not (isinstance(sp, (int, float)) and sp > 0)):
+            raise BridgeError(f"verify request: a shapes row of kernel {k.get('type')} is malformed ({r!r}): "
+                              f"it needs dims with positive integers N and K and an own_shape_speedup "
+                              f"> 0 or null; re-run `vladbud extract` and `vladbud optimize` to rewrite "
+                              f"the folders' problem.json")
+    if not select or not shapes:
+        return None, shapes, None
+    worst = {}
+    for r in shapes:
+        r["key"] = list(vr.matmul_key(r["dims"]))
+        sp = r.get("own_shape_speedup")
+        if sp is not None:
+            worst[tuple(r["key"])] = min(sp, worst.get(tuple(r["key"]), math.inf))
+    faster = sorted(key for key, sp in worst.items() if sp >= 1.0)
+    slower = sorted(key for key, sp in worst.items() if sp < 1.0)
+    if not slower:  # faster everywhere it was measured, or never measured: everywhere
+        return None, shapes, None
+    for r in shapes:
+        r["in"] = tuple(r["key"]) in faster
+    if not faster:
+        listed = ", ".join(f"{_dims_text(r['dims'])} {r['own_shape_speedup']:.3f}x" for r in shapes
+                           if r.get("own_shape_speedup") is not None)
+        return None, shapes, f"slower than PyTorch at every measured shape ({listed}); not plugged in"
+    return {"matmul": faster}, shapes, None
 
 
 def evaluate_candidate(k, base, req, seeds, tol, x, dev, base_variant, select):
@@ -228,15 +282,26 @@ def evaluate_candidate(k, base, req, seeds, tol, x, dev, base_variant, select):
     t = k["type"]
     c = {"type": t, "source": k.get("source", ""), "folder": k.get("folder", ""),
          "backend": k.get("backend", "cpu"), "own_shape_speedup": k.get("own_shape_speedup")}
-    repl, counts = vr.with_kernels(base, [t])
-    var = Variant(f"+{t}", repl, [t])
+    only, shape_rows, shape_drop = shape_selection(k, select)
+    if shape_rows:
+        c["shapes"] = shape_rows
+    if only:
+        c["only"] = only
+        served = [_dims_text(r["dims"]) for r in shape_rows if r.get("in")]
+        left = [f"{_dims_text(r['dims'])} ({r['own_shape_speedup']:.3f}x)" if r.get("own_shape_speedup")
+                is not None else f"{_dims_text(r['dims'])} (not measured)" for r in shape_rows if not r.get("in")]
+        c["shape_note"] = (f"plugged in only where it measured faster than PyTorch: {', '.join(served)}; "
+                           f"left to PyTorch: {', '.join(left)}")
+        _say(f"{t}: {c['shape_note']}")
+    repl, counts = vr.with_kernels(base, [t], only)
+    var = Variant(f"+{t}", repl, [t], only)
     vk.CALLS.clear()
     rows = compare(base, var, req, seeds, tol)
     calls = vk.CALLS.get(t, 0) / max(1, len(seeds))
     c.update(modules_replaced=counts.get(t, 0), calls_per_forward=calls,
              rel_error=max(r["rel_error"] for r in rows), seeds=rows,
              correct=all(r["pass"] for r in rows))
-    ic = _intercept_rows(req, [t], {t: calls})
+    ic = _intercept_rows(req, [t], {t: calls}, only)
     if ic:
         c["intercept"] = ic[0]
         c["expected_calls"] = ic[0].get("expected")
@@ -249,7 +314,9 @@ def evaluate_candidate(k, base, req, seeds, tol, x, dev, base_variant, select):
         c.update(decision="dropped", reason=ic[0].get("message", "intercept mismatch"), intercept_failed=True)
     elif calls == 0:
         c.update(decision="dropped", reason="never called by the model (nothing of this type was replaced)")
-    elif select and c["own_shape_speedup"] is not None and c["own_shape_speedup"] < 1.0:
+    elif shape_drop:
+        c.update(decision="dropped", reason=shape_drop)
+    elif select and not shape_rows and c["own_shape_speedup"] is not None and c["own_shape_speedup"] < 1.0:
         c.update(decision="dropped", reason=f"slower than PyTorch at its own shape "
                                             f"({c['own_shape_speedup']:.3f}x); not plugged in")
     elif not select:
@@ -312,7 +379,7 @@ def run(req):
                 c.update(in_compiled=True, compiled_decision="in")
                 continue
             _say(f"timing {c['type']} inside the compiled model ({reps} paired rounds)")
-            cv = Variant(f"compile+{c['type']}", _compile(c["_model"]), [c["type"]])
+            cv = Variant(f"compile+{c['type']}", _compile(c["_model"]), [c["type"]], c.get("only"))
             ms, _ = time_variants([compiled_base, cv], x, dev, warmup, reps)
             d = paired_decision(ms["compile"], ms[cv.name])
             c.update(compiled_speedup=d["speedup"], compiled_ci=d["ci"], in_compiled=d["faster"],
@@ -327,15 +394,24 @@ def run(req):
     # The combination, timed with the baselines in the same interleaved rounds.
     variants = [base_v]
     comb_e = comb_c = None
+    def selection(types):
+        """The shape selections of the candidates of `types`, merged (None when none has one)."""
+        merged = {}
+        for c in cands:
+            if c["type"] in types and c.get("only"):
+                merged.update(c["only"])
+        return merged or None
+
+    only_e, only_c = selection(in_eager), selection(in_comp)
     if in_eager:
-        comb_model, _ = vr.with_kernels(base, in_eager)
-        comb_e = Variant("vladbud", comb_model, in_eager)
+        comb_model, _ = vr.with_kernels(base, in_eager, only_e)
+        comb_e = Variant("vladbud", comb_model, in_eager, only_e)
         variants.append(comb_e)
     if use_compile:
         variants.append(compiled_base)
         if in_comp:
-            cm, _ = vr.with_kernels(base, in_comp)
-            comb_c = Variant("vladbud+compile", _compile(cm), in_comp)
+            cm, _ = vr.with_kernels(base, in_comp, only_c)
+            comb_c = Variant("vladbud+compile", _compile(cm), in_comp, only_c)
             variants.append(comb_c)
     _say(f"end to end: {', '.join(v.name for v in variants)} ({reps} interleaved rounds)")
     ms, inner = time_variants(variants, x, dev, warmup, reps)
@@ -400,6 +476,8 @@ def run(req):
         in_final = c["type"] in final
         c["handed_over"] = in_final
         c.pop("_model", None)
+        if c.get("only"):  # JSON: [[N, K], ...]
+            c["only"] = {t: [list(k) for k in keys] for t, keys in c["only"].items()}
     wrong = [c["type"] for c in cands if not c["correct"]]
     ic_failed = [c for c in cands if c.get("intercept_failed")]
     verdict = "PASS" if all(r["pass"] for r in rows) and not wrong and not ic_failed \
@@ -420,6 +498,10 @@ def run(req):
                              f"u = {UNIT_ROUNDOFF[dtype]:.3g} ({dtype}), depth {depth}",
            "compile": use_compile, "select": select,
            "candidates": cands, "kernels_in": final,
+           # Where a handed-over type serves only some shapes: {type: [[N, K], ...]} (matmul's
+           # weight shapes; every other call of the type stays PyTorch's).
+           "shape_selection": {c["type"]: c["only"][c["type"]] for c in cands
+                               if c["handed_over"] and c.get("only")},
            "kernels_dropped": [c["type"] for c in cands if c["type"] not in final],
            "seeds": rows, "verdict": verdict, "end_to_end": e2e, "speedup": speedup,
            "max_rel_error": max([c["rel_error"] for c in cands] + [r["rel_error"] for r in rows]),

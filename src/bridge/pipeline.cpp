@@ -232,10 +232,26 @@ json verify_model(const VerifyRequest& a) {
   json kernels = json::array();
   for (const auto& c : chosen) {
     if (!c.br.ok) throw KernelBuildError("building " + c.src.string() + " failed", c.br.diagnostics);
+    // Every extracted folder of the type, for verify's per-shape screen (python/vladbud/
+    // verify.py, shape_selection): its dims and PyTorch's median over this kernel's there. A
+    // folder whose best source is another kernel (the optimizer kept something else there) was
+    // not measured with this one: its speedup is null.
+    const std::string chosen_text = read_file(c.src);
+    json shapes = json::array();
+    for (const auto& d : kernel_folders(ws)) {
+      const auto mp = read_model_problem(d);
+      if (mp->type->name() != c.type) continue;
+      bool improved = false;
+      const fs::path src = best_source(d, *mp, *c.be, &improved);
+      const bool same = d == c.dir || read_file(src) == chosen_text;
+      shapes.push_back({{"folder", d.string()}, {"dims", mp->doc.value("dims", json::object())},
+                        {"own_shape_speedup", same ? own_shape_speedup(ws, d, mp->doc) : json(nullptr)}});
+    }
     kernels.push_back({{"type", c.type}, {"library", fs::absolute(c.br.library).string()},
                        {"source", c.src.string()}, {"backend", c.backend},
                        {"torch_device", c.be->device().torch_device()}, {"folder", c.dir.string()},
-                       {"own_shape_speedup", own_shape_speedup(ws, c.dir, c.problem)}});
+                       {"own_shape_speedup", own_shape_speedup(ws, c.dir, c.problem)},
+                       {"shapes", shapes}});
   }
   const auto& m = prof.at("model");
   const auto shape = prof.at("input_shape");
@@ -289,6 +305,7 @@ std::string format_verify(const json& res, const json& prof, const fs::path& ws)
                          ? fmt::format("{:g}", c.value("calls_per_forward", 0.0))
                          : fmt::format("{:g}/{:g}", c.value("calls_per_forward", 0.0), expected),
                      in ? "IN" : "dropped", why);
+    if (c.contains("shape_note")) s += "    shapes: " + c["shape_note"].get<std::string>() + "\n";
   }
   s += "  (own shape: vs PyTorch at the folder's shape, from the optimizer; in model: the model "
        "with this kernel vs without, median of paired rounds; calls/fwd: intercepted/profiled)\n";
@@ -315,8 +332,20 @@ std::string format_verify(const json& res, const json& prof, const fs::path& ws)
                    e.value("protocol", ""), ms("eager_ms"), ms("compile_ms"), ms("vladbud_ms"),
                    ms("vladbud_compile_ms"));
   std::string in;
-  for (const auto& t : res.value("kernels_in", json::array()))
-    in += (in.empty() ? "" : ", ") + t.get<std::string>();
+  const json sel = res.value("shape_selection", json::object());
+  for (const auto& t : res.value("kernels_in", json::array())) {
+    const std::string name = t.get<std::string>();
+    in += (in.empty() ? "" : ", ") + name;
+    // A type served at some shapes only: which weight shapes (N, K) it serves.
+    if (sel.contains(name) && sel[name].is_array()) {
+      std::string keys;
+      for (const auto& k : sel[name])
+        if (k.is_array() && k.size() == 2)
+          keys += fmt::format("{}N{}xK{}", keys.empty() ? "" : ", ", k[0].get<long long>(),
+                              k[1].get<long long>());
+      in += " (only at " + keys + ")";
+    }
+  }
   const json ci = e.value("ci", json::array({1.0, 1.0}));
   const std::string base = e.value("baseline", "eager") == "compile" ? "torch.compile" : "eager PyTorch";
   s += in.empty()

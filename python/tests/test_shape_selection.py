@@ -1,0 +1,106 @@
+"""Shape selection: a matmul kernel plugged in only at the weight shapes where it beat PyTorch
+(verify's per-shape screen, replace.py's `only`)."""
+import pytest
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from conftest import TINY_GPT2
+from vladbud import BridgeError
+from vladbud import kernels as vk
+from vladbud import replace as vr
+from vladbud.verify import run, shape_selection
+from test_verify import _req
+
+V, D = 50257, TINY_GPT2["n_embd"]  # tiny GPT-2: the LM head is [V, D]; c_fc [4D, D]
+M = 2 * 16  # the requests' input_shape 2,16
+
+# The tiny GPT-2's nn.Linear groups as profile.json would list them (per forward).
+ENTRIES = [{"type": "matmul", "op": "aten::linear", "dims": {"M": M, "N": n, "K": k}, "calls": c}
+           for n, k, c in [(V, D, 1.0), (3 * D, D, 2.0), (D, D, 2.0), (4 * D, D, 2.0), (D, 4 * D, 2.0)]]
+
+
+def _shapes(lm_head, c_fc):
+    return [{"folder": "01_matmul", "dims": {"M": M, "N": V, "K": D}, "own_shape_speedup": lm_head},
+            {"folder": "02_matmul", "dims": {"M": M, "N": 4 * D, "K": D}, "own_shape_speedup": c_fc}]
+
+
+def _matmul_req(kernel_lib, shapes, **kw):
+    req = _req("gpt2.py", "GPT2", TINY_GPT2, [("matmul", "matmul")], kernel_lib, reps=2,
+               profile_entries=ENTRIES, **kw)
+    req["kernels"][0]["shapes"] = shapes
+    return req
+
+
+def test_a_matmul_faster_at_one_shape_and_slower_at_another_serves_only_the_first(kernel_lib):
+    res = run(_matmul_req(kernel_lib, _shapes(1.6, 0.9)))
+    c = res["candidates"][0]
+    assert c["only"] == {"matmul": [[V, D]]}, c
+    assert c["calls_per_forward"] == 1 and c["modules_replaced"] == 1  # the LM head alone
+    assert c["intercept"]["ok"] and c["intercept"]["expected"] == 1, c["intercept"]
+    assert [r["in"] for r in c["shapes"]] == [True, False]
+    assert "left to PyTorch: M32xN256xK64 (0.900x)" in c["shape_note"]
+    assert c["correct"] and res["verdict"] == "PASS"
+
+
+def test_slower_at_every_measured_shape_is_not_plugged_in(kernel_lib):
+    res = run(_matmul_req(kernel_lib, _shapes(0.8, 0.95)))
+    c = res["candidates"][0]
+    assert c["decision"] == "dropped" and "slower than PyTorch at every measured shape" in c["reason"]
+    assert "in_model_speedup" not in c and res["kernels_in"] == []
+
+
+@pytest.mark.parametrize("speedups", [(1.2, 1.0), (None, None)])
+def test_faster_everywhere_or_never_measured_serves_every_shape(kernel_lib, speedups):
+    res = run(_matmul_req(kernel_lib, _shapes(*speedups)))
+    c = res["candidates"][0]
+    assert "only" not in c and c["calls_per_forward"] == 9  # 2 blocks x 4 linears + the LM head
+    assert res["shape_selection"] == {}
+
+
+def test_select_off_ignores_the_screen(kernel_lib):
+    res = run(_matmul_req(kernel_lib, _shapes(0.5, 0.5), select=False))
+    c = res["candidates"][0]
+    assert "only" not in c and c["calls_per_forward"] == 9 and res["kernels_in"] == ["matmul"]
+
+
+def test_the_function_level_linear_honours_the_selection(kernel_lib):
+    vk.bind("matmul", kernel_lib("matmul"))
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(5, 8, generator=g)
+    w_in, w_out = torch.randn(4, 8, generator=g), torch.randn(6, 8, generator=g)
+    with torch.inference_mode(), vr.patched(["matmul"], {"matmul": [(4, 8)]}) as p:
+        y_in, y_out = F.linear(x, w_in), F.linear(x, w_out)
+    assert p.counts == {"matmul": 1}  # only the (4, 8) weight went to the op
+    assert torch.allclose(y_in, x @ w_in.t(), atol=1e-5) and torch.equal(y_out, x @ w_out.t())
+
+
+def test_module_replacement_honours_the_selection():
+    m = nn.Sequential(nn.Linear(8, 4), nn.Linear(4, 6))
+    repl, counts = vr.with_kernels(m, ["matmul"], {"matmul": [(6, 4)]})
+    assert counts == {"matmul": 1}
+    assert type(repl[0]) is nn.Linear and type(repl[1]) is vr.VbLinear
+
+
+def test_expected_calls_under_a_selection_count_only_the_selected_linears():
+    mlp = {"type": "fused_mlp", "op": "aten::linear + aten::silu + aten::linear + aten::mul + aten::linear",
+           "dims": {"B": 8, "D": 16, "H": 32}, "calls": 2.0}
+    lin = {"type": "matmul", "op": "aten::linear", "dims": {"M": 8, "N": 16, "K": 16}, "calls": 4.0}
+    [row] = vr.intercept_check([mlp, lin], ["matmul"], {"matmul": 4}, {"matmul": [(32, 16)]})
+    # gate and up are [H, D] = (32, 16): two of the pattern's three linears; the (16, 16) group
+    # and the down projection [D, H] are left to PyTorch.
+    assert row["ok"] and row["expected"] == 2 * 2, row
+    assert [n["reason"] for n in row["not_covered"]] == ["left to PyTorch at this shape (shape selection)"]
+
+
+@pytest.mark.parametrize("bad", [{"dims": {"M": 4}}, {"dims": {"N": 0, "K": 8}}, {"dims": "M4xN4xK4"},
+                                 {"dims": {"N": 4, "K": 8}, "own_shape_speedup": -1.0},
+                                 {"dims": {"N": 4, "K": 8}, "own_shape_speedup": "fast"}])
+def test_a_malformed_shapes_row_is_refused_by_name(bad):
+    with pytest.raises(BridgeError, match="shapes row of kernel matmul is malformed.*re-run `vladbud extract`"):
+        shape_selection({"type": "matmul", "shapes": [bad]}, True)
+
+
+def test_types_without_shape_keys_ignore_the_shapes_rows():
+    assert shape_selection({"type": "layernorm", "shapes": [{"dims": {"B": 4, "D": 8},
+                                                             "own_shape_speedup": 0.5}]}, True) == (None, [], None)

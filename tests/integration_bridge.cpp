@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "bridge/bridge.h"
@@ -146,10 +147,9 @@ TEST(BridgeCli, BenchInAnExtractedFolderTimesTheModelsShapeAndDtype) {
   if (have_torch()) {  // PyTorch timed at the same shape and dtype in the same run
     ASSERT_TRUE(j.contains("pytorch")) << j.dump(1);
     EXPECT_GT(j["pytorch"]["median_us"].get<double>(), 0);
-    EXPECT_GT(std::stod(j["speedup_vs_pytorch"].get<std::string>()), 0);
-    std::string cell = "\t";
-    cell += j["speedup_vs_pytorch"].get<std::string>();
-    cell += '\t';
+    ASSERT_TRUE(j["speedup_vs_pytorch"].is_number()) << j.dump(1);  // a number, not text
+    EXPECT_GT(j["speedup_vs_pytorch"].get<double>(), 0);
+    const std::string cell = fmt::format("\t{:.3f}\t", j["speedup_vs_pytorch"].get<double>());
     EXPECT_NE(read_file(dirs[0] / "results.tsv").find(cell), std::string::npos);
   }
   fs::remove_all(d);

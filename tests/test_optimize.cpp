@@ -468,8 +468,33 @@ TEST(OptimizeOrchestrator, ReadsAHandMadeWorkspace) {
   ASSERT_EQ(entries.size(), 3u);
   EXPECT_EQ(entries[choose_next(entries).value()].dir, "02_matmul");
   EXPECT_NE(format_status(ws).find("02_matmul"), std::string::npos);
+  const nlohmann::json none = status_json(ws);  // no run yet: no orchestration record
+  EXPECT_TRUE(none["updated_at"].is_null());
+  EXPECT_EQ(none["kernels"].size(), 3u);
+  // After a run, the text and the JSON both give the run's record of each folder (a review
+  // found --json printing "active" with zero budgets beside the text's "budget").
+  std::ofstream(ws / "orchestration.json") << R"({"updated_at": "2026-12-07T05:00:00Z",
+      "budget_s": 180, "spent_s": 190, "current": "",
+      "kernels": [{"dir": "02_matmul", "status": "budget", "reason": "spent its 66 s budget",
+                   "budget_s": 66, "spent_s": 70}]})";
+  const nlohmann::json j = status_json(ws);
+  EXPECT_EQ(j["updated_at"], "2026-12-07T05:00:00Z");
+  EXPECT_EQ(j["budget_s"], 180.0);
+  EXPECT_EQ(j["spent_s"], 190.0);
+  bool seen = false;
+  for (const auto& k : j["kernels"])
+    if (k["dir"] == "02_matmul") {
+      seen = true;
+      EXPECT_EQ(k["status"], "budget");
+      EXPECT_EQ(k["budget_s"], 66.0);
+      EXPECT_EQ(k["spent_s"], 70.0);
+    }
+  EXPECT_TRUE(seen);
+  EXPECT_NE(format_status(ws).find("budget (spent its 66 s budget)"), std::string::npos)
+      << format_status(ws);
   fs::remove_all(ws / "kernels");
   EXPECT_THROW(load_entries(ws), std::runtime_error);
+  EXPECT_THROW(status_json(ws), std::runtime_error);
   fs::remove_all(ws);
 }
 

@@ -350,7 +350,8 @@ std::string format_verify(const json& res, const json& prof, const fs::path& ws)
   const std::string base = e.value("baseline", "eager") == "compile" ? "torch.compile" : "eager PyTorch";
   s += in.empty()
            ? fmt::format("handed over: the {} model unchanged (no candidate made it faster beyond the "
-                         "noise, {:.1f} %); end-to-end speedup 1.000x vs {}\n",
+                         "noise; the eager model's timing: 95 % interval +/-{:.1f} % of its median); end-to-end "
+                         "speedup 1.000x vs {}\n",
                          e.value("baseline", "eager"), num(e, "noise_pct"), base)
            : fmt::format("handed over: {} in the {} model; end-to-end speedup {:.3f}x vs {} (95% CI "
                          "{:.3f}-{:.3f}x)\n",

@@ -269,7 +269,12 @@ void run_bench(const BenchArgs& args) {
     j["target"] = target;
     j["results_tsv"] = a.results;
     j["experiment"] = experiment;
-    j["speedup_vs_pytorch"] = row.speedup_vs_pytorch;
+    // A number (PyTorch's median over the kernel's, the same protocol), null when not measured
+    // (pytorch_unavailable says why); results.tsv keeps the 3-decimal text.
+    if (!torch_base.is_null())
+      j["speedup_vs_pytorch"] = torch_base["median_us"].get<double>() / r.timing->median_us;
+    else
+      j["speedup_vs_pytorch"] = nullptr;
     if (!torch_base.is_null()) j["pytorch"] = torch_base;
     else j["pytorch_unavailable"] = no_base;
     std::cout << j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";

@@ -20,12 +20,7 @@ void add_status(CLI::App& app) {
   c->callback([ws, json] {
     try {
       if (*json) {
-        const auto entries = opt::load_entries(*ws);
-        nlohmann::json j = opt::orchestration_json(entries, 0, 0, "");
-        if (std::filesystem::exists(std::filesystem::path(*ws) / "orchestration.json"))
-          j["orchestration"] =
-              nlohmann::json::parse(read_file(std::filesystem::path(*ws) / "orchestration.json"));
-        std::cout << j.dump(2) << "\n";
+        std::cout << opt::status_json(*ws).dump(2) << "\n";
       } else {
         std::cout << opt::format_status(*ws);
       }

@@ -306,23 +306,55 @@ json run_orchestrator(const fs::path& ws_in, const OrchestratorOptions& o) {
   return orchestration_json(entries, o.budget_s, spent(), "");
 }
 
-std::string format_status(const fs::path& ws) {
-  auto entries = load_entries(ws);
-  json orch = json::object();
+namespace {
+
+// The workspace's orchestration.json ({} when absent or unreadable).
+json read_orchestration(const fs::path& ws) {
   try {
-    if (fs::exists(ws / "orchestration.json")) orch = json::parse(read_file(ws / "orchestration.json"));
+    if (fs::exists(ws / "orchestration.json")) return json::parse(read_file(ws / "orchestration.json"));
   } catch (const std::exception&) {
   }
+  return json::object();
+}
+
+// load_entries (state.json's figures) with the last run's record of each folder laid over them:
+// status, reason, budget_s and spent_s as orchestration.json wrote them (load_entries resets
+// those for a new run).
+std::vector<KernelEntry> status_entries(const fs::path& ws, const json& orch) {
+  auto entries = load_entries(ws);
+  for (auto& e : entries)
+    for (const auto& k : orch.value("kernels", json::array()))
+      if (k.value("dir", "") == e.dir) {
+        if (e.status != "error") {  // an unreadable problem.json stays the news
+          e.status = k.value("status", e.status);
+          e.reason = k.value("reason", "");
+        }
+        e.budget_s = k.value("budget_s", 0.0);
+        e.spent_s = k.value("spent_s", 0.0);
+      }
+  return entries;
+}
+
+}  // namespace
+
+json status_json(const fs::path& ws) {
+  const json orch = read_orchestration(ws);
+  json j = orchestration_json(status_entries(ws, orch), orch.value("budget_s", 0.0),
+                              orch.value("spent_s", 0.0), orch.value("current", ""));
+  j["updated_at"] = orch.contains("updated_at") ? orch["updated_at"] : json(nullptr);
+  if (!orch.empty()) j["orchestration"] = orch;
+  return j;
+}
+
+std::string format_status(const fs::path& ws) {
+  const json orch = read_orchestration(ws);
+  const auto entries = status_entries(ws, orch);
   std::string s = fmt::format("workspace: {}\n", fs::absolute(ws).string());
   if (orch.contains("updated_at"))
     s += fmt::format("orchestration: updated {}, {:.0f} of {:.0f} s spent, current: {}\n",
                      orch.value("updated_at", ""), orch.value("spent_s", 0.0),
                      orch.value("budget_s", 0.0),
                      orch.value("current", "").empty() ? "none" : orch.value("current", ""));
-  for (auto& e : entries)
-    if (orch.contains("kernels"))
-      for (const auto& k : orch["kernels"])
-        if (k.value("dir", "") == e.dir) e.status = k.value("status", e.status), e.reason = k.value("reason", "");
   s += fmt::format("{:<22} {:>6} {:>10} {:>10} {:>8} {:>7} {:>5} {:>5}  {}\n", "kernel", "share",
                    "start_us", "best_us", "speedup", "%peak", "exps", "kept", "status");
   for (const auto& e : entries)

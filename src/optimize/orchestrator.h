@@ -79,7 +79,16 @@ nlohmann::json run_orchestrator(const std::filesystem::path& workspace,
 nlohmann::json orchestration_json(const std::vector<KernelEntry>& entries, double budget_s,
                                   double spent_s, const std::string& current);
 
-/// `vladbud status` text: one line per kernel plus the totals and the Amdahl estimate.
+/// `vladbud status` text: one line per kernel plus the totals and the Amdahl estimate. The
+/// figures come from each folder's state.json, the status, reason and budgets from the last
+/// run's orchestration.json. Throws std::runtime_error when workspace/kernels is missing or
+/// holds no kernel folder.
 std::string format_status(const std::filesystem::path& workspace);
+
+/// `vladbud status --json`: orchestration_json over the same entries as format_status (the last
+/// run's status, reason, budget_s and spent_s per folder; the run's budget_s, spent_s, current
+/// and updated_at, null when no run wrote orchestration.json), plus that file itself under
+/// "orchestration". Throws as format_status.
+nlohmann::json status_json(const std::filesystem::path& workspace);
 
 }  // namespace vb::opt

@@ -542,8 +542,23 @@ void run_autotune(AutotuneArgs a) {
   log << "report: " << rep.report_md.string()
       << (rep.png_written ? " and " + rep.progress_png.string() : std::string()) << "\n";
   const std::string busy = contention_warning(max_load, detect_cpu().logical_cores);
-  const bool contended = !busy.empty();
-  if (contended) log << busy << "\n";
+  // Folders whose kept version was decided under contention with no quiet rounds to confirm
+  // it (best.json's kept_contended, written by the optimizer's loop).
+  std::string kept_busy;
+  for (const auto& k : orch["kernels"]) {
+    const fs::path meta = ws / "kernels" / k.value("dir", "") / "best" / "best.json";
+    try {
+      if (fs::exists(meta) && json::parse(read_file(meta)).value("kept_contended", false))
+        kept_busy += (kept_busy.empty() ? "" : ", ") + k.value("dir", "");
+    } catch (const std::exception&) {
+    }
+  }
+  const bool contended = !busy.empty() || !kept_busy.empty();
+  if (!busy.empty()) log << busy << "\n";
+  if (!kept_busy.empty())
+    log << "warning: the kept version of " << kept_busy
+        << " was decided while other tasks competed for the cores and no quiet rounds came to "
+           "confirm it; re-run `vladbud optimize` on a quiet machine\n";
   if (a.json)
     std::cout << json{{"workspace", ws.string()},
                       {"seconds", since(t0)},

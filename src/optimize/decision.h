@@ -19,6 +19,10 @@ struct TimingSample {
   double median_us = 0;  ///< median latency of the round, microseconds
   double noise = 0;      ///< within-round MAD / median (EvalReport timing.noise)
   int reps = 1;          ///< timed calls in the round
+  /// Other runnable tasks seen when the round was timed (Measurement::other_runnable): > 0
+  /// means other work competed for the cores, which can favour a side (fewer threads win
+  /// while a core is busy).
+  int other_runnable = 0;
 };
 
 /// The verdict of the comparison, with the numbers behind it.

@@ -44,7 +44,7 @@ Measurement measurement_from_json(const json& j) {
 json interleaved_to_json(const Interleaved& r) {
   auto side = [](const std::vector<TimingSample>& v) {
     json a = json::array();
-    for (const auto& t : v) a.push_back({t.median_us, t.noise, t.reps});
+    for (const auto& t : v) a.push_back({t.median_us, t.noise, t.reps, t.other_runnable});
     return a;
   };
   return {{"best", side(r.best)}, {"cand", side(r.cand)},
@@ -58,7 +58,9 @@ Interleaved interleaved_from_json(const json& j) {
                              j.dump().substr(0, 200) + ")");
   Interleaved r;
   auto side = [](const json& a, std::vector<TimingSample>& out) {
-    for (const auto& t : a) out.push_back({t.at(0).get<double>(), t.at(1).get<double>(), t.at(2).get<int>()});
+    for (const auto& t : a)  // [us, noise, reps(, other_runnable: absent from older peers)]
+      out.push_back({t.at(0).get<double>(), t.at(1).get<double>(), t.at(2).get<int>(),
+                     t.size() > 3 ? t.at(3).get<int>() : 0});
   };
   side(j["best"], r.best);
   side(j["cand"], r.cand);
@@ -86,7 +88,7 @@ Interleaved Measurer::interleave(const std::filesystem::path& best,
                   ": " + m.reason + ")";
         break;
       }
-      (side == 0 ? r.best : r.cand).push_back({m.median_us, m.noise, m.reps});
+      (side == 0 ? r.best : r.cand).push_back({m.median_us, m.noise, m.reps, m.other_runnable});
     }
   }
   return r;

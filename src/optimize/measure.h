@@ -66,8 +66,8 @@ struct Interleaved {
 /// A Measurement as JSON (the measurement cache's and the pool protocol's form) and back.
 nlohmann::json measurement_to_json(const Measurement& m);
 Measurement measurement_from_json(const nlohmann::json& j);
-/// An Interleaved as JSON ({"best": [[us, noise, reps]...], "cand": [...], "last_cand": {...},
-/// "error": "..."}) and back.
+/// An Interleaved as JSON ({"best": [[us, noise, reps, other_runnable]...], "cand": [...],
+/// "last_cand": {...}, "error": "..."}) and back (a 3-element sample reads other_runnable 0).
 nlohmann::json interleaved_to_json(const Interleaved& r);
 Interleaved interleaved_from_json(const nlohmann::json& j);
 

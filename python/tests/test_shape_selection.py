@@ -103,4 +103,64 @@ def test_a_malformed_shapes_row_is_refused_by_name(bad):
 
 def test_types_without_shape_keys_ignore_the_shapes_rows():
     assert shape_selection({"type": "layernorm", "shapes": [{"dims": {"B": 4, "D": 8},
-                                                             "own_shape_speedup": 0.5}]}, True) == (None, [], None)
+                                                             "own_shape_speedup": 0.5}]}, True) == (None, [], None, {})
+
+
+# A matmul that writes zeros: wrong at any shape it serves.
+ZERO_MATMUL = r"""
+#include <cstring>
+#include "vb_kernel.h"
+extern "C" int vb_kernel_run(const DLTensor* in, int n_in, DLTensor* out, int n_out,
+                             const double*, int n_attrs, void*) {
+  if (int e = vbk::check_args(in, n_in, 2, out, n_out, 1, n_attrs, 0)) return e;
+  std::memset(vbk::data_ptr(out[0]), 0, vbk::numel(out[0]) * (out[0].dtype.bits / 8));
+  return 0;
+}
+"""
+
+
+@pytest.fixture
+def zero_lib(kernel_lib, tmp_path):
+    src = tmp_path / "matmul_zero.cpp"
+    src.write_text(ZERO_MATMUL)
+    return kernel_lib(str(src))
+
+
+def test_a_shape_binding_serves_only_calls_of_its_weight_shape(kernel_lib, zero_lib):
+    vk.unbind_all()
+    vk.bind("matmul", kernel_lib("matmul"))
+    vk.bind_shape("matmul", (6, 4), zero_lib)
+    assert vk.bound_shape("matmul", (6, 4)) == zero_lib and vk.bound_shape("matmul", (7, 4)) == ""
+    a = torch.randn(5, 4)
+    b6, b7 = torch.randn(4, 6), torch.randn(4, 7)
+    assert torch.equal(torch.ops.vladbud.matmul(a, b6), torch.zeros(5, 6))  # B [K=4, N=6]: key (6, 4)
+    assert torch.allclose(torch.ops.vladbud.matmul(a, b7), a @ b7, atol=1e-5)  # the type's library
+    vk.unbind_all()
+    assert vk.bound_shape("matmul", (6, 4)) == ""
+
+
+@pytest.mark.parametrize("call", [lambda lib: vk.bind_shape("softmax", (4, 4), lib),
+                                  lambda lib: vk.bind_shape("matmul", (0, 4), lib),
+                                  lambda lib: vk.bind_shape("matmul", (4,), lib),
+                                  lambda lib: vk.bind_shape("matmul", (4, 4), "/nonexistent/lib.so")])
+def test_bad_shape_bindings_are_refused_by_name(zero_lib, call):
+    with pytest.raises(RuntimeError, match="bind_shape: only matmul|two positive integers|cannot load"):
+        call(zero_lib)
+
+
+def test_each_faster_shape_runs_its_own_folders_kernel_and_a_wrong_one_is_caught(kernel_lib, zero_lib):
+    # The c_fc folder's "best" (zeros) measured faster at its shape: verify binds it there, so
+    # the model with matmul replaced is wrong, and verify says so (nothing handed over).
+    shapes = _shapes(1.6, 1.3)
+    shapes[0]["library"] = kernel_lib("matmul")
+    shapes[1]["library"] = zero_lib
+    res = run(_matmul_req(kernel_lib, shapes))
+    c = res["candidates"][0]
+    assert c["libraries_by_shape"] == {f"N{V}xK{D}": kernel_lib("matmul"), f"N{4 * D}xK{D}": zero_lib}
+    assert not c["correct"] and c["decision"] == "dropped" and "wrong in the model" in c["reason"], c
+    assert res["verdict"] == "FAIL" and res["kernels_in"] == []
+    # A slower folder's kernel is not bound at its shape: with c_fc at 0.9x, the zeros never run.
+    shapes[1]["own_shape_speedup"] = 0.9
+    res = run(_matmul_req(kernel_lib, shapes))
+    c = res["candidates"][0]
+    assert c["correct"] and c["libraries_by_shape"] == {f"N{V}xK{D}": kernel_lib("matmul")}, c

@@ -30,7 +30,8 @@ for fake tensors, torch.compile and CUDA graphs. No Python runs per call. The sc
 Outputs have the first input's dtype and device (cross_entropy: fp32) and are contiguous.
 flash_attention checks its shapes (also in its Meta kernel) and raises RuntimeError naming the
 rule: 4-D q/k/v of one dtype, k and v of one shape, B/S/D as q's, H_kv >= 1 dividing H.
-`bind(type, path, device)` says which library serves a type; each call is counted in CALLS.
+`bind(type, path, device)` says which library serves a type, `bind_shape("matmul", (N, K), path,
+device)` which one serves matmul's calls at one weight shape; each call is counted in CALLS.
 A failing kernel raises KernelError (RuntimeError) naming the type, the library and
 vb_kernel_last_error(); an unbound type raises RuntimeError naming vladbud.kernels.bind.
 
@@ -162,7 +163,8 @@ ext.load()  # defines torch.ops.vladbud.* and torch.ops.vladbud_registry.*
 _reg = torch.ops.vladbud_registry
 
 LIBS = {}
-"""kernel type -> (library path, device) of the bindings made through bind() (informational)."""
+"""kernel type (or (type, shape key)) -> (library path, device) of the bindings made through
+bind() and bind_shape() (informational)."""
 
 
 class _Calls(Mapping):
@@ -215,6 +217,22 @@ def bind(kernel_type: str, path: str, device: str = "cpu"):
     LIBS.pop(kernel_type, None)
     _reg._bind(kernel_type, os.fspath(path), device)
     LIBS[kernel_type] = (os.fspath(path), device)
+
+
+def bind_shape(kernel_type: str, key, path: str, device: str = "cpu"):
+    """Serve the calls of torch.ops.vladbud.<kernel_type> at one shape with the library at
+    `path`; the type's bind() library serves the others. Only matmul has per-shape bindings:
+    key = (N, K), the calls whose B operand is [K, N] (an nn.Linear with weight [N, K]). verify
+    binds each extracted folder's best kernel at its own shape this way. Replaces an earlier
+    binding of the key. Raises RuntimeError for another type, a key that is not two positive
+    integers, a bad device, or a library that cannot be loaded."""
+    _reg._bind_shape(kernel_type, [int(x) for x in key], os.fspath(path), device)
+    LIBS[(kernel_type, tuple(int(x) for x in key))] = (os.fspath(path), device)
+
+
+def bound_shape(kernel_type: str, key) -> str:
+    """Path of the library serving kernel_type at shape `key` ("" when none: bind()'s serves)."""
+    return _reg._bound_shape(kernel_type, [int(x) for x in key])
 
 
 def unbind_all():

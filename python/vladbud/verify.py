@@ -7,8 +7,9 @@ input_shape, dtype, device) plus
             kernel reads tensors on: its backend's Device::torch_device, default "cpu"), "folder",
             "own_shape_speedup" (PyTorch's median over the kernel's at the folder's own shape, or
             null when not measured), "shapes" (optional, matmul: one row per extracted folder of
-            the type, {"folder", "dims": {"M", "N", "K"}, "own_shape_speedup" (null when not
-            measured with this kernel's source)})}]
+            the type, {"folder", "dims": {"M", "N", "K"}, "own_shape_speedup" (of that folder's
+            own best kernel; null when not measured), "library" and "source" (optional: that
+            kernel, built; it serves its folder's shape, vladbud.kernels.bind_shape)})}]
             (a kernel reading "cpu" tensors in a CUDA model is staged through host memory),
   profile_entries: profile.json's entries (for the intercept check; optional),
   seeds (default [0, 1, 2]), reps (timed rounds per comparison, default 9), warmup (default 2),
@@ -29,7 +30,9 @@ the model faster beyond the noise. Per kernel type, alone:
     is plugged in only at the weight shapes (N, K) where it measured faster, and every other
     matmul call stays PyTorch's (replace.py, "Shape selection"); slower at every measured shape
     drops it; faster at all of them (or none measured) plugs it in everywhere. Steps 1, 2 and 4
-    then run under that selection;
+    then run under that selection. Each shape whose folder measured faster is served by that
+    folder's own best kernel (its "library"), so what the optimizer kept at one shape is what
+    runs there in the model;
  4. in-model timing: `reps` paired rounds of (model, model + this type), the order alternating
     per round; per round the ratio t_with / t_without; the decision uses the distribution-free
     ~95 % confidence interval of the median ratio from order statistics (the sign-test
@@ -236,27 +239,30 @@ def _dims_text(d):
 def shape_selection(k, select):
     """The per-shape screen of a matmul candidate (step 3 of the module doc).
 
-    k: the request's kernel row; its "shapes" rows carry "dims" {"M", "N", "K"} and
-    "own_shape_speedup" (null: not measured with this source). Returns (only, rows, drop):
-    only = {"matmul": [(N, K), ...]} when the kernel goes in at some shapes only, else None;
+    k: the request's kernel row; its "shapes" rows carry "dims" {"M", "N", "K"},
+    "own_shape_speedup" (null: not measured) and optionally "library". Returns (only, rows, drop,
+    libs): only = {"matmul": [(N, K), ...]} when the kernel goes in at some shapes only, else None;
+    libs = {(N, K): library} for the shapes measured faster whose row names a library (bound with
+    vladbud.kernels.bind_shape; the others run k["library"]);
     rows = the shapes with "key" [N, K] and "in" (absent when the kernel serves every shape);
     drop = the reason to drop the kernel (slower at every measured shape), else None. A weight
     shape measured more than once counts with its lowest speedup. Raises BridgeError for a row
     without positive integer dims N and K or with a speedup that is neither null nor > 0."""
     if k.get("type") not in vr.SHAPE_KEYED_TYPES:
-        return None, [], None
+        return None, [], None, {}
     shapes = [dict(r) for r in (k.get("shapes") or [])]
     for r in shapes:
         d = r.get("dims")
         sp = r.get("own_shape_speedup")
         if not isinstance(d, dict) or not all(isinstance(d.get(x), int) and d[x] > 0 for x in ("N", "K")) \
-                or (sp is not None and not (isinstance(sp, (int, float)) and sp > 0)):
+                or (sp is not None and not (isinstance(sp, (int, float)) and sp > 0)) \
+                or not isinstance(r.get("library", ""), str):
             raise BridgeError(f"verify request: a shapes row of kernel {k.get('type')} is malformed ({r!r}): "
-                              f"it needs dims with positive integers N and K and an own_shape_speedup "
-                              f"> 0 or null; re-run `vladbud extract` and `vladbud optimize` to rewrite "
+                              f"it needs dims with positive integers N and K, an own_shape_speedup "
+                              f"> 0 or null and a library path (text) if any; re-run `vladbud extract` and `vladbud optimize` to rewrite "
                               f"the folders' problem.json")
     if not select or not shapes:
-        return None, shapes, None
+        return None, shapes, None, {}
     worst = {}
     for r in shapes:
         r["key"] = list(vr.matmul_key(r["dims"]))
@@ -265,15 +271,17 @@ def shape_selection(k, select):
             worst[tuple(r["key"])] = min(sp, worst.get(tuple(r["key"]), math.inf))
     faster = sorted(key for key, sp in worst.items() if sp >= 1.0)
     slower = sorted(key for key, sp in worst.items() if sp < 1.0)
+    libs = {tuple(r["key"]): r["library"] for r in shapes
+            if r.get("library") and tuple(r["key"]) in faster}
     if not slower:  # faster everywhere it was measured, or never measured: everywhere
-        return None, shapes, None
+        return None, shapes, None, libs
     for r in shapes:
         r["in"] = tuple(r["key"]) in faster
     if not faster:
         listed = ", ".join(f"{_dims_text(r['dims'])} {r['own_shape_speedup']:.3f}x" for r in shapes
                            if r.get("own_shape_speedup") is not None)
-        return None, shapes, f"slower than PyTorch at every measured shape ({listed}); not plugged in"
-    return {"matmul": faster}, shapes, None
+        return None, shapes, f"slower than PyTorch at every measured shape ({listed}); not plugged in", {}
+    return {"matmul": faster}, shapes, None, libs
 
 
 def evaluate_candidate(k, base, req, seeds, tol, x, dev, base_variant, select):
@@ -282,9 +290,13 @@ def evaluate_candidate(k, base, req, seeds, tol, x, dev, base_variant, select):
     t = k["type"]
     c = {"type": t, "source": k.get("source", ""), "folder": k.get("folder", ""),
          "backend": k.get("backend", "cpu"), "own_shape_speedup": k.get("own_shape_speedup")}
-    only, shape_rows, shape_drop = shape_selection(k, select)
+    only, shape_rows, shape_drop, libs = shape_selection(k, select)
     if shape_rows:
         c["shapes"] = shape_rows
+    for key, lib in libs.items():  # each shape measured faster runs its own folder's kernel
+        vk.bind_shape(t, key, lib, k.get("torch_device", "cpu"))
+    if libs:
+        c["libraries_by_shape"] = {f"N{key[0]}xK{key[1]}": lib for key, lib in libs.items()}
     if only:
         c["only"] = only
         served = [_dims_text(r["dims"]) for r in shape_rows if r.get("in")]

@@ -222,30 +222,61 @@ json verify_model(const VerifyRequest& a) {
     const fs::path src = best_source(d, *mp, *be, &improved);
     chosen.push_back({d, src, type, backend, be, mp->doc, {mp->type->make_problem(mp->size, mp->dtype)}, {}});
   }
-  // The candidates build in parallel (nvcc takes tens of seconds per kernel; each source has its
-  // own cache key and folder).
-  parallel_for(static_cast<std::int64_t>(chosen.size()), 1, [&](std::int64_t lo, std::int64_t hi) {
-    for (std::int64_t i = lo; i < hi; ++i) chosen[i].br = chosen[i].be->needs_build_problems()
-                                                          ? chosen[i].be->build_for(chosen[i].src, chosen[i].shapes)
-                                                          : chosen[i].be->build(chosen[i].src);
+  // Every other extracted folder of a chosen type, with its own best kernel: verify's per-shape
+  // screen (python/vladbud/verify.py, shape_selection) serves each shape where that kernel beat
+  // PyTorch with it.
+  struct ShapeRow {
+    std::size_t chosen;  ///< index into `chosen`
+    fs::path dir, src;
+    json problem;
+    std::vector<Problem> shapes;
+    BuildResult br;
+  };
+  std::vector<ShapeRow> rows;
+  for (const auto& d : kernel_folders(ws)) {
+    const auto mp = read_model_problem(d);
+    for (std::size_t i = 0; i < chosen.size(); ++i) {
+      if (chosen[i].type != mp->type->name() || chosen[i].dir == d) continue;
+      if (mp->doc.value("backend", "cpu") != chosen[i].backend && a.backend.empty()) continue;
+      bool improved = false;
+      rows.push_back({i, d, best_source(d, *mp, *chosen[i].be, &improved), mp->doc,
+                      {mp->type->make_problem(mp->size, mp->dtype)}, {}});
+    }
+  }
+  // Everything builds in parallel (nvcc takes tens of seconds per kernel; each source has its
+  // own cache key and folder, and an identical source is one cached build).
+  const std::int64_t n_builds = static_cast<std::int64_t>(chosen.size() + rows.size());
+  parallel_for(n_builds, 1, [&](std::int64_t lo, std::int64_t hi) {
+    for (std::int64_t i = lo; i < hi; ++i) {
+      if (i < static_cast<std::int64_t>(chosen.size())) {
+        auto& c = chosen[i];
+        c.br = c.be->needs_build_problems() ? c.be->build_for(c.src, c.shapes) : c.be->build(c.src);
+      } else {
+        auto& r = rows[i - chosen.size()];
+        const Backend* be = chosen[r.chosen].be;
+        r.br = be->needs_build_problems() ? be->build_for(r.src, r.shapes) : be->build(r.src);
+      }
+    }
   });
   json kernels = json::array();
-  for (const auto& c : chosen) {
+  for (std::size_t i = 0; i < chosen.size(); ++i) {
+    const auto& c = chosen[i];
     if (!c.br.ok) throw KernelBuildError("building " + c.src.string() + " failed", c.br.diagnostics);
-    // Every extracted folder of the type, for verify's per-shape screen (python/vladbud/
-    // verify.py, shape_selection): its dims and PyTorch's median over this kernel's there. A
-    // folder whose best source is another kernel (the optimizer kept something else there) was
-    // not measured with this one: its speedup is null.
-    const std::string chosen_text = read_file(c.src);
+    // The type's folders: dims, PyTorch's median over the folder's own best kernel there, and
+    // that kernel (a folder whose best does not build is listed without one: not measured).
     json shapes = json::array();
-    for (const auto& d : kernel_folders(ws)) {
-      const auto mp = read_model_problem(d);
-      if (mp->type->name() != c.type) continue;
-      bool improved = false;
-      const fs::path src = best_source(d, *mp, *c.be, &improved);
-      const bool same = d == c.dir || read_file(src) == chosen_text;
-      shapes.push_back({{"folder", d.string()}, {"dims", mp->doc.value("dims", json::object())},
-                        {"own_shape_speedup", same ? own_shape_speedup(ws, d, mp->doc) : json(nullptr)}});
+    shapes.push_back({{"folder", c.dir.string()}, {"dims", c.problem.value("dims", json::object())},
+                      {"own_shape_speedup", own_shape_speedup(ws, c.dir, c.problem)},
+                      {"source", c.src.string()},
+                      {"library", fs::absolute(c.br.library).string()}});
+    for (const auto& r : rows) {
+      if (r.chosen != i) continue;
+      json row = {{"folder", r.dir.string()}, {"dims", r.problem.value("dims", json::object())},
+                  {"own_shape_speedup", r.br.ok ? own_shape_speedup(ws, r.dir, r.problem) : json(nullptr)},
+                  {"source", r.src.string()}};
+      if (r.br.ok) row["library"] = fs::absolute(r.br.library).string();
+      else row["build_error"] = r.br.diagnostics.substr(0, 300);
+      shapes.push_back(row);
     }
     kernels.push_back({{"type", c.type}, {"library", fs::absolute(c.br.library).string()},
                        {"source", c.src.string()}, {"backend", c.backend},

@@ -15,7 +15,13 @@
 // through host memory (synchronous copies; not capturable in a CUDA graph).
 //
 // The binding registry is also here (ops of the `vladbud_registry` namespace, called by
-// python/vladbud/kernels.py): _bind(type, path, device), _unbind_all(), _calls(reset) -> counts.
+// python/vladbud/kernels.py): _bind(type, path, device), _bind_shape(type, key, path, device),
+// _unbind_all(), _calls(reset) -> counts, _bound(type), _bound_shape(type, key).
+//
+// Per-shape bindings (matmul): _bind_shape("matmul", [N, K], path, device) serves the calls whose
+// B operand is [K, N] (the weight shape (N, K) of an nn.Linear) with that library; other calls
+// go to the type's _bind library. verify binds each extracted folder's best kernel at its own
+// shape this way (python/vladbud/verify.py).
 // No CUDA headers are needed: the stream comes from c10's device-guard interface, so the same
 // source builds with a CPU-only toolchain and runs with CUDA tensors when torch has CUDA.
 
@@ -30,8 +36,10 @@
 
 #include <array>
 #include <atomic>
+#include <map>
 #include <memory>
 #include <mutex>
+#include <utility>
 #include <string>
 #include <vector>
 
@@ -72,6 +80,8 @@ struct Binding {
 
 std::mutex g_mu;
 std::array<std::shared_ptr<const Binding>, kNumOps> g_bound;
+// Per-shape bindings of matmul, keyed by (N, K) of its B operand [K, N].
+std::map<std::pair<int64_t, int64_t>, std::shared_ptr<const Binding>> g_matmul_by_shape;
 std::array<std::atomic<int64_t>, kNumOps> g_calls{};
 
 int op_of(const std::string& type) {
@@ -88,13 +98,12 @@ int op_of(const std::string& type) {
 // memory, torch's current stream). An earlier binding of the type is dropped first (so a rebuilt
 // library at the same path is really reloaded); when the new one fails to load, the type is left
 // unbound and the error names dlopen's message.
-void bind_op(const std::string& type, const std::string& path, const std::string& device) {
-  const int op = op_of(type);
+// Loads `path` as a Binding of `type` (dlopen + the two symbols); raises naming the problem.
+std::shared_ptr<const Binding> load_binding(const std::string& type, const std::string& path,
+                                            const std::string& device) {
   const bool cpu = device == "cpu";
   TORCH_CHECK(cpu || device.rfind("cuda", 0) == 0, "vladbud.kernels.bind: device must be 'cpu' or 'cuda', got '",
               device, "'");
-  std::lock_guard<std::mutex> lock(g_mu);
-  g_bound[op].reset();
   auto b = std::make_shared<Binding>();
   b->type = type;
   b->path = path;
@@ -108,12 +117,52 @@ void bind_op(const std::string& type, const std::string& path, const std::string
   b->run = reinterpret_cast<RunFn>(dlsym(b->handle, "vb_kernel_run"));
   TORCH_CHECK(b->run, "vladbud.kernels.bind(", type, "): ", path, " does not export vb_kernel_run");
   b->last_error = reinterpret_cast<ErrFn>(dlsym(b->handle, "vb_kernel_last_error"));
+  return b;
+}
+
+void bind_op(const std::string& type, const std::string& path, const std::string& device) {
+  const int op = op_of(type);
+  {
+    std::lock_guard<std::mutex> lock(g_mu);
+    g_bound[op].reset();  // dropped first, so that a rebuilt library at the same path reloads
+  }
+  auto b = load_binding(type, path, device);
+  std::lock_guard<std::mutex> lock(g_mu);
   g_bound[op] = std::move(b);
+}
+
+// The (N, K) key of a per-shape binding; only matmul has one.
+std::pair<int64_t, int64_t> shape_key(const std::string& type, const std::vector<int64_t>& key) {
+  TORCH_CHECK(op_of(type) == kMatmul, "vladbud.kernels.bind_shape: only matmul has per-shape "
+              "bindings (keyed by its weight shape (N, K)); bind ", type, " with bind()");
+  TORCH_CHECK(key.size() == 2 && key[0] > 0 && key[1] > 0,
+              "vladbud.kernels.bind_shape: the key must be [N, K] with two positive integers");
+  return {key[0], key[1]};
+}
+
+void bind_shape_op(const std::string& type, const std::vector<int64_t>& key, const std::string& path,
+                   const std::string& device) {
+  const auto k = shape_key(type, key);
+  {
+    std::lock_guard<std::mutex> lock(g_mu);
+    g_matmul_by_shape.erase(k);
+  }
+  auto b = load_binding(type, path, device);
+  std::lock_guard<std::mutex> lock(g_mu);
+  g_matmul_by_shape[k] = std::move(b);
+}
+
+std::string bound_shape_op(const std::string& type, const std::vector<int64_t>& key) {
+  const auto k = shape_key(type, key);
+  std::lock_guard<std::mutex> lock(g_mu);
+  const auto it = g_matmul_by_shape.find(k);
+  return it == g_matmul_by_shape.end() ? std::string() : it->second->path;
 }
 
 void unbind_all_op() {
   std::lock_guard<std::mutex> lock(g_mu);
   for (auto& b : g_bound) b.reset();
+  g_matmul_by_shape.clear();
 }
 
 // Call counts per type (kNames order); reset=true zeroes them after reading.
@@ -180,6 +229,10 @@ void call_kernel(int op, const at::Tensor* const* ins, int n_in, const at::Tenso
   {
     std::lock_guard<std::mutex> lock(g_mu);
     b = g_bound[op];
+    if (op == kMatmul && !g_matmul_by_shape.empty() && n_in >= 2 && ins[1]->dim() == 2) {
+      const auto it = g_matmul_by_shape.find({ins[1]->size(1), ins[1]->size(0)});  // B [K, N]
+      if (it != g_matmul_by_shape.end()) b = it->second;
+    }
   }
   if (!b) fail_unbound(op);
   g_calls[op].fetch_add(1, std::memory_order_relaxed);
@@ -403,4 +456,6 @@ TORCH_LIBRARY(vladbud_registry, m) {
   m.def("_unbind_all() -> ()", &unbind_all_op);
   m.def("_calls(bool reset=False) -> int[]", &calls_op);
   m.def("_bound(str kernel_type) -> str", &bound_op);
+  m.def("_bind_shape(str kernel_type, int[] key, str path, str device) -> ()", &bind_shape_op);
+  m.def("_bound_shape(str kernel_type, int[] key) -> str", &bound_shape_op);
 }

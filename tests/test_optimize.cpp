@@ -492,6 +492,15 @@ TEST(OptimizeOrchestrator, ReadsAHandMadeWorkspace) {
   EXPECT_TRUE(seen);
   EXPECT_NE(format_status(ws).find("budget (spent its 66 s budget)"), std::string::npos)
       << format_status(ws);
+  // A damaged record never stops status: wrong-typed fields and non-objects fall back to the
+  // folders' own state (a review found `[]`, nulls and strings throwing json type errors).
+  for (const char* bad : {"[]", R"({"budget_s": null, "current": null, "updated_at": 5})",
+                          R"({"kernels": [{"dir": "02_matmul", "budget_s": "66", "status": 3}]})",
+                          R"({"kernels": {"dir": 1}})", "{not json"}) {
+    std::ofstream(ws / "orchestration.json", std::ios::trunc) << bad;
+    EXPECT_NO_THROW(status_json(ws)) << bad;
+    EXPECT_NE(format_status(ws).find("02_matmul"), std::string::npos) << bad;
+  }
   fs::remove_all(ws / "kernels");
   EXPECT_THROW(load_entries(ws), std::runtime_error);
   EXPECT_THROW(status_json(ws), std::runtime_error);
@@ -752,6 +761,42 @@ TEST(OptimizeLoop, AKeepWonOnlyUnderContentionIsRevertedWhenQuietRoundsDoNotConf
     EXPECT_NE(last_row()[9].find("KEPT UNDER CONTENTION"), std::string::npos) << last_row()[9];
     const auto meta = nlohmann::json::parse(read_file(d / "best" / "best.json"));
     EXPECT_TRUE(meta["kept_contended"].get<bool>());
+    // A quiet re-run checks the flagged keep against the starting source (a review found the
+    // flag never re-checked and cleared by the next keep): no gain, so the starter is back.
+    ContentionFavoursMeasurer quiet(0, false);
+    o.measurer = &quiet;
+    o.max_experiments = 0;
+    o.budget_s = 1e-3;
+    const KernelSummary s2 = optimize_kernel(d, o);
+    const auto meta2 = nlohmann::json::parse(read_file(d / "best" / "best.json"));
+    EXPECT_FALSE(meta2["kept_contended"].get<bool>());
+    EXPECT_NEAR(meta2["speedup"].get<double>(), 1.0, 1e-9);
+    EXPECT_EQ(read_file(d / "best" / "softmax.cpp"), kTwoWaySource);
+    EXPECT_EQ(s2.kept, 0);
+    const auto rows = rows_of(ws / "results.tsv");
+    EXPECT_NE(rows.back()[9].find("does not hold on"), std::string::npos) << rows.back()[9];
+    fs::remove_all(ws);
+  }
+  {
+    // Flagged, then a quiet re-run on which the kept version really is 2x faster: confirmed,
+    // the speedup re-anchored on the quiet rounds.
+    const fs::path d = make_kernel_folder(ws, kTwoWaySource);
+    ContentionFavoursMeasurer busy(1000, true);
+    o.measurer = &busy;
+    o.max_experiments = 1;
+    o.budget_s = 60;
+    EXPECT_EQ(optimize_kernel(d, o).kept, 1);
+    ContentionFavoursMeasurer quiet(0, true);
+    o.measurer = &quiet;
+    o.max_experiments = 0;
+    o.budget_s = 1e-3;
+    optimize_kernel(d, o);
+    const auto meta = nlohmann::json::parse(read_file(d / "best" / "best.json"));
+    EXPECT_FALSE(meta["kept_contended"].get<bool>());
+    EXPECT_NEAR(meta["speedup"].get<double>(), 2.0, 1e-9);
+    EXPECT_NE(read_file(d / "best" / "softmax.cpp").find("#define UNROLL 4"), std::string::npos);
+    const auto rows = rows_of(ws / "results.tsv");
+    EXPECT_NE(rows.back()[9].find("holds on"), std::string::npos) << rows.back()[9];
     fs::remove_all(ws);
   }
 }
@@ -1748,3 +1793,15 @@ TEST(OptimizeLoop, RoundsAddedToAComparisonContinueTheAlternation) {
 }
 
 }  // namespace
+
+TEST(OptimizeReport, HandedOverListNamesTheShapesOfATypeServedAtSomeOnly) {
+  const auto v = nlohmann::json::parse(R"({"kernels_in": ["matmul", "layernorm"],
+      "shape_selection": {"matmul": [[3072, 768], [2304, 768]]}})");
+  EXPECT_EQ(vb::opt::handed_over_list(v), "matmul (only at N3072xK768, N2304xK768), layernorm");
+  EXPECT_EQ(vb::opt::handed_over_list(nlohmann::json::parse(R"({"kernels_in": []})")), "");
+  // Damaged records give what can be read, never a throw.
+  EXPECT_EQ(vb::opt::handed_over_list(nlohmann::json::parse(
+                R"({"kernels_in": ["matmul", 3], "shape_selection": {"matmul": [["a", 1], 5]}})")),
+            "matmul");
+  EXPECT_EQ(vb::opt::handed_over_list(nlohmann::json::array()), "");
+}

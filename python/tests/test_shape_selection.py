@@ -75,9 +75,10 @@ def test_the_function_level_linear_honours_the_selection(kernel_lib):
     assert torch.allclose(y_in, x @ w_in.t(), atol=1e-5) and torch.equal(y_out, x @ w_out.t())
 
 
-def test_module_replacement_honours_the_selection():
+@pytest.mark.parametrize("keys", [[(6, 4)], [[6, 4]]])  # tuples, or lists as verify.json has them
+def test_module_replacement_honours_the_selection(keys):
     m = nn.Sequential(nn.Linear(8, 4), nn.Linear(4, 6))
-    repl, counts = vr.with_kernels(m, ["matmul"], {"matmul": [(6, 4)]})
+    repl, counts = vr.with_kernels(m, ["matmul"], {"matmul": keys})
     assert counts == {"matmul": 1}
     assert type(repl[0]) is nn.Linear and type(repl[1]) is vr.VbLinear
 
@@ -164,3 +165,12 @@ def test_each_faster_shape_runs_its_own_folders_kernel_and_a_wrong_one_is_caught
     res = run(_matmul_req(kernel_lib, shapes))
     c = res["candidates"][0]
     assert c["correct"] and c["libraries_by_shape"] == {f"N{V}xK{D}": kernel_lib("matmul")}, c
+
+
+def test_a_weight_shape_measured_at_two_token_counts_runs_the_kernel_measured_at_the_models():
+    rows = [{"dims": {"M": 32, "N": 64, "K": 64}, "own_shape_speedup": 1.8, "library": "/a.so"},
+            {"dims": {"M": 1, "N": 64, "K": 64}, "own_shape_speedup": 2.5, "library": "/b.so"}]
+    _, _, _, libs = shape_selection({"type": "matmul", "shapes": rows}, True, 32)
+    assert libs == {(64, 64): "/a.so"}  # M = 32 is what the model runs, whatever b measured
+    _, _, _, libs = shape_selection({"type": "matmul", "shapes": rows}, True, 7)
+    assert libs == {(64, 64): "/b.so"}  # neither M matches: the fastest

@@ -108,7 +108,8 @@ def _allowed(only, t, key) -> bool:
     """Whether a call of type t with shape key `key` goes to the op under the selection `only`."""
     if not only or t not in only or only[t] is None:
         return True
-    return tuple(key) in only[t]
+    # Keys may come as JSON lists ([[N, K], ...] in verify.json): compare as tuples.
+    return tuple(key) in {tuple(k) for k in only[t]}
 
 
 # --------------------------------------------------------------------------------------------
@@ -335,6 +336,7 @@ def replace_modules(model: nn.Module, types, only=None) -> dict:
     in_features) it lists (see "Shape selection"). Raises nothing; a module that does not fit is
     left as it is."""
     counts = {}
+    only = {t: {tuple(k) for k in keys} for t, keys in only.items() if keys is not None} if only else None
 
     def swap(parent, name, new, t):
         setattr(parent, name, new)

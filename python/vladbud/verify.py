@@ -236,7 +236,7 @@ def _dims_text(d):
     return "x".join(f"{k}{d[k]}" for k in ("M", "N", "K") if k in d) or str(d)
 
 
-def shape_selection(k, select):
+def shape_selection(k, select, tokens=None):
     """The per-shape screen of a matmul candidate (step 3 of the module doc).
 
     k: the request's kernel row; its "shapes" rows carry "dims" {"M", "N", "K"},
@@ -246,7 +246,9 @@ def shape_selection(k, select):
     vladbud.kernels.bind_shape; the others run k["library"]);
     rows = the shapes with "key" [N, K] and "in" (absent when the kernel serves every shape);
     drop = the reason to drop the kernel (slower at every measured shape), else None. A weight
-    shape measured more than once counts with its lowest speedup. Raises BridgeError for a row
+    shape measured more than once counts with its lowest speedup, and is served by the library of
+    the row whose M equals `tokens` (the model's B x S, the M of its linears) when there is one,
+    else of the row with the highest speedup. Raises BridgeError for a row
     without positive integer dims N and K or with a speedup that is neither null nor > 0."""
     if k.get("type") not in vr.SHAPE_KEYED_TYPES:
         return None, [], None, {}
@@ -271,8 +273,14 @@ def shape_selection(k, select):
             worst[tuple(r["key"])] = min(sp, worst.get(tuple(r["key"]), math.inf))
     faster = sorted(key for key, sp in worst.items() if sp >= 1.0)
     slower = sorted(key for key, sp in worst.items() if sp < 1.0)
-    libs = {tuple(r["key"]): r["library"] for r in shapes
-            if r.get("library") and tuple(r["key"]) in faster}
+    libs, rank = {}, {}
+    for r in shapes:
+        key, sp = tuple(r["key"]), r.get("own_shape_speedup")
+        if not r.get("library") or key not in faster or sp is None:
+            continue
+        pref = (tokens is not None and r["dims"].get("M") == tokens, sp)
+        if key not in rank or pref > rank[key]:
+            libs[key], rank[key] = r["library"], pref
     if not slower:  # faster everywhere it was measured, or never measured: everywhere
         return None, shapes, None, libs
     for r in shapes:
@@ -290,7 +298,8 @@ def evaluate_candidate(k, base, req, seeds, tol, x, dev, base_variant, select):
     t = k["type"]
     c = {"type": t, "source": k.get("source", ""), "folder": k.get("folder", ""),
          "backend": k.get("backend", "cpu"), "own_shape_speedup": k.get("own_shape_speedup")}
-    only, shape_rows, shape_drop, libs = shape_selection(k, select)
+    B, S = parse_input_shape(req["input_shape"])
+    only, shape_rows, shape_drop, libs = shape_selection(k, select, B * S)
     if shape_rows:
         c["shapes"] = shape_rows
     for key, lib in libs.items():  # each shape measured faster runs its own folder's kernel

@@ -10,6 +10,7 @@
 #include "core/parallel.h"
 #include "core/paths.h"
 #include "ladder/rank.h"
+#include "optimize/report_md.h"
 
 namespace vb {
 
@@ -362,21 +363,7 @@ std::string format_verify(const json& res, const json& prof, const fs::path& ws)
   s += fmt::format("end to end ({}): eager {}, torch.compile {}, VladBud {}, VladBud + compile {}\n",
                    e.value("protocol", ""), ms("eager_ms"), ms("compile_ms"), ms("vladbud_ms"),
                    ms("vladbud_compile_ms"));
-  std::string in;
-  const json sel = res.value("shape_selection", json::object());
-  for (const auto& t : res.value("kernels_in", json::array())) {
-    const std::string name = t.get<std::string>();
-    in += (in.empty() ? "" : ", ") + name;
-    // A type served at some shapes only: which weight shapes (N, K) it serves.
-    if (sel.contains(name) && sel[name].is_array()) {
-      std::string keys;
-      for (const auto& k : sel[name])
-        if (k.is_array() && k.size() == 2)
-          keys += fmt::format("{}N{}xK{}", keys.empty() ? "" : ", ", k[0].get<long long>(),
-                              k[1].get<long long>());
-      in += " (only at " + keys + ")";
-    }
-  }
+  const std::string in = opt::handed_over_list(res);
   const json ci = e.value("ci", json::array({1.0, 1.0}));
   const std::string base = e.value("baseline", "eager") == "compile" ? "torch.compile" : "eager PyTorch";
   s += in.empty()

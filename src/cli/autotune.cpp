@@ -494,9 +494,22 @@ void run_autotune(AutotuneArgs a) {
   std::set<std::string> plugged;  // folders whose kernel verify handed over
   std::map<std::string, std::string> decision;  // folder -> in / dropped
   for (const auto& k : ver.value("candidates", json::array())) {
-    const std::string f = fs::path(k.value("folder", "")).filename().string();
-    decision[f] = k.value("handed_over", false) ? "in" : "dropped";
-    if (k.value("handed_over", false)) plugged.insert(f);
+    const bool handed = k.value("handed_over", false);
+    const json shapes = k.value("shapes", json::array());
+    if (shapes.empty()) {
+      const std::string f = fs::path(k.value("folder", "")).filename().string();
+      decision[f] = handed ? "in" : "dropped";
+      if (handed) plugged.insert(f);
+      continue;
+    }
+    // A type screened per shape (matmul): each folder is in when the type is handed over and
+    // its shape was not left to PyTorch ("in" absent: every shape is served).
+    for (const auto& r : shapes) {
+      const std::string f = fs::path(r.value("folder", "")).filename().string();
+      const bool in = handed && r.value("in", true);
+      decision[f] = in ? "in" : "dropped";
+      if (in) plugged.insert(f);
+    }
   }
   json kernels = json::array();
   log << fmt::format("\n== summary ({} in all) ==\n", fmt_secs(since(t0)));
@@ -526,9 +539,7 @@ void run_autotune(AutotuneArgs a) {
   }
   const json lat = ver.value("latency", json::object());
   const json e2e = ver.value("end_to_end", json::object());
-  std::string in;
-  for (const auto& t : ver.value("kernels_in", json::array()))
-    in += (in.empty() ? "" : ", ") + t.get<std::string>();
+  const std::string in = opt::handed_over_list(ver);
   log << fmt::format(
       "(in model: the folder's kernel was handed over (in) or dropped by verify, which says why; "
       "speedup: over the starter, interleaved medians)\nverify: {} on {} seed(s); handed over: "

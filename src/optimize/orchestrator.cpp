@@ -90,14 +90,18 @@ std::vector<KernelEntry> load_entries(const fs::path& ws) {
     e.speedup_x = st.value("speedup", 1.0);
     e.experiments = st.value("experiments", 0);
     e.kept = st.value("kept", 0);
-    if (e.status != "error" && orch.contains("kernels"))
+    // (Fields are read only when they have their type: a damaged record must not stop a run.)
+    auto text = [](const json& k, const char* f) {
+      return k.is_object() && k.contains(f) && k[f].is_string() ? k[f].get<std::string>() : std::string();
+    };
+    if (e.status != "error" && orch.is_object() && orch.contains("kernels") && orch["kernels"].is_array())
       for (const auto& k : orch["kernels"])
-        if (k.value("dir", "") == e.dir) {
-          const std::string s = k.value("status", "pending");
+        if (text(k, "dir") == e.dir) {
+          const std::string s = text(k, "status");
           // Finished kernels stay finished; budget use starts over with each invocation.
           if (s == "plateau" || s == "ceiling" || s == "exhausted") e.status = s;
           else if (e.experiments > 0) e.status = "active";
-          e.reason = k.value("reason", "");
+          e.reason = text(k, "reason");
         }
     out.push_back(e);
   }
@@ -308,29 +312,46 @@ json run_orchestrator(const fs::path& ws_in, const OrchestratorOptions& o) {
 
 namespace {
 
-// The workspace's orchestration.json ({} when absent or unreadable).
+// Field readers that never throw: the value when it has the type, else the default.
+double num_or(const json& j, const char* k, double d) {
+  return j.is_object() && j.contains(k) && j[k].is_number() ? j[k].get<double>() : d;
+}
+std::string str_or(const json& j, const char* k, const std::string& d) {
+  return j.is_object() && j.contains(k) && j[k].is_string() ? j[k].get<std::string>() : d;
+}
+
+// The workspace's orchestration.json ({} when absent). A file that is not a JSON object is
+// ignored with one warning on stderr naming it (status then shows the folders' own state).
 json read_orchestration(const fs::path& ws) {
+  const fs::path f = ws / "orchestration.json";
+  if (!fs::exists(f)) return json::object();
   try {
-    if (fs::exists(ws / "orchestration.json")) return json::parse(read_file(ws / "orchestration.json"));
-  } catch (const std::exception&) {
+    json j = json::parse(read_file(f));
+    if (j.is_object()) return j;
+    fmt::print(stderr, "warning: {} is not a JSON object; ignored (a run of `vladbud optimize` "
+                       "rewrites it)\n", f.string());
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "warning: {} is unreadable ({}); ignored (a run of `vladbud optimize` "
+                       "rewrites it)\n", f.string(), e.what());
   }
   return json::object();
 }
 
 // load_entries (state.json's figures) with the last run's record of each folder laid over them:
 // status, reason, budget_s and spent_s as orchestration.json wrote them (load_entries resets
-// those for a new run).
+// those for a new run). Fields of the wrong type keep load_entries' values.
 std::vector<KernelEntry> status_entries(const fs::path& ws, const json& orch) {
   auto entries = load_entries(ws);
+  const json ks = orch.contains("kernels") && orch["kernels"].is_array() ? orch["kernels"] : json::array();
   for (auto& e : entries)
-    for (const auto& k : orch.value("kernels", json::array()))
-      if (k.value("dir", "") == e.dir) {
+    for (const auto& k : ks)
+      if (str_or(k, "dir", "") == e.dir) {
         if (e.status != "error") {  // an unreadable problem.json stays the news
-          e.status = k.value("status", e.status);
-          e.reason = k.value("reason", "");
+          e.status = str_or(k, "status", e.status);
+          e.reason = str_or(k, "reason", "");
         }
-        e.budget_s = k.value("budget_s", 0.0);
-        e.spent_s = k.value("spent_s", 0.0);
+        e.budget_s = num_or(k, "budget_s", 0.0);
+        e.spent_s = num_or(k, "spent_s", 0.0);
       }
   return entries;
 }
@@ -339,9 +360,10 @@ std::vector<KernelEntry> status_entries(const fs::path& ws, const json& orch) {
 
 json status_json(const fs::path& ws) {
   const json orch = read_orchestration(ws);
-  json j = orchestration_json(status_entries(ws, orch), orch.value("budget_s", 0.0),
-                              orch.value("spent_s", 0.0), orch.value("current", ""));
-  j["updated_at"] = orch.contains("updated_at") ? orch["updated_at"] : json(nullptr);
+  json j = orchestration_json(status_entries(ws, orch), num_or(orch, "budget_s", 0.0),
+                              num_or(orch, "spent_s", 0.0), str_or(orch, "current", ""));
+  j["updated_at"] = orch.contains("updated_at") && orch["updated_at"].is_string()
+                        ? orch["updated_at"] : json(nullptr);
   if (!orch.empty()) j["orchestration"] = orch;
   return j;
 }
@@ -350,11 +372,12 @@ std::string format_status(const fs::path& ws) {
   const json orch = read_orchestration(ws);
   const auto entries = status_entries(ws, orch);
   std::string s = fmt::format("workspace: {}\n", fs::absolute(ws).string());
-  if (orch.contains("updated_at"))
+  if (orch.contains("updated_at")) {
+    const std::string cur = str_or(orch, "current", "");
     s += fmt::format("orchestration: updated {}, {:.0f} of {:.0f} s spent, current: {}\n",
-                     orch.value("updated_at", ""), orch.value("spent_s", 0.0),
-                     orch.value("budget_s", 0.0),
-                     orch.value("current", "").empty() ? "none" : orch.value("current", ""));
+                     str_or(orch, "updated_at", "?"), num_or(orch, "spent_s", 0.0),
+                     num_or(orch, "budget_s", 0.0), cur.empty() ? "none" : cur);
+  }
   s += fmt::format("{:<22} {:>6} {:>10} {:>10} {:>8} {:>7} {:>5} {:>5}  {}\n", "kernel", "share",
                    "start_us", "best_us", "speedup", "%peak", "exps", "kept", "status");
   for (const auto& e : entries)

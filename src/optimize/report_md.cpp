@@ -61,9 +61,7 @@ std::string verify_section(const json& v) {
         "* per forward ({}): eager {} ms, torch.compile {} ms, VladBud {} ms, VladBud + compile {} ms\n",
         e.value("protocol", ""), ms("eager_ms"), ms("compile_ms"), ms("vladbud_ms"),
         ms("vladbud_compile_ms"));
-  std::string in;
-  for (const auto& t : v.value("kernels_in", json::array()))
-    in += (in.empty() ? "" : ", ") + t.get<std::string>();
+  const std::string in = handed_over_list(v);
   md += "* handed over: " + (in.empty() ? std::string("nothing (the baseline model unchanged)") : in) + "\n";
   if (v.contains("speedup"))
     md += fmt::format("* end-to-end speedup of what is handed over: {:.3f}x vs {}\n",
@@ -75,6 +73,8 @@ std::string verify_section(const json& v) {
       std::string why = c.value("reason", "");
       if (c.contains("compiled_reason")) why += "; " + c["compiled_reason"].get<std::string>();
       if (c.contains("combination_note")) why += "; " + c["combination_note"].get<std::string>();
+      if (c.contains("shape_note") && c["shape_note"].is_string())
+        why += "; " + c["shape_note"].get<std::string>();
       md += fmt::format("| {} | `{}` | {} | {} | {} |\n", c.value("type", ""), c.value("source", ""),
                         c.contains("in_model_speedup") && c["in_model_speedup"].is_number()
                             ? fmt::format("{:.3f}x", c["in_model_speedup"].get<double>())
@@ -92,6 +92,26 @@ std::string verify_section(const json& v) {
 }
 
 }  // namespace
+
+std::string handed_over_list(const json& v) {
+  std::string in;
+  if (!v.is_object() || !v.contains("kernels_in") || !v["kernels_in"].is_array()) return in;
+  const json sel = v.contains("shape_selection") && v["shape_selection"].is_object()
+                       ? v["shape_selection"] : json::object();
+  for (const auto& t : v["kernels_in"]) {
+    if (!t.is_string()) continue;
+    const std::string name = t.get<std::string>();
+    in += (in.empty() ? "" : ", ") + name;
+    if (!sel.contains(name) || !sel[name].is_array()) continue;
+    std::string keys;
+    for (const auto& k : sel[name])
+      if (k.is_array() && k.size() == 2 && k[0].is_number_integer() && k[1].is_number_integer())
+        keys += fmt::format("{}N{}xK{}", keys.empty() ? "" : ", ", k[0].get<long long>(),
+                            k[1].get<long long>());
+    if (!keys.empty()) in += " (only at " + keys + ")";
+  }
+  return in;
+}
 
 ReportFiles write_report(const fs::path& ws, const std::string& python) {
   const fs::path results = ws / "results.tsv";

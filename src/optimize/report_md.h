@@ -5,9 +5,16 @@
 #pragma once
 
 #include <filesystem>
+#include <nlohmann/json.hpp>
 #include <string>
 
 namespace vb::opt {
+
+/// The kernel types verify handed over, comma-separated, each served at some shapes only
+/// followed by them: "matmul (only at N3072xK768)" (verify.json's kernels_in and
+/// shape_selection, python/vladbud/verify.py). "" when nothing is handed over; fields of the
+/// wrong type are skipped.
+std::string handed_over_list(const nlohmann::json& verify);
 
 /// What write_report produced.
 struct ReportFiles {

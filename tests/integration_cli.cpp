@@ -168,6 +168,19 @@ TEST(Cli, BadArgumentsGetAClearErrorAndExitCode2) {
   auto arch = vladbud({"bench", "--kernel", "softmax", "--arch", "sm_90a"}, d);
   EXPECT_EQ(arch.exit_code, 2);
   EXPECT_NE(arch.err.find("--arch applies to --backend cuda only"), std::string::npos) << arch.err;
+  // A misspelt command or option is named with the closest real one (a new user's `rnu --all`
+  // got only "A subcommand is required").
+  auto cmd = vladbud({"rnu", "--all"}, d);
+  EXPECT_EQ(cmd.exit_code, 2);
+  EXPECT_NE(cmd.err.find("unknown command 'rnu'; did you mean 'run'?"), std::string::npos) << cmd.err;
+  auto opt = vladbud({"bench", "--kernal", "softmax"}, d);
+  EXPECT_EQ(opt.exit_code, 2);
+  EXPECT_NE(opt.err.find("unknown option '--kernal'; did you mean '--kernel'?"), std::string::npos)
+      << opt.err;
+  auto far = vladbud({"bench", "--xyzzy-plugh"}, d);  // nothing close: no guess
+  EXPECT_EQ(far.exit_code, 2);
+  EXPECT_NE(far.err.find("unknown option '--xyzzy-plugh' (`vladbud bench --help`"), std::string::npos)
+      << far.err;
   EXPECT_FALSE(fs::exists(d / "results.tsv")) << "a refused command must not log a row";
 }
 

@@ -38,6 +38,13 @@ enum ExitCode : int {
 /// Maps an evaluation verdict to an exit code.
 int exit_code_for(const std::string& verdict);
 
+/// For a command line that `app` refused: "vladbud: unknown command 'rnu'; did you mean 'run'?
+/// ..." when argv[1] is no subcommand, else one line per --option the subcommand does not
+/// have, with the closest of its long options (edit distance with adjacent transpositions,
+/// within a third of the word's length: 1 to 3 edits). "" when nothing is unknown (the refusal was about something
+/// else: a missing value, a bad number, ...).
+std::string suggest_fix(const CLI::App& app, int argc, char** argv);
+
 /// A progress printer to stderr, active when stderr is a terminal or `force` is set.
 std::function<void(const std::string&)> progress_printer(bool force);
 

@@ -62,6 +62,8 @@ int main(int argc, char** argv) {
     return e.get_exit_code();
   } catch (const CLI::ParseError& e) {
     app.exit(e);
+    const std::string hint = vb::cli::suggest_fix(app, argc, argv);
+    if (!hint.empty()) std::cerr << hint << "\n";
     return vb::cli::kUsage;
   } catch (const std::exception& e) {
     std::cerr << "vladbud: error: " << e.what() << "\n";

@@ -177,6 +177,14 @@ TEST(Cli, BadArgumentsGetAClearErrorAndExitCode2) {
   EXPECT_EQ(opt.exit_code, 2);
   EXPECT_NE(opt.err.find("unknown option '--kernal'; did you mean '--kernel'?"), std::string::npos)
       << opt.err;
+  auto nested = vladbud({"kernelbench", "lsit"}, d);  // a subcommand's subcommand
+  EXPECT_EQ(nested.exit_code, 2);
+  EXPECT_NE(nested.err.find("vladbud kernelbench: unknown command 'lsit'; did you mean 'list'?"),
+            std::string::npos)
+      << nested.err;
+  auto after = vladbud({"bench", "--kernel", "softmax", "--", "--kernal"}, d);  // after --: no guess
+  EXPECT_EQ(after.exit_code, 2);
+  EXPECT_EQ(after.err.find("did you mean"), std::string::npos) << after.err;
   auto far = vladbud({"bench", "--xyzzy-plugh"}, d);  // nothing close: no guess
   EXPECT_EQ(far.exit_code, 2);
   EXPECT_NE(far.err.find("unknown option '--xyzzy-plugh' (`vladbud bench --help`"), std::string::npos)

@@ -242,6 +242,11 @@ TEST(RankingTrust, StudiesCoverOnlyTheBackendTheyRanked) {
   // The newest model's record of the kernel itself comes first.
   EXPECT_EQ(triton.front().kernel, "softmax");
   EXPECT_EQ(triton.front().model, "vb-nvidia-model-4");
+  // CUDA softmax: study 4 (model 4) did not measure softmax, so its "all" record comes first,
+  // then model 3's softmax record (newest model first).
+  EXPECT_EQ(cuda.front().model, "vb-nvidia-model-4");
+  EXPECT_EQ(cuda.front().kernel, "all");
+  for (std::size_t i = 1; i < cuda.size(); ++i) EXPECT_GE(cuda[i - 1].model, cuda[i].model);
   // A family no study measured: nothing, so rank says the order is untested.
   EXPECT_TRUE(ranking_trust("amd-cdna3", "softmax", "triton").empty());
 }

@@ -502,11 +502,14 @@ void run_autotune(AutotuneArgs a) {
       if (handed) plugged.insert(f);
       continue;
     }
-    // A type screened per shape (matmul): each folder is in when the type is handed over and
-    // its shape was not left to PyTorch ("in" absent: every shape is served).
+    // A type decided per shape (matmul): each folder is in when the type is handed over, its
+    // shape was not left to PyTorch ("in" absent: every shape is served) and its own kernel is
+    // the one bound there ("serves"; another folder's may serve the same weight shape).
     for (const auto& r : shapes) {
+      if (!r.is_object()) continue;
       const std::string f = fs::path(r.value("folder", "")).filename().string();
-      const bool in = handed && r.value("in", true);
+      const auto flag = [&](const char* k) { return !r.contains(k) || !r[k].is_boolean() || r[k].get<bool>(); };
+      const bool in = handed && flag("in") && flag("serves");
       decision[f] = in ? "in" : "dropped";
       if (in) plugged.insert(f);
     }

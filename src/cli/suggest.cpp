@@ -50,28 +50,45 @@ std::vector<std::string> long_names(const CLI::App* app) {
 }  // namespace
 
 std::string suggest_fix(const CLI::App& app, int argc, char** argv) {
-  std::vector<std::string> commands;
-  for (const CLI::App* s : app.get_subcommands({})) commands.push_back(s->get_name());
-  if (argc < 2) return "";
-  const std::string first = argv[1];
-  if (first.empty() || first[0] == '-') return "";
-  const auto sub = std::find(commands.begin(), commands.end(), first);
-  if (sub == commands.end()) {
-    const std::string c = closest(first, commands);
-    return "vladbud: unknown command '" + first + "'" +
-           (c.empty() ? "" : "; did you mean '" + c + "'?") + " (`vladbud --help` lists them)";
+  // Walk down the subcommands named in argv ("kernelbench score ..."); `path` holds the apps
+  // whose options apply, the deepest last.
+  std::vector<const CLI::App*> path{&app};
+  std::string where = "vladbud";
+  int i = 1;
+  auto sub_names = [](const CLI::App* a) {
+    std::vector<std::string> n;
+    for (const CLI::App* s : a->get_subcommands({})) n.push_back(s->get_name());
+    return n;
+  };
+  for (; i < argc; ++i) {
+    const std::string w = argv[i];
+    if (w.empty() || w[0] == '-') break;
+    const auto names = sub_names(path.back());
+    if (names.empty()) break;  // a positional argument of a leaf command
+    if (std::find(names.begin(), names.end(), w) == names.end()) {
+      const std::string c = closest(w, names);
+      return where + ": unknown command '" + w + "'" +
+             (c.empty() ? "" : "; did you mean '" + c + "'?") + " (`" + where +
+             " --help` lists them)";
+    }
+    path.push_back(path.back()->get_subcommand(w));
+    where += " " + w;
   }
-  const CLI::App* cmd = app.get_subcommand(first);
-  const auto names = long_names(cmd);
+  std::vector<std::string> names;
+  for (const CLI::App* a : path) {
+    const auto n = long_names(a);
+    names.insert(names.end(), n.begin(), n.end());
+  }
   std::string out;
-  for (int i = 2; i < argc; ++i) {
+  for (; i < argc; ++i) {
     std::string a = argv[i];
+    if (a == "--") break;  // what follows is not an option
     if (a.rfind("--", 0) != 0) continue;
     a = a.substr(0, a.find('='));
     if (std::find(names.begin(), names.end(), a) != names.end()) continue;
     const std::string c = closest(a, names);
-    out += (out.empty() ? "" : "\n") + ("vladbud " + first + ": unknown option '" + a + "'") +
-           (c.empty() ? "" : "; did you mean '" + c + "'?") + " (`vladbud " + first +
+    out += (out.empty() ? "" : "\n") + (where + ": unknown option '" + a + "'") +
+           (c.empty() ? "" : "; did you mean '" + c + "'?") + " (`" + where +
            " --help` lists them)";
   }
   return out;

@@ -255,13 +255,14 @@ std::vector<RankingTrust> ranking_trust(const std::string& family, const std::st
   } catch (const std::exception& e) {
     throw std::runtime_error(f.string() + " is malformed: " + e.what());
   }
-  auto newest_first = [](std::vector<RankingTrust>& v) {
-    std::stable_sort(v.begin(), v.end(),
-                     [](const RankingTrust& a, const RankingTrust& b) { return a.model > b.model; });
-  };
-  newest_first(own);
-  newest_first(all);
+  // Newest model first (the ranking is made with the newest); within a model the kernel's own
+  // record before the study's "all" (a review found model 3's softmax record printed above
+  // model 4's, whose study did not measure softmax).
   own.insert(own.end(), all.begin(), all.end());
+  std::stable_sort(own.begin(), own.end(), [](const RankingTrust& a, const RankingTrust& b) {
+    if (a.model != b.model) return a.model > b.model;
+    return (a.kernel != "all") > (b.kernel != "all");
+  });
   return own;
 }
 

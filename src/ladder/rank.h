@@ -91,8 +91,9 @@ struct RankingTrust {
   bool blind = false;
 };
 
-/// The trust records for `family` and `kernel` (the kernel's own, else the family's "all"
-/// record) of studies that ranked sources of `backend` ("" = any), newest model first; empty
+/// The trust records for `family` and `kernel` (the kernel's own and the studies' "all"
+/// records) of studies that ranked sources of `backend` ("" = any), newest model first and,
+/// within a model, the kernel's own record before "all"; empty
 /// when no such study measured that family. Throws std::runtime_error when
 /// data/ranking_trust.json exists but is malformed.
 std::vector<RankingTrust> ranking_trust(const std::string& family, const std::string& kernel,

@@ -522,6 +522,8 @@ class Loop {
                                         src_.filename().string(), baseline_us_, m.median_us));
       kept_contended_ = meta.contains("kept_contended") && meta["kept_contended"].is_boolean() &&
                         meta["kept_contended"].get<bool>();
+      if (meta.contains("starter_history") && meta["starter_history"].is_string())
+        starter_history_ = meta["starter_history"].get<std::string>();
       if (kept_contended_ && kept_ > 0 && !stopping()) reconfirm_contended_keep();
     } else {
       best_text_ = read_file(src_);
@@ -702,6 +704,7 @@ class Loop {
   void install(const std::string& text, int n) {
     const std::string h = content_hash(text);
     const fs::path hist = dir_ / "history" / fmt::format("{:04d}_{}{}", n, h, ext_);
+    if (n == 0) starter_history_ = hist.filename().string();
     fs::create_directories(hist.parent_path());
     write_file_atomic(hist, text);
     fs::create_directories(best_file_.parent_path());
@@ -713,6 +716,7 @@ class Loop {
                            {"baseline_us", baseline_us_},
                            {"baseline_contended", baseline_contended_},
                            {"kept_contended", kept_contended_},
+                           {"starter_history", starter_history_},
                            {"pct_peak", best_pct_},
                            {"speedup", speedup_},
                            {"source", src_.filename().string()},
@@ -1051,11 +1055,24 @@ class Loop {
   // baseline and the speedup are re-anchored on these rounds and the flag is cleared. Not
   // confirmed: the starting source is the best again. No quiet rounds: the flag stays.
   void reconfirm_contended_keep() {
+    // The starting source of this start: best.json names it; an older best.json does not, and
+    // then only a single history/0000_* file is unambiguous (a folder started over has two).
     fs::path starter;
-    if (fs::is_directory(dir_ / "history"))
+    if (!starter_history_.empty()) {
+      starter = dir_ / "history" / starter_history_;
+    } else if (fs::is_directory(dir_ / "history")) {
+      int n0 = 0;
       for (const auto& e : fs::directory_iterator(dir_ / "history"))
-        if (e.path().filename().string().rfind("0000_", 0) == 0) starter = e.path();
-    if (starter.empty()) return;  // no record of the starting source: nothing to compare with
+        if (e.path().filename().string().rfind("0000_", 0) == 0) starter = e.path(), ++n0;
+      if (n0 != 1) starter.clear();
+    }
+    if (starter.empty() || !fs::exists(starter)) {
+      say(fmt::format("{}: the best version was kept under contention, but its starting source "
+                      "is not on record in history/ (best.json names none, or it was removed); "
+                      "the keep stays flagged: remove {} to start over from the editable source",
+                      kdir_, (dir_ / "best").string()));
+      return;
+    }
     say(fmt::format("{}: the best version was kept while other tasks competed for the cores; "
                     "re-checking it against the starting source",
                     kdir_));
@@ -1080,6 +1097,7 @@ class Loop {
     const KeepDecision d = decide_keep(qb, qc, opt_.strictness);
     Measurement m;
     m.timed = true;
+    const double old_best_us = best_us_;
     if (d.keep) {
       baseline_us_ = d.base_us;
       best_us_ = d.cand_us;
@@ -1095,6 +1113,9 @@ class Loop {
       if (q.correct() && q.timed) best_quick_us_ = q.median_us;
     }
     kept_contended_ = false;
+    baseline_contended_ = false;
+    // % of the ceiling goes as 1 / latency (the same problem).
+    if (best_pct_ > 0 && best_us_ > 0) best_pct_ *= old_best_us / best_us_;
     const fs::path meta_file = best_file_.parent_path() / "best.json";
     json meta = json::object();
     try {
@@ -1106,20 +1127,27 @@ class Loop {
     meta["baseline_us"] = baseline_us_;
     meta["speedup"] = speedup_;
     meta["kept_contended"] = false;
-    if (!d.keep) meta["hash"] = content_hash(best_text_);
+    meta["baseline_contended"] = false;
+    meta["pct_peak"] = best_pct_;
+    if (!d.keep) {
+      meta["hash"] = content_hash(best_text_);
+      meta["experiment"] = 0;
+      meta["history"] = starter.filename().string();
+    }
     meta["saved_at"] = utc_now_iso8601();
     write_file_atomic(meta_file, meta.dump(2));
+    // The row: latency and % of the ceiling of the best after the check; its description
+    // carries both figures for report.md ("contended keep confirmed|reverted: starting source
+    // X us, best Y us").
     m.median_us = best_us_;
+    m.pct_peak = best_pct_;
     ResultsRow row = base_row("baseline", m);
     row.description =
         prefix(0) +
-        (d.keep ? fmt::format("baseline re-measured: the keep decided under contention holds on "
-                              "{} quiet rounds: starting source {:.2f} us, best {:.2f} us ({})",
-                              qb.size(), d.base_us, d.cand_us, d.reason)
-                : fmt::format("baseline re-measured: the keep decided under contention does not "
-                              "hold on {} quiet rounds ({}); the starting source is the best "
-                              "again",
-                              qb.size(), d.reason)) +
+        fmt::format("baseline re-measured: contended keep {}: starting source {:.2f} us, best "
+                    "{:.2f} us, on {} quiet rounds ({}){}",
+                    d.keep ? "confirmed" : "reverted", d.base_us, best_us_, qb.size(), d.reason,
+                    d.keep ? "" : "; the starting source is the best again") +
         "; reproduce: " + reproduce_cmd(best_file_);
     append_results_row(results_, row);
     say(fmt::format("{}: {}", kdir_, d.keep ? "the contended keep is confirmed on quiet rounds"
@@ -1216,6 +1244,9 @@ class Loop {
   /// The best version was kept on rounds timed under contention with no uncontended rounds to
   /// confirm it (experiment()): best.json's "kept_contended".
   bool kept_contended_ = false;
+  /// history/ file of this start's starting source (experiment 0): best.json's
+  /// "starter_history" ("" in a best.json written before it was recorded).
+  std::string starter_history_;
 };
 
 }  // namespace

@@ -15,7 +15,11 @@
 # throughput, OPT_BUDGET, default 4m; not in the default set) variants (tuning variants of one
 # type, VARIANTS_DIR / VARIANTS_DTYPE; not in the default set) scaleout (issue 21: the optimizer
 # sequential vs over a Dask worker pool, bench/scaleout_h200.sh, SCALE_BUDGET per run, default 3m;
-# carry .whl too, from bench/fetch_dask_wheels.sh; not in the default set)
+# carry .whl too, from bench/fetch_dask_wheels.sh; not in the default set) peers (issue 15: the
+# nine CUDA starters next to eager PyTorch, torch.compile and Liger-Kernel at the issue's sizes,
+# bench/peers_cuda.py in one process, peers-<gpu>.md/.json into the logs and $OUT; Liger-Kernel
+# when .whl/ holds its wheel, from `bash bench/e2e_h200.sh --pack`; PEERS_DTYPE (default bf16),
+# PEERS_ARGS adds flags, e.g. "--types rmsnorm,matmul"; not in the default set)
 # Each stage has its own time limit (seconds, STAGE_LIMIT_<stage> overrides) and never stops the
 # others; the summary lists each stage's exit code and duration.
 set -uo pipefail
@@ -60,7 +64,7 @@ summary="$logs/summary.txt"
 } >"$summary"
 
 declare -A limit=([correctness]=90 [gpu-tests]=150 [run-all]=330 [rank-cuda]=330 [rank-cpu]=120
-                  [pipeline]=150 [optimizer]=290 [variants]=150 [scaleout]=570)
+                  [pipeline]=150 [optimizer]=290 [variants]=150 [scaleout]=570 [peers]=300)
 # Timestamped stderr (Unix seconds), to see where the time goes.
 ts_lines() { local l; while IFS= read -r l; do printf '%s %s\n' "${EPOCHREALTIME%????}" "$l"; done >&2; }
 # The stages, one function each (run in a child bash under `timeout`).
@@ -106,8 +110,29 @@ stage_optimizer() {
   cp bench/results/optimizer-cuda.md "$LOGS/"
 }
 stage_scaleout() { OUT="$LOGS" bash bench/scaleout_h200.sh; }
-export LOGS="$logs"
-export -f ts_lines stage_correctness stage_gpu-tests stage_run-all stage_variants stage_rank-cuda stage_rank-cpu stage_pipeline stage_optimizer stage_scaleout
+stage_peers() {
+  # Liger-Kernel from the carried wheel, as bench/e2e_h200.sh installs it (pure Python; torch and
+  # triton are on the image); without it the Liger column is null and the header says why.
+  local site="" rc
+  if ls .whl/liger_kernel-*.whl >/dev/null 2>&1; then
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+      --target /tmp/site-peers .whl/liger_kernel-*.whl && site=/tmp/site-peers
+  else
+    echo "peers: no .whl/liger_kernel-*.whl (bash bench/e2e_h200.sh --pack, carry .whl): Liger is null"
+  fi
+  # The script puts python/ on sys.path itself (the bridge's extension builds with this torch into
+  # $VB_CACHE_DIR); the deadline leaves time for the last shape and the report.
+  # shellcheck disable=SC2086
+  PYTHONPATH="${site}${site:+${PYTHONPATH:+:}}${PYTHONPATH:-}" VLADBUD="$VB" "$VB_PYTHON" bench/peers_cuda.py \
+    --device cuda --dtype "${PEERS_DTYPE:-bf16}" --out "$LOGS" --build-timeout 120 \
+    --deadline $(( ${STAGE_LIMIT_NOW:-300} - 45 )) ${PEERS_ARGS:-}
+  rc=$?
+  [ -n "${H200_OUT:-}" ] && cp "$LOGS"/peers-*.md "$LOGS"/peers-*.json "$H200_OUT"/ 2>/dev/null
+  cat "$LOGS"/peers-*.md 2>/dev/null
+  return $rc
+}
+export LOGS="$logs" H200_OUT="$out"
+export -f ts_lines stage_correctness stage_gpu-tests stage_run-all stage_variants stage_rank-cuda stage_rank-cpu stage_pipeline stage_optimizer stage_scaleout stage_peers
 stages=("$@")
 [ ${#stages[@]} -eq 0 ] && stages=(correctness run-all rank-cuda rank-cpu gpu-tests pipeline)
 for s in "${stages[@]}"; do
@@ -117,6 +142,7 @@ for s in "${stages[@]}"; do
   [ -n "${!var:-}" ] && lim="${!var}"
   t0=$(date +%s)
   echo "== $s (limit ${lim}s)" >&2
+  export STAGE_LIMIT_NOW="$lim"
   timeout -k 5 "$lim" bash -c "stage_$s" >"$logs/$s.log" 2>&1
   rc=$?
   echo "$s rc=$rc $(( $(date +%s) - t0 ))s" | tee -a "$summary" >&2

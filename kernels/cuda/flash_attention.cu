@@ -63,7 +63,23 @@
 #define FA_BLOCK_KV_WIDE 32
 #endif
 
+// @vb-param USE_WGMMA 1 {0,1}  1: fp16/bf16 with head dim 64 or 128 through TMA + wgmma on sm_90a (else mma.sync)
+#ifndef USE_WGMMA
+#define USE_WGMMA 1
+#endif
+// @vb-param FA_WG_BLOCK_KV 128 {64,128}  keys per K/V tile on the wgmma path
+#ifndef FA_WG_BLOCK_KV
+#define FA_WG_BLOCK_KV 128
+#endif
+// @vb-param FA_WG_STAGES 2 {2,3}  K/V tiles in flight (TMA ring depth) on the wgmma path
+#ifndef FA_WG_STAGES
+#define FA_WG_STAGES 2
+#endif
+
 #include "vb_cuda_mma.cuh"
+#if USE_WGMMA
+#include "vb_cuda_wgmma.cuh"
+#endif
 
 namespace {
 
@@ -360,6 +376,236 @@ __global__ void __launch_bounds__(FA_WARPS * 32, min_ctas<DP, MT>())
   }
 }
 
+// ---- wgmma kernel (fp16 / bf16, head dim 64 or 128, sm_90a; USE_WGMMA = 1) --------------------
+#if USE_WGMMA
+
+constexpr int kWgBQ = 128;  // query rows per CTA: 2 consumer warpgroups x 64
+constexpr int kWgBKV = FA_WG_BLOCK_KV;
+constexpr int kWgStages = FA_WG_STAGES;
+constexpr int kWgThreads = 3 * 128;  // warpgroup 0: TMA producer; 1, 2: consumers
+constexpr int kWgConsumerThreads = 2 * 128;
+constexpr std::size_t kWgBarrierBytes = (1 + 2 * kWgStages) * sizeof(std::uint64_t);
+
+/// Dynamic shared memory of the wgmma kernel at head dim D: the Q tile and kWgStages K and V
+/// tiles, each stored as D/64 chunks of [rows][64] 16-bit elements (128-byte rows, 128B
+/// swizzle), + 1024 for the alignment of the base to the swizzle atom.
+template <int D>
+__host__ __device__ constexpr std::size_t fa_wg_smem_bytes() {
+  return static_cast<std::size_t>(kWgBQ * D * 2) + std::size_t{kWgStages} * 2 * (kWgBKV * D * 2) +
+         1024;
+}
+
+static_assert(kWgBKV == 64 || kWgBKV == 128, "FA_WG_BLOCK_KV must be 64 or 128");
+static_assert(kWgStages >= 2, "the K/V ring needs at least 2 stages");
+static_assert(kWgThreads == 128 + kWgConsumerThreads, "one producer warpgroup + the consumers");
+static_assert(fa_wg_smem_bytes<128>() + kWgBarrierBytes <= 227 * 1024,
+              "FA_WG_STAGES x K/V tile bytes exceed the 227 KiB of shared memory per CTA on sm_90: "
+              "lower FA_WG_STAGES or FA_WG_BLOCK_KV");
+
+/// FlashAttention forward with Hopper's asynchronous tensor cores (the structure of
+/// FlashAttention-3, Shah et al. 2024, without its ping-pong scheduling): one CTA = 128 query
+/// rows of one (batch, head) bh, 3 warpgroups. Warpgroup 0 (one thread) loads the Q tile once and
+/// streams K and V tiles of kWgBKV keys of KV head bh / group by TMA (3-D maps [BH, S, D]: rows
+/// past S read as zeros) into a kWgStages ring (full/empty mbarriers). Warpgroups 1 and 2 own 64
+/// query rows each: per K/V tile, S = Q·Kᵀ by wgmma.m64n{BKV}k16 (Q and K K-major from shared
+/// memory), mask, online softmax in registers (m, l in fp32; p = 2^(s·c - m·c) with c =
+/// sm_scale·log2(e) > 0), O rescaled in registers, then O += P·V by wgmma.m64n{D}k16 with P from
+/// registers (the S accumulators, rounded to T, are the A fragments) and V N-major from shared
+/// memory. Grid = q_tiles · BH, the last query tiles (the most K/V tiles under causal masking)
+/// first. Deterministic (fixed orders); rows past S are computed from zeros and not stored.
+template <typename T, int D>
+__global__ void __launch_bounds__(kWgThreads, 1)
+    fa_wgmma_kernel(const __grid_constant__ CUtensorMap tmQ, const __grid_constant__ CUtensorMap tmK,
+                    const __grid_constant__ CUtensorMap tmV, T* __restrict__ O, int S, int BH,
+                    int group, int q_tiles, float scale_log2, int causal) {
+#ifdef VB_WGMMA_BODY
+  static_assert(D == 64 || D == 128, "head dim 64 or 128");
+  constexpr int kQBytes = kWgBQ * D * 2, kKVBytes = kWgBKV * D * 2;
+  constexpr int kQChunk = kWgBQ * 128, kKVChunk = kWgBKV * 128;  // bytes of one 64-column chunk
+  __shared__ __align__(8) std::uint64_t bars[1 + 2 * kWgStages];  // q, full[S], empty[S]
+  extern __shared__ __align__(1024) unsigned char wg_smem[];
+  const u32 base = (smem_addr(wg_smem) + 1023u) & ~1023u;
+  const u32 q_bar = smem_addr(&bars[0]);
+  auto full_bar = [&](int st) { return q_bar + 8u * (1 + st); };
+  auto empty_bar = [&](int st) { return q_bar + 8u * (1 + kWgStages + st); };
+  auto k_tile = [&](int st) { return base + kQBytes + static_cast<u32>(st) * 2 * kKVBytes; };
+  auto v_tile = [&](int st) { return k_tile(st) + kKVBytes; };
+
+  const int tid = threadIdx.x, wg = tid / 128;
+  const int qt = q_tiles - 1 - static_cast<int>(blockIdx.x / BH);
+  const int bh = static_cast<int>(blockIdx.x % BH);
+  const int bkv = bh / group;
+  const int q0 = qt * kWgBQ;
+  const int kv_end = causal ? min(S, q0 + kWgBQ) : S;
+  const int n_kv = (kv_end + kWgBKV - 1) / kWgBKV;
+
+  if (tid == 0) {
+    prefetch_tensormap(&tmQ);
+    prefetch_tensormap(&tmK);
+    prefetch_tensormap(&tmV);
+    mbar_init(q_bar, 1);
+    for (int st = 0; st < kWgStages; ++st) {
+      mbar_init(full_bar(st), 1);                    // the producer's arrive.expect_tx
+      mbar_init(empty_bar(st), kWgConsumerThreads);  // every consumer thread arrives
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+  }
+  __syncthreads();
+
+  if (wg == 0) {
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 24;\n" ::: "memory");
+    if (tid == 0) {
+      mbar_arrive_expect_tx(q_bar, kQBytes);
+#pragma unroll
+      for (int ch = 0; ch < D / 64; ++ch) tma_load_3d(base + ch * kQChunk, &tmQ, q_bar, 64 * ch, q0, bh);
+      for (int j = 0; j < n_kv; ++j) {
+        const int st = j % kWgStages;
+        mbar_wait(empty_bar(st), ((j / kWgStages) & 1) ^ 1);  // first pass: the phase before 0
+        mbar_arrive_expect_tx(full_bar(st), 2 * kKVBytes);
+#pragma unroll
+        for (int ch = 0; ch < D / 64; ++ch) {
+          tma_load_3d(k_tile(st) + ch * kKVChunk, &tmK, full_bar(st), 64 * ch, j * kWgBKV, bkv);
+          tma_load_3d(v_tile(st) + ch * kKVChunk, &tmV, full_bar(st), 64 * ch, j * kWgBKV, bkv);
+        }
+      }
+    }
+    return;  // no CTA-wide barrier follows
+  }
+
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 240;\n" ::: "memory");
+  const int c = wg - 1;  // consumer: query rows q0 + 64c .. +63
+  const int warp = (tid / 32) % 4, lane = tid % 32, t4 = lane % 4;
+  const int wrow0 = q0 + 64 * c + 16 * warp;  // this warp's first row
+  const int row0 = wrow0 + lane / 4, row1 = row0 + 8;
+  float o[D / 2];
+#pragma unroll
+  for (int i = 0; i < D / 2; ++i) o[i] = 0.0f;
+  float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f;
+  const u32 q_rows = base + static_cast<u32>(64 * c) * 128;  // this warpgroup's 64 rows
+
+  mbar_wait(q_bar, 0);
+  for (int j = 0; j < n_kv; ++j) {
+    const int st = j % kWgStages;
+    mbar_wait(full_bar(st), (j / kWgStages) & 1);
+    const int kv0 = j * kWgBKV;
+    if (!(causal && kv0 > q0 + 64 * c + 63)) {  // else the tile lies above all 64 rows
+      float sc[kWgBKV / 2];
+#pragma unroll
+      for (int i = 0; i < kWgBKV / 2; ++i) sc[i] = 0.0f;
+#pragma unroll
+      for (int i = 0; i < kWgBKV / 2; ++i) fence_operand(sc[i]);
+      wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < D / 16; ++kk) {
+        const u32 off = static_cast<u32>(kk % 4) * 32;  // +32 bytes per k16 in a 128-byte row
+        Wgmma<T, kWgBKV, 0>::run(sc, wg_desc(q_rows + (kk / 4) * kQChunk + off, 16, 1024),
+                                 wg_desc(k_tile(st) + (kk / 4) * kKVChunk + off, 16, 1024));
+      }
+      wgmma_commit();
+      wgmma_wait<0>();
+#pragma unroll
+      for (int i = 0; i < kWgBKV / 2; ++i) fence_operand(sc[i]);
+
+      // sc[4n + 2h + i]: row (h ? row1 : row0), key kv0 + 8n + 2·t4 + i.
+      if (kv0 + kWgBKV > S || (causal && kv0 + kWgBKV - 1 > wrow0)) {
+#pragma unroll
+        for (int n = 0; n < kWgBKV / 8; ++n)
+#pragma unroll
+          for (int i = 0; i < 4; ++i) {
+            const int key = kv0 + 8 * n + 2 * t4 + (i & 1);
+            const int row = i < 2 ? row0 : row1;
+            if (key >= S || (causal && key > row)) sc[4 * n + i] = -INFINITY;
+          }
+      }
+      float mx0 = -INFINITY, mx1 = -INFINITY;
+#pragma unroll
+      for (int n = 0; n < kWgBKV / 8; ++n) {
+        mx0 = fmaxf(mx0, fmaxf(sc[4 * n], sc[4 * n + 1]));
+        mx1 = fmaxf(mx1, fmaxf(sc[4 * n + 2], sc[4 * n + 3]));
+      }
+      mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1));
+      mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
+      mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
+      mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));
+      const float mn0 = fmaxf(m0, mx0), mn1 = fmaxf(m1, mx1);
+      const float ms0 = mn0 == -INFINITY ? 0.0f : mn0;  // a row with nothing visible yet
+      const float ms1 = mn1 == -INFINITY ? 0.0f : mn1;
+      const float al0 = ex2_ftz((m0 - ms0) * scale_log2), al1 = ex2_ftz((m1 - ms1) * scale_log2);
+      m0 = mn0;
+      m1 = mn1;
+      const float off0 = -ms0 * scale_log2, off1 = -ms1 * scale_log2;
+      float ps0 = 0.0f, ps1 = 0.0f;
+#pragma unroll
+      for (int n = 0; n < kWgBKV / 8; ++n) {
+        sc[4 * n] = ex2_ftz(fmaf(sc[4 * n], scale_log2, off0));
+        sc[4 * n + 1] = ex2_ftz(fmaf(sc[4 * n + 1], scale_log2, off0));
+        sc[4 * n + 2] = ex2_ftz(fmaf(sc[4 * n + 2], scale_log2, off1));
+        sc[4 * n + 3] = ex2_ftz(fmaf(sc[4 * n + 3], scale_log2, off1));
+        ps0 += sc[4 * n] + sc[4 * n + 1];
+        ps1 += sc[4 * n + 2] + sc[4 * n + 3];
+      }
+      l0 = l0 * al0 + ps0;  // this lane's partial sums; the quad is reduced at the end
+      l1 = l1 * al1 + ps1;
+#pragma unroll
+      for (int n = 0; n < D / 8; ++n) {
+        o[4 * n] *= al0;
+        o[4 * n + 1] *= al0;
+        o[4 * n + 2] *= al1;
+        o[4 * n + 3] *= al1;
+      }
+
+      // O += P·V: the accumulators of keys 16kk..16kk+15 (sc[8kk..8kk+7]) are the A fragment.
+      u32 pa[kWgBKV / 16][4];
+#pragma unroll
+      for (int kk = 0; kk < kWgBKV / 16; ++kk) {
+        pa[kk][0] = pack2<T>(sc[8 * kk], sc[8 * kk + 1]);
+        pa[kk][1] = pack2<T>(sc[8 * kk + 2], sc[8 * kk + 3]);
+        pa[kk][2] = pack2<T>(sc[8 * kk + 4], sc[8 * kk + 5]);
+        pa[kk][3] = pack2<T>(sc[8 * kk + 6], sc[8 * kk + 7]);
+      }
+#pragma unroll
+      for (int i = 0; i < D / 2; ++i) fence_operand(o[i]);
+      wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < kWgBKV / 16; ++kk)
+        WgmmaRA<T, D, 1>::run(o, pa[kk], wg_desc(v_tile(st) + kk * 16 * 128, kKVChunk, 1024));
+      wgmma_commit();
+      wgmma_wait<0>();
+#pragma unroll
+      for (int i = 0; i < D / 2; ++i) fence_operand(o[i]);
+      // Keep the P registers alive until the asynchronous reads above have completed.
+#pragma unroll
+      for (int kk = 0; kk < kWgBKV / 16; ++kk)
+#pragma unroll
+        for (int r = 0; r < 4; ++r) asm volatile("" : "+r"(pa[kk][r])::"memory");
+    }
+    mbar_arrive(empty_bar(st));
+  }
+
+  l0 += __shfl_xor_sync(0xffffffffu, l0, 1);
+  l0 += __shfl_xor_sync(0xffffffffu, l0, 2);
+  l1 += __shfl_xor_sync(0xffffffffu, l1, 1);
+  l1 += __shfl_xor_sync(0xffffffffu, l1, 2);
+  const float inv0 = 1.0f / l0, inv1 = 1.0f / l1;
+  T* const out = O + static_cast<std::size_t>(bh) * S * D;
+#pragma unroll
+  for (int n = 0; n < D / 8; ++n) {
+    const int col = 8 * n + 2 * t4;
+    if (row0 < S)
+      *reinterpret_cast<u32*>(out + static_cast<std::size_t>(row0) * D + col) =
+          pack2<T>(o[4 * n] * inv0, o[4 * n + 1] * inv0);
+    if (row1 < S)
+      *reinterpret_cast<u32*>(out + static_cast<std::size_t>(row1) * D + col) =
+          pack2<T>(o[4 * n + 2] * inv1, o[4 * n + 3] * inv1);
+  }
+#else
+  (void)tmQ, (void)tmK, (void)tmV, (void)O, (void)S, (void)BH, (void)group, (void)q_tiles,
+      (void)scale_log2, (void)causal;
+#endif  // VB_WGMMA_BODY
+}
+
+#endif  // USE_WGMMA
+
 // ---- SIMT fp32 kernel (fp32, and every shape the tensor-core path does not take) --------------
 
 constexpr int kSimtBQ = 64, kSimtBKV = 32, kSimtThreads = 256;
@@ -561,11 +807,52 @@ int launch_simt(const Args& a, const T* q, const T* k, const T* v, T* o, cudaStr
                           a, q, k, v, o, s, "fa_simt_kernel");
 }
 
+#if USE_WGMMA
+/// Launches the wgmma kernel when the device and the kernel image allow it (`taken` = true;
+/// returns 0, or vbk::fail's 1 if the launch failed); otherwise launches nothing, sets `taken` =
+/// false and returns 0, and the caller takes the mma.sync path. The caller has checked D (64 or
+/// 128), sm_scale > 0 and 16-byte alignment.
+template <typename T, int D>
+int try_launch_wgmma(const Args& a, const T* q, const T* k, const T* v, T* o, cudaStream_t s,
+                     bool& taken) {
+  constexpr auto kernel = fa_wgmma_kernel<T, D>;
+  taken = false;
+  if (!wgmma_image_ok<kernel>(kWgBarrierBytes)) return 0;
+  const int q_tiles = (a.S + kWgBQ - 1) / kWgBQ;
+  const long long ctas = static_cast<long long>(q_tiles) * a.BH;
+  if (ctas > INT_MAX) return 0;
+  const int bkv = a.BH / a.group;
+  CUtensorMap tq, tk, tv;
+  if (!make_tma_map_3d(&tq, q, a.BH, a.S, D, kWgBQ) || !make_tma_map_3d(&tk, k, bkv, a.S, D, kWgBKV) ||
+      !make_tma_map_3d(&tv, v, bkv, a.S, D, kWgBKV))
+    return 0;
+  constexpr std::size_t smem = fa_wg_smem_bytes<D>();
+  if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                           static_cast<int>(smem)) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return 0;
+  }
+  taken = true;
+  kernel<<<static_cast<unsigned>(ctas), kWgThreads, smem, s>>>(tq, tk, tv, o, a.S, a.BH, a.group,
+                                                              q_tiles, a.scale_log2, a.causal);
+  VBK_CUDA_CHECK_LAUNCH("fa_wgmma_kernel");
+  return 0;
+}
+#endif  // USE_WGMMA
+
 template <typename T>
 int run_attention(const Args& a, const T* q, const T* k, const T* v, T* o, cudaStream_t s) {
   if constexpr (!std::is_same<T, float>::value) {
     if (a.D % 8 == 0 && a.D <= 256 && a.scale_log2 > 0.0f && aligned16(q) && aligned16(k) &&
         aligned16(v) && aligned16(o)) {
+#if USE_WGMMA
+      if (a.D == 64 || a.D == 128) {
+        bool taken = false;
+        const int r = a.D == 64 ? try_launch_wgmma<T, 64>(a, q, k, v, o, s, taken)
+                                : try_launch_wgmma<T, 128>(a, q, k, v, o, s, taken);
+        if (taken || r != 0) return r;
+      }
+#endif
       if (a.D <= 64) return launch_mma<T, 64>(a, q, k, v, o, s);
       if (a.D <= 80) return launch_mma<T, 80>(a, q, k, v, o, s);
       if (a.D <= 96) return launch_mma<T, 96>(a, q, k, v, o, s);

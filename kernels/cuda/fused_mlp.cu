@@ -16,7 +16,19 @@
 // 1.6e-2 bf16), and |h| stays far below the fp16 maximum in every regime of
 // src/kernels/fused_mlp.cpp (near_max: |h| ≲ 6400).
 //
-// fp16 / bf16: mma.sync.aligned.m16n8k16.row.col.f32.{f16,bf16} (inline PTX, sm_80+), ldmatrix,
+// fp16 / bf16 with USE_WGMMA = 1 (the default) on sm_90a (H100/H200): both phases through TMA +
+// wgmma (wgmma_mlp_kernel): a CTA of 3 warpgroups computes 128 rows; warpgroup 0 (one thread)
+// streams the 128×64 x (or h) slice and the BN×64 weight slices into a WG_STAGES ring by TMA
+// (128B swizzle, full/empty mbarriers); warpgroups 1 and 2 multiply 64 rows each with
+// wgmma.m64n{BN}k16, both operands K-major (an nn.Linear weight [N,K] is the K-major B operand
+// as it lies in memory: no transpose anywhere). Phase 1 accumulates the gate and the up tile of
+// the same 128×WG_UP_BLOCK_N block side by side (2 × 64 fp32 accumulators per thread at 128) and
+// applies the SwiGLU in the epilogue; phase 2 is a 128×WG_DOWN_BLOCK_N GEMM. Taken when the
+// reduction length is a multiple of 8 (TMA's 16-byte row pitch), the output width even, the
+// operands 16-byte aligned and the loaded image holds the sm_90a body; otherwise (and with
+// USE_WGMMA = 0) that phase runs on the mma.sync kernel below. The helpers (mbarrier, TMA,
+// wgmma, tensor maps) are shared with matmul.cu in vb_cuda_wgmma.cuh.
+// fp16 / bf16 elsewhere: mma.sync.aligned.m16n8k16.row.col.f32.{f16,bf16} (inline PTX, sm_80+), ldmatrix,
 // a STAGES-deep cp.async ring, padded shared rows (conflict-free ldmatrix), grouped CTA
 // rasterization over a 1-D grid; 16-byte loads need K % 8 == 0 and 16-byte aligned operands,
 // any other shape uses guarded element loads in the same kernel. fp32: true fp32 FFMA on the
@@ -58,7 +70,27 @@
 #define GROUP_M 8
 #endif
 
+// @vb-param USE_WGMMA 1 {0,1}  1: fp16/bf16 through TMA + wgmma on sm_90a where the shape allows (else mma.sync)
+#ifndef USE_WGMMA
+#define USE_WGMMA 1
+#endif
+// @vb-param WG_UP_BLOCK_N 128 {64,128}  columns of h per CTA on the wgmma gate/up path (rows: 128)
+#ifndef WG_UP_BLOCK_N
+#define WG_UP_BLOCK_N 128
+#endif
+// @vb-param WG_DOWN_BLOCK_N 256 {128,256}  columns of y per CTA on the wgmma down path (rows: 128)
+#ifndef WG_DOWN_BLOCK_N
+#define WG_DOWN_BLOCK_N 256
+#endif
+// @vb-param WG_STAGES 4 {2,3,4}  TMA ring depth on the wgmma paths (up to 48 KiB per stage)
+#ifndef WG_STAGES
+#define WG_STAGES 4
+#endif
+
 #include "vb_cuda_mma.cuh"
+#if USE_WGMMA
+#include "vb_cuda_wgmma.cuh"
+#endif
 
 namespace {
 
@@ -244,6 +276,168 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
+// ---- wgmma kernel (fp16 / bf16 on sm_90a; USE_WGMMA = 1): C = epi(A·W0ᵀ [, A·W1ᵀ]) ------------
+#if USE_WGMMA
+
+constexpr int kWgBM = 128;   // 2 consumer warpgroups x 64 rows
+constexpr int kWgBK = 64;    // 64 16-bit elements = one 128-byte swizzle row
+constexpr int kWgThreads = 3 * 128;  // warpgroup 0: TMA producer; 1, 2: wgmma consumers
+constexpr int kWgConsumerThreads = 2 * 128;
+constexpr int kWgStages = WG_STAGES;
+constexpr int kWgTileABytes = kWgBM * kWgBK * 2;  // 16 KiB: [128 m][64 k], 128B-swizzled rows
+constexpr std::size_t kWgBarrierBytes = 2 * kWgStages * sizeof(std::uint64_t);
+
+/// Bytes of one ring stage: the A slice and NB W slices of BN rows × 64 k (K-major, 128 bytes a row).
+template <int NB, int BN>
+__host__ __device__ constexpr int wg_stage_bytes() {
+  return kWgTileABytes + NB * BN * kWgBK * 2;
+}
+/// Dynamic shared memory (+ 1024: the base is rounded up to the 1024-byte swizzle-atom alignment).
+template <int NB, int BN>
+constexpr std::size_t wg_smem_bytes() {
+  return std::size_t{kWgStages} * wg_stage_bytes<NB, BN>() + 1024;
+}
+
+static_assert(WG_UP_BLOCK_N == 64 || WG_UP_BLOCK_N == 128, "WG_UP_BLOCK_N must be 64 or 128");
+static_assert(WG_DOWN_BLOCK_N == 128 || WG_DOWN_BLOCK_N == 256, "WG_DOWN_BLOCK_N must be 128 or 256");
+static_assert(kWgThreads == 128 + kWgConsumerThreads, "one producer warpgroup + the consumers");
+static_assert(kWgStages >= 2, "the TMA ring needs at least 2 stages");
+static_assert(wg_smem_bytes<2, WG_UP_BLOCK_N>() + kWgBarrierBytes <= 227 * 1024 &&
+                  wg_smem_bytes<1, WG_DOWN_BLOCK_N>() + kWgBarrierBytes <= 227 * 1024,
+              "WG_STAGES x stage bytes exceed the 227 KiB of shared memory per CTA on sm_90: lower "
+              "WG_STAGES (at most 4 with 48 KiB stages)");
+
+/// One 128×BN tile of C per CTA of 3 warpgroups (sm_90a; the body is empty on every other target,
+/// and the host never launches it there). A[M,K], W0/W1[N,K] row-major (nn.Linear weights: both
+/// operands K-major, wgmma with trans-b 0). NB = 1: C = A·W0ᵀ; NB = 2: C = silu(A·W0ᵀ) ⊙ (A·W1ᵀ)
+/// (gate and up accumulated side by side from one A slice, the SwiGLU in fp32 in the epilogue).
+/// Warpgroup 0 (one thread) streams the 128×64 A slice and the BN×64 W slices by TMA into a
+/// WG_STAGES ring (full/empty mbarriers); warpgroups 1 and 2 each multiply 64 rows of A by the
+/// slices with wgmma.m64n{BN}k16 (4 k16 steps per slice, one wgmma group in flight) and release a
+/// stage once the group that read it has retired. TMA zero-fills the M/N/K tails; stores are
+/// guarded. Requires K % 8 == 0, N even, 16-byte aligned A/W0/W1, 4-byte aligned C (host checks).
+/// Each element of C is one fixed-order sum: deterministic. The static `bars` array exists only
+/// in the sm_90a body (wgmma_image_ok reads it back through the static shared-memory size).
+template <typename T, int NB, int BN>
+__global__ void __launch_bounds__(kWgThreads, 1)
+    wgmma_mlp_kernel(const __grid_constant__ CUtensorMap tmA, const __grid_constant__ CUtensorMap tmW0,
+                     const __grid_constant__ CUtensorMap tmW1, T* __restrict__ C, int M, int N,
+                     int K) {
+#ifdef VB_WGMMA_BODY
+  constexpr int kStage = wg_stage_bytes<NB, BN>();
+  constexpr int kTileW = BN * kWgBK * 2;
+  constexpr int kAcc = BN / 2;  // fp32 accumulators per thread per W operand
+  __shared__ __align__(8) std::uint64_t bars[2 * kWgStages];  // [0,S): full, [S,2S): empty
+  extern __shared__ __align__(1024) unsigned char wg_smem[];
+  const u32 base = (smem_addr(wg_smem) + 1023u) & ~1023u;
+  const u32 full0 = smem_addr(&bars[0]), empty0 = smem_addr(&bars[kWgStages]);
+  auto full_bar = [&](int s) { return full0 + 8u * s; };
+  auto empty_bar = [&](int s) { return empty0 + 8u * s; };
+  auto stage_a = [&](int s) { return base + static_cast<u32>(s) * kStage; };
+  auto stage_w = [&](int s, int b) { return stage_a(s) + kWgTileABytes + b * kTileW; };
+
+  const int tid = threadIdx.x, wg = tid / 128;
+  const int tiles_m = (M + kWgBM - 1) / kWgBM, tiles_n = (N + BN - 1) / BN;
+  int tm, tn;
+  raster(blockIdx.x, tiles_m, tiles_n, GROUP_M, tm, tn);
+  const int m0 = tm * kWgBM, n0 = tn * BN;
+  const int KT = (K + kWgBK - 1) / kWgBK;
+
+  if (tid == 0) {
+    prefetch_tensormap(&tmA);
+    prefetch_tensormap(&tmW0);
+    if constexpr (NB == 2) prefetch_tensormap(&tmW1);
+    for (int s = 0; s < kWgStages; ++s) {
+      mbar_init(full_bar(s), 1);                    // the producer's arrive.expect_tx
+      mbar_init(empty_bar(s), kWgConsumerThreads);  // every consumer thread arrives
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+  }
+  __syncthreads();
+
+  if (wg == 0) {
+    // Producer warpgroup: give registers to the consumers; one thread issues all TMA loads.
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n" ::: "memory");
+    if (tid == 0) {
+      for (int kt = 0; kt < KT; ++kt) {
+        const int s = kt % kWgStages;
+        // Parity trick: the first pass over the ring waits on the (complete) phase before 0.
+        mbar_wait(empty_bar(s), ((kt / kWgStages) & 1) ^ 1);
+        mbar_arrive_expect_tx(full_bar(s), kStage);
+        const int k0 = kt * kWgBK;
+        tma_load_2d(stage_a(s), &tmA, full_bar(s), k0, m0);
+        tma_load_2d(stage_w(s, 0), &tmW0, full_bar(s), k0, n0);
+        if constexpr (NB == 2) tma_load_2d(stage_w(s, 1), &tmW1, full_bar(s), k0, n0);
+      }
+    }
+    return;  // no CTA-wide barrier follows
+  }
+
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n" ::: "memory");
+  const int c = wg - 1;  // consumer index: rows m0 + 64c .. +63
+  float acc[NB][kAcc];
+#pragma unroll
+  for (int b = 0; b < NB; ++b)
+#pragma unroll
+    for (int i = 0; i < kAcc; ++i) acc[b][i] = 0.0f;
+
+  for (int kt = 0; kt < KT; ++kt) {
+    const int s = kt % kWgStages;
+    mbar_wait(full_bar(s), (kt / kWgStages) & 1);
+#pragma unroll
+    for (int b = 0; b < NB; ++b)
+#pragma unroll
+      for (int i = 0; i < kAcc; ++i) fence_operand(acc[b][i]);
+    wgmma_fence();
+    const u32 a0 = stage_a(s) + static_cast<u32>(c) * 64 * 128;  // 64 rows of 128 bytes
+#pragma unroll
+    for (int kk = 0; kk < kWgBK / 16; ++kk) {
+      // +32 bytes per k16 inside the swizzled 128-byte rows, for A and for the K-major W tiles.
+      const std::uint64_t da = wg_desc(a0 + kk * 32, 16, 1024);
+#pragma unroll
+      for (int b = 0; b < NB; ++b)
+        Wgmma<T, BN, 0>::run(acc[b], da, wg_desc(stage_w(s, b) + kk * 32, 16, 1024));
+    }
+    wgmma_commit();
+    wgmma_wait<1>();  // the group of slice kt-1 has retired: its stage may be refilled
+#pragma unroll
+    for (int b = 0; b < NB; ++b)
+#pragma unroll
+      for (int i = 0; i < kAcc; ++i) fence_operand(acc[b][i]);
+    if (kt > 0) mbar_arrive(empty_bar((kt - 1) % kWgStages));
+  }
+  wgmma_wait<0>();
+#pragma unroll
+  for (int b = 0; b < NB; ++b)
+#pragma unroll
+    for (int i = 0; i < kAcc; ++i) fence_operand(acc[b][i]);
+
+  const int warp = (tid / 32) % 4, lane = tid % 32;
+  const int row_base = m0 + 64 * c + 16 * warp + lane / 4;
+  const int col_base = n0 + 2 * (lane % 4);
+#pragma unroll
+  for (int j = 0; j < BN / 8; ++j) {
+    const int col = col_base + 8 * j;  // even, and N is even: col < N implies col + 1 < N
+    if (col >= N) continue;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int row = row_base + 8 * h;
+      if (row >= M) continue;
+      float v0 = acc[0][4 * j + 2 * h], v1 = acc[0][4 * j + 2 * h + 1];
+      if constexpr (NB == 2) {
+        v0 = swiglu(v0, acc[NB - 1][4 * j + 2 * h]);
+        v1 = swiglu(v1, acc[NB - 1][4 * j + 2 * h + 1]);
+      }
+      store_pair(C + static_cast<std::size_t>(row) * N + col, v0, v1);
+    }
+  }
+#else
+  (void)tmA, (void)tmW0, (void)tmW1, (void)C, (void)M, (void)N, (void)K;
+#endif  // VB_WGMMA_BODY
+}
+
+#endif  // USE_WGMMA
+
 // ---- SIMT fp32 kernel: C = A·Wᵀ, or C = silu(C)·(A·Wᵀ) in place --------------------------------
 
 constexpr int kSimtBM = 128, kSimtBN = 128, kSimtBK = 8, kSimtThreads = 256, kSimtPad = 4;
@@ -373,10 +567,52 @@ int launch_mma_vec(const T* A, const T* W0, const T* W1, T* C, int M, int N, int
   return 0;
 }
 
+#if USE_WGMMA
+/// Launches the wgmma path for C = A·W0ᵀ (NB 1) or silu(A·W0ᵀ)⊙(A·W1ᵀ) (NB 2) if the shape, the
+/// alignment, the device and the kernel image allow it (`taken` = true; returns 0, or vbk::fail's
+/// 1 if the launch failed); otherwise launches nothing, sets `taken` = false and returns 0, and
+/// the caller takes the mma.sync path.
+template <typename T, int NB>
+int try_launch_wgmma(const T* A, const T* W0, const T* W1, T* C, int M, int N, int K,
+                     cudaStream_t s, bool& taken) {
+  constexpr int BN = NB == 2 ? WG_UP_BLOCK_N : WG_DOWN_BLOCK_N;
+  constexpr auto kernel = wgmma_mlp_kernel<T, NB, BN>;
+  taken = false;
+  if (K <= 0 || K % 8 != 0 || N % 2 != 0 || !aligned(A, 16) || !aligned(W0, 16) ||
+      (NB == 2 && !aligned(W1, 16)) || !aligned(C, 4))
+    return 0;
+  if (!wgmma_image_ok<kernel>(kWgBarrierBytes)) return 0;
+  const long long tiles = static_cast<long long>((M + kWgBM - 1) / kWgBM) * ((N + BN - 1) / BN);
+  if (tiles > INT_MAX) return 0;
+  CUtensorMap tmA, tmW0, tmW1;
+  if (!make_tma_map(&tmA, A, M, K, kWgBM) || !make_tma_map(&tmW0, W0, N, K, BN)) return 0;
+  if (NB == 2) {
+    if (!make_tma_map(&tmW1, W1, N, K, BN)) return 0;
+  } else {
+    tmW1 = tmW0;  // unused by the NB = 1 kernel
+  }
+  constexpr std::size_t smem = wg_smem_bytes<NB, BN>();
+  if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                           static_cast<int>(smem)) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return 0;
+  }
+  taken = true;
+  kernel<<<static_cast<unsigned>(tiles), kWgThreads, smem, s>>>(tmA, tmW0, tmW1, C, M, N, K);
+  VBK_CUDA_CHECK_LAUNCH(NB == 2 ? "fused_mlp gate/up wgmma_mlp_kernel" : "fused_mlp down wgmma_mlp_kernel");
+  return 0;
+}
+#endif  // USE_WGMMA
+
 /// C = A·W0ᵀ (NB 1) or silu(A·W0ᵀ)⊙(A·W1ᵀ) (NB 2) on tensor cores; no launch when C is empty.
 template <typename T, int NB>
 int launch_mma(const T* A, const T* W0, const T* W1, T* C, int M, int N, int K, cudaStream_t s) {
   if (M == 0 || N == 0) return 0;
+#if USE_WGMMA
+  bool taken = false;
+  const int r = try_launch_wgmma<T, NB>(A, W0, W1, C, M, N, K, s, taken);
+  if (taken || r != 0) return r;
+#endif
   const bool vec = K % 8 == 0 && aligned(A, 16) && aligned(W0, 16) && (NB == 1 || aligned(W1, 16));
   return vec ? launch_mma_vec<T, NB, true>(A, W0, W1, C, M, N, K, s)
              : launch_mma_vec<T, NB, false>(A, W0, W1, C, M, N, K, s);

@@ -124,12 +124,11 @@
 #define VB_PRECISION_TF32 0
 #endif
 
-#if USE_WGMMA
-#include <cuda.h>  // CUtensorMap and its enums only; cuTensorMapEncodeTiled comes from the runtime
-#endif
-
 #define VB_MMA_OWN_MMA16816  // this file keeps its explicitly specialized mma16816 below
 #include "vb_cuda_mma.cuh"
+#if USE_WGMMA
+#include "vb_cuda_wgmma.cuh"
+#endif
 
 namespace {
 
@@ -361,192 +360,6 @@ static_assert(kWgSmemBytes + kWgBarrierBytes <= 227 * 1024,
               "WG_STAGES x stage bytes exceed the 227 KiB of shared memory per CTA on sm_90: lower "
               "WG_STAGES (at most 4 with WG_BLOCK_N 256, 6 with 128)");
 
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && defined(__CUDA_ARCH_FEAT_SM90_ALL)
-#define VB_MATMUL_WGMMA_BODY 1
-#endif
-
-#ifdef VB_MATMUL_WGMMA_BODY
-// PTX ISA 8.x: mbarrier, cp.async.bulk.tensor, wgmma (sm_90a).
-__device__ __forceinline__ void mbar_init(u32 bar, u32 count) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
-}
-/// Arrives once on `bar` and adds `bytes` to its expected transaction count.
-__device__ __forceinline__ void mbar_arrive_expect_tx(u32 bar, u32 bytes) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes)
-               : "memory");
-}
-__device__ __forceinline__ void mbar_arrive(u32 bar) {
-  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
-}
-/// Spins until the phase of `bar` with parity `parity` has completed.
-__device__ __forceinline__ void mbar_wait(u32 bar, u32 parity) {
-  asm volatile(
-      "{\n.reg .pred done;\n"
-      "WAIT_LOOP:\n"
-      "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
-      "@!done bra WAIT_LOOP;\n"
-      "}\n" ::"r"(bar),
-      "r"(parity)
-      : "memory");
-}
-/// 2-D TMA tile load of the box at (x = inner, y = outer) element coordinates into shared memory
-/// at `dst`; completion is signalled as transaction bytes on `bar`. Out-of-bounds elements of
-/// the box are zero-filled (and still counted).
-__device__ __forceinline__ void tma_load_2d(u32 dst, const CUtensorMap* map, u32 bar, int x,
-                                            int y) {
-  asm volatile(
-      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes "
-      "[%0], [%1, {%3, %4}], [%2];\n" ::"r"(dst),
-      "l"(reinterpret_cast<std::uint64_t>(map)), "r"(bar), "r"(x), "r"(y)
-      : "memory");
-}
-__device__ __forceinline__ void wgmma_fence() {
-  asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
-}
-__device__ __forceinline__ void wgmma_commit() {
-  asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
-}
-template <int N>
-__device__ __forceinline__ void wgmma_wait() {
-  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
-}
-/// Keeps the compiler from moving accesses of `r` across the asynchronous wgmma boundary.
-__device__ __forceinline__ void fence_operand(float& r) { asm volatile("" : "+f"(r)::"memory"); }
-
-/// wgmma shared-memory matrix descriptor (PTX ISA "Matrix Descriptor Format"): bits 0-13 start
-/// address >> 4, 16-29 leading-dimension byte offset >> 4, 32-45 stride-dimension byte offset
-/// >> 4, 49-51 base offset (0: every tile is 1024-byte aligned), 62-63 swizzle (1 = 128B).
-__device__ __forceinline__ std::uint64_t wg_desc(u32 addr, u32 lbo, u32 sbo) {
-  return static_cast<std::uint64_t>((addr & 0x3FFFF) >> 4) |
-         (static_cast<std::uint64_t>((lbo & 0x3FFFF) >> 4) << 16) |
-         (static_cast<std::uint64_t>((sbo & 0x3FFFF) >> 4) << 32) | (std::uint64_t{1} << 62);
-}
-
-/// d[64×N] += A[64×16] · B[16×N] (f32 accumulators) with A K-major (imm-trans-a 0) and B N-major
-/// (imm-trans-b 1: B is K×N row-major), both from shared memory by descriptor. Accumulator
-/// layout (PTX ISA "wgmma .m64nNk16 register fragment D"): d[4j + 2h + i] is row
-/// 16·warp + lane/4 + 8h, column 8j + 2·(lane%4) + i of the 64×N tile.
-template <typename T, int N>
-__device__ __forceinline__ void wgmma_m64k16(float (&d)[N / 2], std::uint64_t da, std::uint64_t db);
-#if WG_BLOCK_N == 128
-template <>
-__device__ __forceinline__ void wgmma_m64k16<__nv_bfloat16, 128>(float (&d)[64], std::uint64_t da,
-                                                                 std::uint64_t db) {
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {"
-      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
-      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
-      "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
-      "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
-      "}, %64, %65, p, 1, 1, 0, 1;\n}\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
-        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
-        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
-        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
-        "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
-        "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
-        "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
-        "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
-      : "l"(da), "l"(db), "r"(1));
-}
-#endif
-#if WG_BLOCK_N == 256
-template <>
-__device__ __forceinline__ void wgmma_m64k16<__nv_bfloat16, 256>(float (&d)[128], std::uint64_t da,
-                                                                 std::uint64_t db) {
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 {"
-      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
-      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
-      "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
-      "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, "
-      "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, "
-      "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, "
-      "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, "
-      "%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127"
-      "}, %128, %129, p, 1, 1, 0, 1;\n}\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
-        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
-        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
-        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
-        "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
-        "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
-        "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
-        "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]),
-        "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]),
-        "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]),
-        "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]),
-        "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]),
-        "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]),
-        "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]),
-        "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]),
-        "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
-      : "l"(da), "l"(db), "r"(1));
-}
-#endif
-#if WG_BLOCK_N == 128
-template <>
-__device__ __forceinline__ void wgmma_m64k16<__half, 128>(float (&d)[64], std::uint64_t da,
-                                                          std::uint64_t db) {
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 {"
-      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
-      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
-      "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
-      "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
-      "}, %64, %65, p, 1, 1, 0, 1;\n}\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
-        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
-        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
-        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
-        "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
-        "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
-        "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
-        "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
-      : "l"(da), "l"(db), "r"(1));
-}
-#endif
-#if WG_BLOCK_N == 256
-template <>
-__device__ __forceinline__ void wgmma_m64k16<__half, 256>(float (&d)[128], std::uint64_t da,
-                                                          std::uint64_t db) {
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16 {"
-      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
-      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
-      "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
-      "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, "
-      "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, "
-      "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, "
-      "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, "
-      "%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127"
-      "}, %128, %129, p, 1, 1, 0, 1;\n}\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
-        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
-        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
-        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
-        "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
-        "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
-        "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
-        "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]),
-        "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]),
-        "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]),
-        "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]),
-        "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]),
-        "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]),
-        "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]),
-        "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]),
-        "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
-      : "l"(da), "l"(db), "r"(1));
-}
-#endif
-
-#endif  // VB_MATMUL_WGMMA_BODY
-
 /// C = A·B for one 128×WG_BLOCK_N tile per CTA of 3 warpgroups (sm_90a; the body is empty on
 /// every other target, and the host never launches it there). Warpgroup 0 (one thread) streams
 /// 128×64 A and 64×WG_BLOCK_N B slices by TMA into a WG_STAGES ring (full/empty mbarriers);
@@ -564,7 +377,7 @@ __global__ void __launch_bounds__(kWgThreads, 1)
     wgmma_gemm_kernel(const __grid_constant__ CUtensorMap tmA,
                       const __grid_constant__ CUtensorMap tmB, T* __restrict__ C, int M, int N,
                       int K) {
-#ifdef VB_MATMUL_WGMMA_BODY
+#ifdef VB_WGMMA_BODY
   __shared__ __align__(8) std::uint64_t bars[2 * kWgStages];  // [0,S): full, [S,2S): empty
   extern __shared__ __align__(1024) unsigned char wg_smem[];
   const u32 base = (smem_addr(wg_smem) + 1023u) & ~1023u;
@@ -582,8 +395,8 @@ __global__ void __launch_bounds__(kWgThreads, 1)
   const int KT = (K + kWgBK - 1) / kWgBK;
 
   if (tid == 0) {
-    asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<std::uint64_t>(&tmA)) : "memory");
-    asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<std::uint64_t>(&tmB)) : "memory");
+    prefetch_tensormap(&tmA);
+    prefetch_tensormap(&tmB);
     for (int s = 0; s < kWgStages; ++s) {
       mbar_init(full_bar(s), 1);                     // the producer's arrive.expect_tx
       mbar_init(empty_bar(s), kWgConsumerThreads);   // every consumer thread arrives
@@ -628,8 +441,8 @@ __global__ void __launch_bounds__(kWgThreads, 1)
 #pragma unroll
     for (int kk = 0; kk < kWgBK / 16; ++kk) {
       // A: +32 bytes per k16 inside the swizzled 128-byte row; B: +16 k rows of 128 bytes.
-      wgmma_m64k16<T, kWgBN>(acc, wg_desc(a0 + kk * 32, 16, 1024),
-                             wg_desc(b0 + kk * 16 * 128, kWgChunkBBytes, 1024));
+      Wgmma<T, kWgBN, 1>::run(acc, wg_desc(a0 + kk * 32, 16, 1024),
+                              wg_desc(b0 + kk * 16 * 128, kWgChunkBBytes, 1024));
     }
     wgmma_commit();
     wgmma_wait<1>();  // the group of slice kt-1 has retired: its stage may be refilled
@@ -658,7 +471,7 @@ __global__ void __launch_bounds__(kWgThreads, 1)
   }
 #else
   (void)tmA, (void)tmB, (void)C, (void)M, (void)N, (void)K;
-#endif  // VB_MATMUL_WGMMA_BODY
+#endif  // VB_WGMMA_BODY
 }
 
 #endif  // USE_WGMMA
@@ -1037,80 +850,6 @@ int launch_mma_impl(const T* A, const T* B, T* C, int M, int N, int K, cudaStrea
 }
 
 #if USE_WGMMA
-/// cuTensorMapEncodeTiled (CUDA 12.0 ABI), fetched once from the driver through the runtime (no
-/// -lcuda link); nullptr where the driver does not provide it.
-using EncodeTiledFn = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*,
-                                   const cuuint64_t*, const cuuint64_t*, const cuuint32_t*,
-                                   const cuuint32_t*, CUtensorMapInterleave, CUtensorMapSwizzle,
-                                   CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
-EncodeTiledFn encode_tiled_fn() {
-  static const EncodeTiledFn fn = []() -> EncodeTiledFn {
-    void* p = nullptr;
-    cudaDriverEntryPointQueryResult q = cudaDriverEntryPointSymbolNotFound;
-#if CUDART_VERSION >= 12050
-    const cudaError_t e =
-        cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000, cudaEnableDefault, &q);
-#else
-    const cudaError_t e = cudaGetDriverEntryPoint("cuTensorMapEncodeTiled", &p, cudaEnableDefault, &q);
-#endif
-    if (e != cudaSuccess || q != cudaDriverEntryPointSuccess || p == nullptr) {
-      (void)cudaGetLastError();  // not sticky; do not let a later launch check report it
-      return nullptr;
-    }
-    return reinterpret_cast<EncodeTiledFn>(p);
-  }();
-  return fn;
-}
-
-/// True when wgmma_gemm_kernel<T> carries its sm_90a body on the current device: compute
-/// capability 9.x, the loaded image is sm_90 SASS, and the image has the body's static mbarrier
-/// array (absent when the file was built for compute_90 / sm_90 without the 'a' features).
-/// Cached per device (first 64 ordinals); no device synchronization.
-template <typename T>
-bool wgmma_image_ok() {
-  static std::atomic<int> cache[64];  // 0 unknown, 1 yes, 2 no
-  int dev = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess) {
-    (void)cudaGetLastError();
-    return false;
-  }
-  if (dev >= 0 && dev < 64 && cache[dev].load(std::memory_order_relaxed) != 0)
-    return cache[dev].load(std::memory_order_relaxed) == 1;
-  int major = 0;
-  bool ok = false;
-  if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess) {
-    (void)cudaGetLastError();  // clear only the error this query raised
-  } else if (major == 9) {
-    cudaFuncAttributes fa{};
-    if (cudaFuncGetAttributes(&fa, wgmma_gemm_kernel<T>) != cudaSuccess)
-      (void)cudaGetLastError();
-    else
-      ok = fa.binaryVersion == 90 && fa.sharedSizeBytes >= kWgBarrierBytes;
-  }
-  if (dev >= 0 && dev < 64) cache[dev].store(ok ? 1 : 2, std::memory_order_relaxed);
-  return ok;
-}
-
-/// Encodes a 2-D row-major [rows, cols] tensor of T at `base` (row pitch cols·2 bytes, which must
-/// be a multiple of 16) as a TMA map with a box of box_rows × 64 elements (64 × 2 bytes = one
-/// 128-byte swizzle span), 128B swizzle, zero fill out of bounds. False if the driver refuses.
-template <typename T>
-bool make_tma_map(CUtensorMap* map, const T* base, int rows, int cols, int box_rows) {
-  const EncodeTiledFn encode = encode_tiled_fn();
-  if (encode == nullptr) return false;
-  const CUtensorMapDataType dt = std::is_same<T, __half>::value
-                                     ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16
-                                     : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
-  const cuuint64_t dims[2] = {static_cast<cuuint64_t>(cols), static_cast<cuuint64_t>(rows)};
-  const cuuint64_t strides[1] = {static_cast<cuuint64_t>(cols) * sizeof(T)};
-  const cuuint32_t box[2] = {64, static_cast<cuuint32_t>(box_rows)};
-  const cuuint32_t estrides[2] = {1, 1};
-  return encode(map, dt, 2, const_cast<T*>(base), dims, strides, box, estrides,
-                CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-                CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-                CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
-}
-
 /// Launches the wgmma path if the shape, the alignment, the device and the kernel image allow it
 /// (`taken` = true; returns 0, or vbk::fail's 1 if the launch failed); otherwise launches nothing,
 /// sets `taken` = false and returns 0, and the caller takes the mma.sync path.
@@ -1120,7 +859,7 @@ int try_launch_wgmma(const T* A, const T* B, T* C, int M, int N, int K, cudaStre
   taken = false;
   if (K <= 0 || K % 8 != 0 || N % 8 != 0 || !aligned(A, 16) || !aligned(B, 16) || !aligned(C, 4))
     return 0;
-  if (!wgmma_image_ok<T>()) return 0;
+  if (!wgmma_image_ok<wgmma_gemm_kernel<T>>(kWgBarrierBytes)) return 0;
   const long long tiles = static_cast<long long>((M + kWgBM - 1) / kWgBM) *
                           ((N + kWgBN - 1) / kWgBN);
   if (tiles > INT_MAX) return 0;

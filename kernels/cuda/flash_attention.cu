@@ -71,9 +71,13 @@
 #ifndef FA_WG_BLOCK_KV
 #define FA_WG_BLOCK_KV 128
 #endif
-// @vb-param FA_WG_STAGES 2 {2,3}  K/V tiles in flight (TMA ring depth) on the wgmma path
+// @vb-param FA_WG_STAGES 3 {2,3}  K/V tiles in flight (TMA ring depth) on the wgmma path
 #ifndef FA_WG_STAGES
-#define FA_WG_STAGES 2
+#define FA_WG_STAGES 3
+#endif
+// @vb-param FA_WG_PINGPONG 1 {0,1}  1: the two consumer warpgroups take turns issuing their GEMMs (softmax overlaps the other's MMAs)
+#ifndef FA_WG_PINGPONG
+#define FA_WG_PINGPONG 1
 #endif
 
 #include "vb_cuda_mma.cuh"
@@ -483,105 +487,153 @@ __global__ void __launch_bounds__(kWgThreads, 1)
   float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f;
   const u32 q_rows = base + static_cast<u32>(64 * c) * 128;  // this warpgroup's 64 rows
 
-  mbar_wait(q_bar, 0);
-  for (int j = 0; j < n_kv; ++j) {
-    const int st = j % kWgStages;
-    mbar_wait(full_bar(st), (j / kWgStages) & 1);
-    const int kv0 = j * kWgBKV;
-    if (!(causal && kv0 > q0 + 64 * c + 63)) {  // else the tile lies above all 64 rows
-      float sc[kWgBKV / 2];
-#pragma unroll
-      for (int i = 0; i < kWgBKV / 2; ++i) sc[i] = 0.0f;
-#pragma unroll
-      for (int i = 0; i < kWgBKV / 2; ++i) fence_operand(sc[i]);
-      wgmma_fence();
-#pragma unroll
-      for (int kk = 0; kk < D / 16; ++kk) {
-        const u32 off = static_cast<u32>(kk % 4) * 32;  // +32 bytes per k16 in a 128-byte row
-        Wgmma<T, kWgBKV, 0>::run(sc, wg_desc(q_rows + (kk / 4) * kQChunk + off, 16, 1024),
-                                 wg_desc(k_tile(st) + (kk / 4) * kKVChunk + off, 16, 1024));
-      }
-      wgmma_commit();
-      wgmma_wait<0>();
-#pragma unroll
-      for (int i = 0; i < kWgBKV / 2; ++i) fence_operand(sc[i]);
+  // Warpgroup turns (FA_WG_PINGPONG): named barriers 1 and 2 (0 is __syncthreads) order the
+  // GEMM issue of the two consumers, so one's softmax runs while the other's GEMMs occupy the
+  // tensor cores (FlashAttention-3's ping-pong). Consumer 1 lets consumer 0 go first.
+  auto wait_turn = [&] {
+    if constexpr (FA_WG_PINGPONG != 0) asm volatile("bar.sync %0, 256;\n" ::"r"(1 + c) : "memory");
+  };
+  auto pass_turn = [&] {
+    if constexpr (FA_WG_PINGPONG != 0) asm volatile("bar.arrive %0, 256;\n" ::"r"(2 - c) : "memory");
+  };
+  if (c == 1) pass_turn();
 
-      // sc[4n + 2h + i]: row (h ? row1 : row0), key kv0 + 8n + 2·t4 + i.
-      if (kv0 + kWgBKV > S || (causal && kv0 + kWgBKV - 1 > wrow0)) {
+  // Per K/V tile j: one commit group holds O += P_{j-1}·V_{j-1} (the previous tile's weights,
+  // deferred) and S = Q·K_jᵀ; the softmax of S then yields P_j. Stage j is released once the
+  // group that read V_j (iteration j+1's) has completed. The loop is peeled (tile 0: S only;
+  // after the last tile: P·V only) so that no wgmma sits in a data-dependent branch, which
+  // would make ptxas serialize them. Tiles above all of a warpgroup's rows (causal, FA_WG_BLOCK_KV
+  // 64) are computed fully masked: their weights are 0.
+  u32 pa[kWgBKV / 16][4];
+  float sc[kWgBKV / 2];
+  auto fence_all = [&] {
 #pragma unroll
-        for (int n = 0; n < kWgBKV / 8; ++n)
+    for (int i = 0; i < D / 2; ++i) fence_operand(o[i]);
 #pragma unroll
-          for (int i = 0; i < 4; ++i) {
-            const int key = kv0 + 8 * n + 2 * t4 + (i & 1);
-            const int row = i < 2 ? row0 : row1;
-            if (key >= S || (causal && key > row)) sc[4 * n + i] = -INFINITY;
-          }
-      }
-      float mx0 = -INFINITY, mx1 = -INFINITY;
+    for (int i = 0; i < kWgBKV / 2; ++i) fence_operand(sc[i]);
+  };
+  auto issue_pv = [&](int stage) {
 #pragma unroll
-      for (int n = 0; n < kWgBKV / 8; ++n) {
-        mx0 = fmaxf(mx0, fmaxf(sc[4 * n], sc[4 * n + 1]));
-        mx1 = fmaxf(mx1, fmaxf(sc[4 * n + 2], sc[4 * n + 3]));
-      }
-      mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1));
-      mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
-      mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
-      mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));
-      const float mn0 = fmaxf(m0, mx0), mn1 = fmaxf(m1, mx1);
-      const float ms0 = mn0 == -INFINITY ? 0.0f : mn0;  // a row with nothing visible yet
-      const float ms1 = mn1 == -INFINITY ? 0.0f : mn1;
-      const float al0 = ex2_ftz((m0 - ms0) * scale_log2), al1 = ex2_ftz((m1 - ms1) * scale_log2);
-      m0 = mn0;
-      m1 = mn1;
-      const float off0 = -ms0 * scale_log2, off1 = -ms1 * scale_log2;
-      float ps0 = 0.0f, ps1 = 0.0f;
+    for (int kk = 0; kk < kWgBKV / 16; ++kk)
+      WgmmaRA<T, D, 1>::run(o, pa[kk], wg_desc(v_tile(stage) + kk * 16 * 128, kKVChunk, 1024));
+  };
+  auto issue_qk = [&](int stage) {
 #pragma unroll
-      for (int n = 0; n < kWgBKV / 8; ++n) {
-        sc[4 * n] = ex2_ftz(fmaf(sc[4 * n], scale_log2, off0));
-        sc[4 * n + 1] = ex2_ftz(fmaf(sc[4 * n + 1], scale_log2, off0));
-        sc[4 * n + 2] = ex2_ftz(fmaf(sc[4 * n + 2], scale_log2, off1));
-        sc[4 * n + 3] = ex2_ftz(fmaf(sc[4 * n + 3], scale_log2, off1));
-        ps0 += sc[4 * n] + sc[4 * n + 1];
-        ps1 += sc[4 * n + 2] + sc[4 * n + 3];
-      }
-      l0 = l0 * al0 + ps0;  // this lane's partial sums; the quad is reduced at the end
-      l1 = l1 * al1 + ps1;
-#pragma unroll
-      for (int n = 0; n < D / 8; ++n) {
-        o[4 * n] *= al0;
-        o[4 * n + 1] *= al0;
-        o[4 * n + 2] *= al1;
-        o[4 * n + 3] *= al1;
-      }
-
-      // O += P·V: the accumulators of keys 16kk..16kk+15 (sc[8kk..8kk+7]) are the A fragment.
-      u32 pa[kWgBKV / 16][4];
-#pragma unroll
-      for (int kk = 0; kk < kWgBKV / 16; ++kk) {
-        pa[kk][0] = pack2<T>(sc[8 * kk], sc[8 * kk + 1]);
-        pa[kk][1] = pack2<T>(sc[8 * kk + 2], sc[8 * kk + 3]);
-        pa[kk][2] = pack2<T>(sc[8 * kk + 4], sc[8 * kk + 5]);
-        pa[kk][3] = pack2<T>(sc[8 * kk + 6], sc[8 * kk + 7]);
-      }
-#pragma unroll
-      for (int i = 0; i < D / 2; ++i) fence_operand(o[i]);
-      wgmma_fence();
-#pragma unroll
-      for (int kk = 0; kk < kWgBKV / 16; ++kk)
-        WgmmaRA<T, D, 1>::run(o, pa[kk], wg_desc(v_tile(st) + kk * 16 * 128, kKVChunk, 1024));
-      wgmma_commit();
-      wgmma_wait<0>();
-#pragma unroll
-      for (int i = 0; i < D / 2; ++i) fence_operand(o[i]);
-      // Keep the P registers alive until the asynchronous reads above have completed.
-#pragma unroll
-      for (int kk = 0; kk < kWgBKV / 16; ++kk)
-#pragma unroll
-        for (int r = 0; r < 4; ++r) asm volatile("" : "+r"(pa[kk][r])::"memory");
+    for (int kk = 0; kk < D / 16; ++kk) {
+      const u32 off = static_cast<u32>(kk % 4) * 32;  // +32 bytes per k16 in a 128-byte row
+      Wgmma<T, kWgBKV, 0>::run(sc, wg_desc(q_rows + (kk / 4) * kQChunk + off, 16, 1024),
+                               wg_desc(k_tile(stage) + (kk / 4) * kKVChunk + off, 16, 1024));
     }
-    mbar_arrive(empty_bar(st));
-  }
+  };
+  auto finish_group = [&] {  // commit, hand the turn over, wait; keep P alive until then
+    wgmma_commit();
+    pass_turn();
+    wgmma_wait<0>();
+    fence_all();
+#pragma unroll
+    for (int kk = 0; kk < kWgBKV / 16; ++kk)
+#pragma unroll
+      for (int r = 0; r < 4; ++r) asm volatile("" : "+r"(pa[kk][r])::"memory");
+  };
+  auto zero_scores = [&] {
+#pragma unroll
+    for (int i = 0; i < kWgBKV / 2; ++i) sc[i] = 0.0f;
+  };
+  // Mask, online softmax, O rescale, P_j into pa. sc[4n + 2h + i]: row (h ? row1 : row0), key
+  // kv0 + 8n + 2·t4 + i.
+  auto softmax = [&](int kv0) {
+    if (kv0 + kWgBKV > S || (causal && kv0 + kWgBKV - 1 > wrow0)) {
+#pragma unroll
+      for (int n = 0; n < kWgBKV / 8; ++n)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          const int key = kv0 + 8 * n + 2 * t4 + (i & 1);
+          const int row = i < 2 ? row0 : row1;
+          if (key >= S || (causal && key > row)) sc[4 * n + i] = -INFINITY;
+        }
+    }
+    float mx0 = -INFINITY, mx1 = -INFINITY;
+#pragma unroll
+    for (int n = 0; n < kWgBKV / 8; ++n) {
+      mx0 = fmaxf(mx0, fmaxf(sc[4 * n], sc[4 * n + 1]));
+      mx1 = fmaxf(mx1, fmaxf(sc[4 * n + 2], sc[4 * n + 3]));
+    }
+    mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1));
+    mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
+    mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
+    mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));
+    const float mn0 = fmaxf(m0, mx0), mn1 = fmaxf(m1, mx1);
+    const float ms0 = mn0 == -INFINITY ? 0.0f : mn0;  // a row with nothing visible yet
+    const float ms1 = mn1 == -INFINITY ? 0.0f : mn1;
+    const float al0 = ex2_ftz((m0 - ms0) * scale_log2), al1 = ex2_ftz((m1 - ms1) * scale_log2);
+    m0 = mn0;
+    m1 = mn1;
+    const float off0 = -ms0 * scale_log2, off1 = -ms1 * scale_log2;
+    float ps0 = 0.0f, ps1 = 0.0f;
+#pragma unroll
+    for (int n = 0; n < kWgBKV / 8; ++n) {
+      sc[4 * n] = ex2_ftz(fmaf(sc[4 * n], scale_log2, off0));
+      sc[4 * n + 1] = ex2_ftz(fmaf(sc[4 * n + 1], scale_log2, off0));
+      sc[4 * n + 2] = ex2_ftz(fmaf(sc[4 * n + 2], scale_log2, off1));
+      sc[4 * n + 3] = ex2_ftz(fmaf(sc[4 * n + 3], scale_log2, off1));
+      ps0 += sc[4 * n] + sc[4 * n + 1];
+      ps1 += sc[4 * n + 2] + sc[4 * n + 3];
+    }
+    l0 = l0 * al0 + ps0;  // this lane's partial sums; the quad is reduced at the end
+    l1 = l1 * al1 + ps1;
+    // O already holds P_{j-1}·V_{j-1}: rescale it to the new maximum before P_j·V_j is added.
+#pragma unroll
+    for (int n = 0; n < D / 8; ++n) {
+      o[4 * n] *= al0;
+      o[4 * n + 1] *= al0;
+      o[4 * n + 2] *= al1;
+      o[4 * n + 3] *= al1;
+    }
+    // The accumulators of keys 16kk..16kk+15 (sc[8kk..8kk+7]) are P_j's A fragments.
+#pragma unroll
+    for (int kk = 0; kk < kWgBKV / 16; ++kk) {
+      pa[kk][0] = pack2<T>(sc[8 * kk], sc[8 * kk + 1]);
+      pa[kk][1] = pack2<T>(sc[8 * kk + 2], sc[8 * kk + 3]);
+      pa[kk][2] = pack2<T>(sc[8 * kk + 4], sc[8 * kk + 5]);
+      pa[kk][3] = pack2<T>(sc[8 * kk + 6], sc[8 * kk + 7]);
+    }
+  };
 
+  mbar_wait(q_bar, 0);
+  // Tile 0: S only.
+  mbar_wait(full_bar(0), 0);
+  zero_scores();
+  wait_turn();
+  fence_all();
+  wgmma_fence();
+  issue_qk(0);
+  finish_group();
+  softmax(0);
+  // Tiles 1 .. n_kv-1: P_{j-1}·V_{j-1} and S_j in one group.
+  for (int j = 1; j < n_kv; ++j) {
+    const int st = j % kWgStages, prev = (j - 1) % kWgStages;
+    mbar_wait(full_bar(st), (j / kWgStages) & 1);
+    zero_scores();
+    wait_turn();
+    fence_all();
+    wgmma_fence();
+    issue_pv(prev);
+    issue_qk(st);
+    finish_group();
+    mbar_arrive(empty_bar(prev));  // V_{j-1} (and K_{j-1}) no longer read
+    softmax(j * kWgBKV);
+  }
+  // After the last tile: its P·V.
+  wait_turn();
+  fence_all();
+  wgmma_fence();
+  issue_pv((n_kv - 1) % kWgStages);
+  finish_group();
+  mbar_arrive(empty_bar((n_kv - 1) % kWgStages));
+  if constexpr (FA_WG_PINGPONG != 0) {
+    // Consumer 1's first pass_turn left one more arrival on barrier 1 than consumer 0 syncs.
+    if (c == 0) wait_turn();
+  }
   l0 += __shfl_xor_sync(0xffffffffu, l0, 1);
   l0 += __shfl_xor_sync(0xffffffffu, l0, 2);
   l1 += __shfl_xor_sync(0xffffffffu, l1, 1);

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "analysis/ptxas_report.h"
 #include "core/paths.h"
 #include "kernels/kernel_type.h"
 #include "ladder/nvidia.h"
@@ -202,6 +203,64 @@ TEST(CudaStatic, WgmmaIsRejectedForSm80WithPtxasReasonAndAcceptedForSm90a) {
   if (!ladder::find_cuobjdump().empty()) {
     EXPECT_EQ(rung(h, 1).data["kernels"][0]["sass"]["hgmma"], 1);
   }
+}
+
+// The real ptxas on tests/fixtures/cuda/wgmma_serialized.cu: the wgmma inside a data-dependent
+// branch is serialized (C7520), the same wgmma outside it is not; the parser flags exactly the
+// first and rung 1 says so in its summary and per-kernel data. Fails when ptxas stops printing
+// the line or rewords it (the canned logs in test_cuda_analysis.cpp would not notice). About 1 s.
+TEST(CudaStatic, PtxasSerializesTheWgmmaInADataDependentBranchAndRung1SaysSo) {
+  REQUIRE_NVCC();
+  const fs::path dir = fs::temp_directory_path() / ("vb-wgmma-serial-" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  const auto c = run_process({find_nvcc(), "-std=c++17", "-O3", "-cubin", "-gencode",
+                              "arch=compute_90a,code=sm_90a", "-Xptxas", "-v",
+                              fixture("wgmma_serialized.cu").string(), "-o",
+                              (dir / "x.cubin").string()},
+                             std::chrono::minutes(2));
+  fs::remove_all(dir);
+  if (!c.ok() && c.err.find("Unsupported gpu architecture") != std::string::npos)
+    GTEST_SKIP() << "this nvcc does not know sm_90a: " << c.err;
+  ASSERT_TRUE(c.ok()) << c.err;
+  const analysis::PtxasReport r = analysis::parse_ptxas_report(c.out + "\n" + c.err);
+  ASSERT_EQ(r.entries().size(), 2u) << c.err;
+  std::vector<std::string> serialized;
+  for (const auto* f : r.entries())
+    if (f->wgmma_serialized()) serialized.push_back(f->mangled);
+  ASSERT_EQ(serialized, std::vector<std::string>{"_Z15wgmma_in_branchPfPKi"}) << c.err;
+  const analysis::PtxasFunction& f = *r.find("_Z15wgmma_in_branchPfPKi");
+  EXPECT_EQ(f.wgmma_serialized_code, "C7520") << c.err;
+  EXPECT_NE(f.wgmma_serialized_reason.find("divergent path"), std::string::npos) << c.err;
+  EXPECT_TRUE(r.unattached_wgmma_serializations().empty()) << c.err;
+
+  ClimbOptions o;
+  o.max_rung = 1;
+  const ClimbResult h = ladder::nvidia_climb_source(fixture("wgmma_serialized.cu"),
+                                                    *find_kernel_type("matmul"), spec("h200"), o);
+  ASSERT_FALSE(h.rejected) << h.stop_reason;
+  const RungEvidence& r1 = rung(h, 1);
+  int flagged = 0;
+  for (const auto& k : r1.data["kernels"]) {
+    const bool branch = k["mangled"] == "_Z15wgmma_in_branchPfPKi";
+    EXPECT_EQ(k["wgmma_serialized"].get<bool>(), branch) << k.dump();
+    flagged += k["wgmma_serialized"].get<bool>() ? 1 : 0;
+  }
+  EXPECT_EQ(flagged, 1);
+  ASSERT_EQ(r1.data["wgmma_serializations"].size(), 1u);
+  // The summary names it whichever of the two kernels the estimate rests on.
+  const std::string& s = r1.summary;
+  if (r1.data["main_kernel"] == "_Z15wgmma_in_branchPfPKi")
+    EXPECT_NE(s.find("; wgmma SERIALIZED by ptxas (C7520: program dependence on compiler-inserted "
+                     "WG.AR in divergent path)"),
+              std::string::npos)
+        << s;
+  else
+    EXPECT_NE(s.find("; ptxas serialized the wgmmas of 1 other function"), std::string::npos) << s;
+  // wgmma.cu issues its wgmma unconditionally: nothing said.
+  const ClimbResult plain =
+      ladder::nvidia_climb_source(fixture("wgmma.cu"), *find_kernel_type("matmul"), spec("h200"), o);
+  EXPECT_EQ(rung(plain, 1).summary.find("serialized"), std::string::npos) << rung(plain, 1).summary;
+  EXPECT_EQ(rung(plain, 1).summary.find("SERIALIZED"), std::string::npos);
 }
 
 TEST(CudaStatic, StaticSharedMemoryOver48KBIsRejectedEverywhere) {

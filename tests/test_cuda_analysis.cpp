@@ -155,6 +155,97 @@ TEST(PtxasReport, UnknownArchitectureIsAToolchainLimit) {
   EXPECT_FALSE(parse_ptxas_report(fixture("ptxas_wgmma_sm80.txt")).toolchain_lacks_arch());
 }
 
+// ptxas prints the serialization line before the function's own lines; it is attached by name.
+TEST(PtxasReport, WgmmaSerializedInADivergentBranchIsAttachedToItsKernelOnly) {
+  const PtxasReport r = parse_ptxas_report(fixture("ptxas_wgmma_serialized_sm90a.txt"));
+  ASSERT_EQ(r.entries().size(), 2u);
+  const PtxasFunction* branch = r.find("_Z15wgmma_in_branchPfPKi");
+  const PtxasFunction* straight = r.find("_Z14wgmma_straightPfPKi");
+  ASSERT_NE(branch, nullptr);
+  ASSERT_NE(straight, nullptr);
+  EXPECT_TRUE(branch->wgmma_serialized());
+  EXPECT_EQ(branch->wgmma_serialized_code, "C7520");
+  EXPECT_EQ(branch->wgmma_serialized_reason,
+            "program dependence on compiler-inserted WG.AR in divergent path");
+  EXPECT_EQ(branch->registers, 30);  // the line does not disturb the numbers
+  EXPECT_EQ(branch->smem_bytes, 2304);
+  EXPECT_FALSE(straight->wgmma_serialized());
+  EXPECT_EQ(straight->wgmma_serialized_reason, "");
+  ASSERT_EQ(r.wgmma_serializations.size(), 1u);
+  EXPECT_TRUE(r.wgmma_serializations[0].attached);
+  EXPECT_TRUE(r.unattached_wgmma_serializations().empty());
+  EXPECT_TRUE(r.errors.empty());
+  EXPECT_TRUE(r.warnings.empty());
+  const auto j = to_json(*branch);
+  EXPECT_TRUE(j["wgmma_serialized"].get<bool>());
+  EXPECT_EQ(j["wgmma_serialized_code"], "C7520");
+  EXPECT_FALSE(to_json(*straight)["wgmma_serialized"].get<bool>());
+  EXPECT_FALSE(to_json(*straight).contains("wgmma_serialized_reason"));
+}
+
+// Other reasons (C7511 and C7510 as ptxas 13.0 printed them), a line naming no function, one
+// naming a function the report has no numbers for, and the neighbouring C7519 note (an injected
+// warpgroup.arrive, not a serialization).
+TEST(PtxasReport, WgmmaSerializationReasonsAndLinesWithoutAFunction) {
+  const std::string log =
+      "ptxas info    : (C7519) warpgroup.arrive is injected in around line 122 by compiler to "
+      "allow use of registers in GMMA in function '_Z13wgmma_acc_defPfmm'\n"
+      "ptxas info    : (C7511) Potential Performance Loss: wgmma.mma_async instructions are "
+      "serialized due to insufficient register resources for the wgmma pipeline in the function "
+      "'_Z13wgmma_acc_defPfmm'\n"
+      "ptxas info    : (C7510) Potential Performance Loss: wgmma.mma_async instructions are "
+      "serialized due to wgmma pipeline crossing function boundary at a function call in the "
+      "function '_Z12wgmma_externPfmm'\n"
+      "ptxas info    : (C7520) Potential Performance Loss: wgmma.mma_async instructions are "
+      "serialized due to program dependence on compiler-inserted WG.AR in divergent path\n"
+      "ptxas info    : Potential Performance Loss: wgmma.mma_async instructions are serialized "
+      "due to the presence of Extern calls in the function \"_Z7missingv\".\n"
+      "ptxas info    : 6 bytes gmem\n"
+      "ptxas info    : Compiling entry function '_Z13wgmma_acc_defPfmm' for 'sm_90a'\n"
+      "ptxas info    : Function properties for _Z13wgmma_acc_defPfmm\n"
+      "    0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads\n"
+      "ptxas info    : Used 30 registers, used 0 barriers\n"
+      "ptxas info    : Compiling entry function '_Z12wgmma_externPfmm' for 'sm_90a'\n"
+      "ptxas info    : Function properties for _Z12wgmma_externPfmm\n"
+      "    8 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads\n"
+      "ptxas info    : Used 30 registers, used 0 barriers, 8 bytes cumulative stack size\n"
+      "ptxas info    : Compiling entry function '_Z5plainPf' for 'sm_90a'\n"
+      "ptxas info    : Function properties for _Z5plainPf\n"
+      "    0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads\n"
+      "ptxas info    : Used 8 registers, used 0 barriers\n";
+  const PtxasReport r = parse_ptxas_report(log);
+  ASSERT_EQ(r.entries().size(), 3u);
+  EXPECT_EQ(r.gmem_bytes, 6);
+  const PtxasFunction& acc = *r.find("_Z13wgmma_acc_defPfmm");
+  EXPECT_EQ(acc.wgmma_serialized_code, "C7511");
+  EXPECT_EQ(acc.wgmma_serialized_reason, "insufficient register resources for the wgmma pipeline");
+  const PtxasFunction& ext = *r.find("_Z12wgmma_externPfmm");
+  EXPECT_EQ(ext.wgmma_serialized_code, "C7510");
+  EXPECT_EQ(ext.wgmma_serialized_reason,
+            "wgmma pipeline crossing function boundary at a function call");
+  EXPECT_EQ(ext.cumulative_stack_bytes, 8);
+  EXPECT_FALSE(r.find("_Z5plainPf")->wgmma_serialized());
+  ASSERT_EQ(r.wgmma_serializations.size(), 4u);  // the C7519 note is not one
+  const auto loose = r.unattached_wgmma_serializations();
+  ASSERT_EQ(loose.size(), 2u);
+  EXPECT_EQ(loose[0]->code, "C7520");
+  EXPECT_EQ(loose[0]->function, "");
+  EXPECT_EQ(loose[0]->reason, "program dependence on compiler-inserted WG.AR in divergent path");
+  EXPECT_EQ(loose[1]->code, "");
+  EXPECT_EQ(loose[1]->function, "_Z7missingv");  // other quotes and a final period removed
+  EXPECT_EQ(loose[1]->reason, "the presence of Extern calls");
+  EXPECT_EQ(to_json(*loose[1])["attached"], false);
+  // The same line printed as a warning stays a warning and is read as a serialization too.
+  const PtxasReport w = parse_ptxas_report(
+      "ptxas warning : (C7520) Potential Performance Loss: wgmma.mma_async instructions are "
+      "serialized due to program dependence on compiler-inserted WG.AR in divergent path in the "
+      "function '_Z1kv'\n");
+  ASSERT_EQ(w.warnings.size(), 1u);
+  ASSERT_EQ(w.wgmma_serializations.size(), 1u);
+  EXPECT_EQ(w.wgmma_serializations[0].function, "_Z1kv");
+  EXPECT_FALSE(w.wgmma_serializations[0].attached);
+}
+
 TEST(PtxasReport, EmptyAndUnrelatedText) {
   EXPECT_TRUE(parse_ptxas_report("").functions.empty());
   const PtxasReport r = parse_ptxas_report("hello\nptxas info    : Compile time = 1 ms\n");

@@ -65,6 +65,39 @@ void parse_items(std::string_view list, PtxasFunction& f, PtxasReport* module) {
   }
 }
 
+// A wgmma serialization line's message (the text after "ptxas info    :"), e.g.
+//   (C7520) Potential Performance Loss: wgmma.mma_async instructions are serialized due to
+//   program dependence on compiler-inserted WG.AR in divergent path in the function '_Z1kPf'
+// -> {code "C7520", reason "program dependence ... divergent path", function "_Z1kPf"}. The
+// code, the "due to" and the function may each be missing; false for any other message.
+bool parse_wgmma_serialization(std::string_view body, WgmmaSerialization& w) {
+  static constexpr std::string_view kSerialized = "wgmma.mma_async instructions are serialized";
+  const std::size_t at = body.find(kSerialized);
+  if (at == std::string_view::npos) return false;
+  w = WgmmaSerialization{};
+  static const std::regex code(R"(\((C\d+)\))");
+  const std::string head(body.substr(0, at));
+  std::smatch m;
+  if (std::regex_search(head, m, code)) w.code = m[1].str();
+  std::string_view rest = trim(body.substr(at + kSerialized.size()));
+  for (const std::string_view marker : {std::string_view("in the function"), std::string_view("in function")}) {
+    const std::size_t f = rest.rfind(marker);
+    if (f == std::string_view::npos || (f > 0 && rest[f - 1] != ' ')) continue;
+    std::string_view name = trim(rest.substr(f + marker.size()));
+    while (!name.empty() && (name.back() == '.' || name.back() == ',')) name.remove_suffix(1);
+    const auto quote = [](char c) { return c == '\'' || c == '"' || c == '`'; };
+    if (!name.empty() && quote(name.front())) name.remove_prefix(1);
+    if (!name.empty() && quote(name.back())) name.remove_suffix(1);
+    w.function = std::string(trim(name));
+    rest = trim(rest.substr(0, f));
+    break;
+  }
+  if (starts_with(rest, "due to ")) rest = trim(rest.substr(7));
+  while (!rest.empty() && (rest.back() == '.' || rest.back() == ',')) rest = trim(rest.substr(0, rest.size() - 1));
+  w.reason = rest.empty() ? "no reason given" : std::string(rest);
+  return true;
+}
+
 }  // namespace
 
 std::string demangle(const std::string& symbol) {
@@ -103,6 +136,13 @@ std::string PtxasReport::first_error() const {
   return "";
 }
 
+std::vector<const WgmmaSerialization*> PtxasReport::unattached_wgmma_serializations() const {
+  std::vector<const WgmmaSerialization*> v;
+  for (const auto& w : wgmma_serializations)
+    if (!w.attached) v.push_back(&w);
+  return v;
+}
+
 PtxasReport parse_ptxas_report(std::string_view text) {
   PtxasReport r;
   // ptxas diagnostics: "ptxas error   : msg", "ptxas /tmp/x.ptx, line 31; error   : msg".
@@ -127,7 +167,11 @@ PtxasReport parse_ptxas_report(std::string_view text) {
       const auto colon = line.find(':');
       if (colon == std::string::npos) continue;
       const std::string body(trim(std::string_view(line).substr(colon + 1)));
-      if (std::regex_search(body, m, compiling)) {
+      WgmmaSerialization w;
+      if (parse_wgmma_serialization(body, w)) {
+        // Printed before the function's own lines: attached once the whole report is read.
+        r.wgmma_serializations.push_back(std::move(w));
+      } else if (std::regex_search(body, m, compiling)) {
         PtxasFunction f;
         f.mangled = m[1].str();
         f.demangled = demangle(f.mangled);
@@ -156,6 +200,8 @@ PtxasReport parse_ptxas_report(std::string_view text) {
     } else if (std::regex_match(line, m, ptxas_diag)) {
       CompileDiagnostic d{"ptxas", m[3].str(), m[1].str(),
                           m[2].matched ? std::atoi(m[2].str().c_str()) : 0, m[4].str()};
+      WgmmaSerialization w;  // should a ptxas print it as a warning rather than info
+      if (parse_wgmma_serialization(d.message, w)) r.wgmma_serializations.push_back(std::move(w));
       (d.severity == "warning" ? r.warnings : r.errors).push_back(std::move(d));
     } else if (std::regex_match(line, m, driver_diag)) {
       CompileDiagnostic d{"nvcc", m[1].str(), "", 0, m[2].str()};
@@ -166,6 +212,17 @@ PtxasReport parse_ptxas_report(std::string_view text) {
       (d.severity == "warning" ? r.warnings : r.errors).push_back(std::move(d));
     } else if (current && line.find("bytes stack frame") != std::string::npos) {
       parse_items(line, *current, nullptr);
+    }
+  }
+  for (auto& w : r.wgmma_serializations) {
+    if (w.function.empty()) continue;
+    for (auto& f : r.functions) {
+      if (f.mangled != w.function && f.demangled != w.function) continue;
+      if (f.wgmma_serialized_reason.find(w.reason) == std::string::npos)
+        f.wgmma_serialized_reason += (f.wgmma_serialized_reason.empty() ? "" : "; ") + w.reason;
+      if (f.wgmma_serialized_code.empty()) f.wgmma_serialized_code = w.code;
+      w.attached = true;
+      break;
     }
   }
   return r;
@@ -183,6 +240,11 @@ nlohmann::json to_json(const PtxasFunction& f) {
                    {"spill_load_bytes", f.spill_load_bytes},
                    {"cumulative_stack_bytes", f.cumulative_stack_bytes}};
   if (!f.arch.empty()) j["arch"] = f.arch;
+  j["wgmma_serialized"] = f.wgmma_serialized();
+  if (f.wgmma_serialized()) {
+    j["wgmma_serialized_reason"] = f.wgmma_serialized_reason;
+    j["wgmma_serialized_code"] = f.wgmma_serialized_code;
+  }
   nlohmann::json c = nlohmann::json::object();
   for (const auto& [bank, n] : f.cmem_bytes) c[std::to_string(bank)] = n;
   j["cmem_bytes"] = c;
@@ -192,6 +254,10 @@ nlohmann::json to_json(const PtxasFunction& f) {
 nlohmann::json to_json(const CompileDiagnostic& d) {
   return {{"tool", d.tool}, {"severity", d.severity}, {"file", d.file}, {"line", d.line},
           {"message", d.message}};
+}
+
+nlohmann::json to_json(const WgmmaSerialization& w) {
+  return {{"code", w.code}, {"reason", w.reason}, {"function", w.function}, {"attached", w.attached}};
 }
 
 }  // namespace vb::analysis

@@ -11,6 +11,9 @@
 //   ptxas error   : Entry function '_Z8big_smemPf' uses too much shared data (0x19000 bytes, 0xc000 max)
 //   ptxas /tmp/x.ptx, line 31; error   : Instruction 'wgmma.fence' not supported on .target 'sm_80'
 //   ptxas fatal   : Ptx assembly aborted due to errors
+//   ptxas info    : (C7520) Potential Performance Loss: wgmma.mma_async instructions are
+//                   serialized due to program dependence on compiler-inserted WG.AR in divergent
+//                   path in the function '_Z15wgmma_in_branchPfPKi'                 (one line)
 //   kernel.cu(2): error: identifier "undeclared_value" is undefined      (nvcc front end)
 //   nvcc fatal   : Unsupported gpu architecture 'compute_999a'           (nvcc driver)
 // Triton's bundled Blackwell assembler (triton/backends/nvidia/bin/ptxas-blackwell, used for
@@ -43,8 +46,33 @@ struct PtxasFunction {
   std::map<int, long> cmem_bytes;   ///< constant bank -> bytes ("372 bytes cmem[0]")
   int textures = 0, samplers = 0, surfaces = 0;
 
+  /// Why ptxas serialized this function's Hopper warpgroup MMAs, "" when it did not. ptxas -v
+  /// (sm_90a) prints, before the function's "Compiling entry function" line,
+  ///   ptxas info    : (C7520) Potential Performance Loss: wgmma.mma_async instructions are
+  ///   serialized due to program dependence on compiler-inserted WG.AR in divergent path in the
+  ///   function '_Z15wgmma_in_branchPfPKi'
+  /// and this holds the text after "due to" ("program dependence on compiler-inserted WG.AR in
+  /// divergent path"). Other reasons seen from ptxas 13.0: "insufficient register resources for
+  /// the wgmma pipeline" (C7511), "wgmma pipeline crossing function boundary at a function call"
+  /// (C7510). Several lines for one function are joined with "; ". Serialized wgmmas wait for
+  /// each other instead of overlapping: a large performance cliff the resource numbers do not show.
+  std::string wgmma_serialized_reason;
+  std::string wgmma_serialized_code;  ///< "C7520" (the first line's code; "" when none printed)
+
   /// True when ptxas reported spill traffic (stores or loads > 0).
   bool spills() const { return spill_store_bytes > 0 || spill_load_bytes > 0; }
+  /// True when ptxas said it serialized this function's wgmma.mma_async instructions.
+  bool wgmma_serialized() const { return !wgmma_serialized_reason.empty(); }
+};
+
+/// One "Potential Performance Loss: wgmma.mma_async instructions are serialized due to <reason>
+/// in the function '<mangled>'" line of ptxas -v, as printed (see
+/// PtxasFunction::wgmma_serialized_reason).
+struct WgmmaSerialization {
+  std::string code;      ///< "C7520" (the "(Cnnnn)" before the message; "" when absent)
+  std::string reason;    ///< the text after "due to" (the whole message tail when "due to" is absent)
+  std::string function;  ///< the function named after "in the function", quotes removed; "" when none
+  bool attached = false; ///< `function` is a function of this report (its reason was filled in)
 };
 
 /// A compile diagnostic from ptxas or the nvcc front end.
@@ -63,6 +91,10 @@ struct PtxasReport {
   std::vector<CompileDiagnostic> warnings;  ///< severity "warning"
   long gmem_bytes = 0;                   ///< "N bytes gmem" (module-scope __device__ data)
   std::map<int, long> module_cmem_bytes;  ///< module-scope constant banks (__constant__ is bank 3)
+  /// Every wgmma serialization line, in report order: those naming a function of the report are
+  /// also in that PtxasFunction (attached); those naming none, or a function the report has no
+  /// numbers for, are kept only here.
+  std::vector<WgmmaSerialization> wgmma_serializations;
 
   /// The entry functions only.
   std::vector<const PtxasFunction*> entries() const;
@@ -74,6 +106,8 @@ struct PtxasReport {
   bool toolchain_lacks_arch() const;
   /// The first error line as "<tool> <severity>: <message>" (errors before fatals), "" if none.
   std::string first_error() const;
+  /// The wgmma serialization lines not attached to any function of the report.
+  std::vector<const WgmmaSerialization*> unattached_wgmma_serializations() const;
 };
 
 /// Parses the stderr of `nvcc -Xptxas -v` (or `ptxas -v`). Lines it does not recognise are
@@ -86,5 +120,6 @@ std::string demangle(const std::string& symbol);
 
 nlohmann::json to_json(const PtxasFunction& f);
 nlohmann::json to_json(const CompileDiagnostic& d);
+nlohmann::json to_json(const WgmmaSerialization& w);
 
 }  // namespace vb::analysis

@@ -566,6 +566,10 @@ ClimbResult NvidiaClimber::climb(const KernelType& type, const Variant& variant,
     any_spill = any_spill || k.ptxas->spills();
     ks.push_back(kj);
   }
+  // ptxas's "wgmma.mma_async instructions are serialized due to ..." lines, every one (those of
+  // the kernels are also in each kernel's "wgmma_serialized_reason").
+  nlohmann::json serializations = nlohmann::json::array();
+  for (const auto& w : rep.wgmma_serializations) serializations.push_back(analysis::to_json(w));
   r1.data = {{"kernels", ks},
              {"main_kernel", main->ptxas->mangled},
              {"main_kernel_demangled", main->ptxas->demangled},
@@ -580,6 +584,7 @@ ClimbResult NvidiaClimber::climb(const KernelType& type, const Variant& variant,
              {"launch_record", to_json(record)},
              {"gmem_bytes", rep.gmem_bytes},
              {"spills", any_spill},
+             {"wgmma_serializations", serializations},
              {"sass_available", b.have_sass}};
   if (!b.have_sass) r1.data["sass_missing"] = b.cuobjdump;
   if (!occ.cannot_launch.empty() && !assumed) {
@@ -601,6 +606,24 @@ ClimbResult NvidiaClimber::climb(const KernelType& type, const Variant& variant,
       mf.demangled, mf.registers, mf.smem_bytes, std::max(0L, mf.spill_store_bytes),
       std::max(0L, mf.spill_load_bytes), block, assumed ? "assumed" : block_source,
       occ.occupancy * 100, occ.limiter(), sass_part);
+  // Serialized wgmmas are a performance cliff the numbers above do not show: said in the summary
+  // (the estimate of rung 3 does not use it).
+  const auto code_reason = [](const std::string& code, const std::string& reason) {
+    return code.empty() ? reason : code + ": " + reason;
+  };
+  if (mf.wgmma_serialized())
+    r1.summary += "; wgmma SERIALIZED by ptxas (" +
+                  code_reason(mf.wgmma_serialized_code, mf.wgmma_serialized_reason) + ")";
+  int other_serialized = 0;
+  for (const auto& f : rep.functions)
+    if (&f != &mf && f.wgmma_serialized()) ++other_serialized;
+  if (other_serialized > 0)
+    r1.summary += fmt::format("; ptxas serialized the wgmmas of {} other function{}",
+                              other_serialized, other_serialized == 1 ? "" : "s");
+  for (const auto* w : rep.unattached_wgmma_serializations())
+    r1.summary += "; wgmma serialized by ptxas" +
+                  (w->function.empty() ? std::string() : " in " + w->function) + " (" +
+                  code_reason(w->code, w->reason) + ")";
   r1.status = occ.blocks_per_sm > 0 ? "pass" : "reject";
   if (occ.blocks_per_sm == 0) {
     return reject(r1, "cannot launch: " + occ.cannot_launch);

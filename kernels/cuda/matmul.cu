@@ -114,6 +114,10 @@
 #define WG_STAGES 4
 #endif
 
+// @vb-param WG_SPLIT_K 1 {0,1}  1: on the wgmma path, split K over CTAs when the output tiles leave SMs idle (skinny and decode shapes)
+#ifndef WG_SPLIT_K
+#define WG_SPLIT_K 1
+#endif
 // @vb-param USE_GEMV 1 {0,1}  1: fp32 matrix-vector (N == 1) through a warp-per-row GEMV; 0: the GEMM path
 #ifndef USE_GEMV
 #define USE_GEMV 1
@@ -376,7 +380,7 @@ template <typename T>
 __global__ void __launch_bounds__(kWgThreads, 1)
     wgmma_gemm_kernel(const __grid_constant__ CUtensorMap tmA,
                       const __grid_constant__ CUtensorMap tmB, T* __restrict__ C, int M, int N,
-                      int K) {
+                      int K, float* __restrict__ part, int kt_per_split) {
 #ifdef VB_WGMMA_BODY
   __shared__ __align__(8) std::uint64_t bars[2 * kWgStages];  // [0,S): full, [S,2S): empty
   extern __shared__ __align__(1024) unsigned char wg_smem[];
@@ -389,10 +393,14 @@ __global__ void __launch_bounds__(kWgThreads, 1)
 
   const int tid = threadIdx.x, wg = tid / 128;
   const int tiles_m = (M + kWgBM - 1) / kWgBM, tiles_n = (N + kWgBN - 1) / kWgBN;
+  const int tiles = tiles_m * tiles_n;
+  const int split = static_cast<int>(blockIdx.x) / tiles;  // 0 without split-K
   int tm, tn;
-  raster(blockIdx.x, tiles_m, tiles_n, tm, tn);
+  raster(static_cast<int>(blockIdx.x) % tiles, tiles_m, tiles_n, tm, tn);
   const int m0 = tm * kWgBM, n0 = tn * kWgBN;
-  const int KT = (K + kWgBK - 1) / kWgBK;
+  const int KT_all = (K + kWgBK - 1) / kWgBK;
+  const int kt0 = split * kt_per_split;                 // this CTA's K slices: [kt0, kt0 + KT)
+  const int KT = min(kt_per_split, KT_all - kt0);       // >= 1 (the host makes no empty split)
 
   if (tid == 0) {
     prefetch_tensormap(&tmA);
@@ -414,7 +422,7 @@ __global__ void __launch_bounds__(kWgThreads, 1)
         // Parity trick: the first pass over the ring waits on the (complete) phase before 0.
         mbar_wait(empty_bar(s), ((kt / kWgStages) & 1) ^ 1);
         mbar_arrive_expect_tx(full_bar(s), kWgStageBytes);
-        const int k0 = kt * kWgBK;
+        const int k0 = (kt0 + kt) * kWgBK;
         tma_load_2d(stage_a(s), &tmA, full_bar(s), k0, m0);
 #pragma unroll
         for (int j = 0; j < kWgBN / 64; ++j)
@@ -464,13 +472,17 @@ __global__ void __launch_bounds__(kWgThreads, 1)
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const int row = row_base + 8 * h;
-      if (row < M)
+      if (row >= M) continue;
+      if (part != nullptr)  // split-K: this split's fp32 partial, summed by splitk_sum_kernel
+        *reinterpret_cast<float2*>(part + (static_cast<std::size_t>(split) * M + row) * N + col) =
+            make_float2(acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1]);
+      else
         store_pair(C + static_cast<std::size_t>(row) * N + col, acc[4 * j + 2 * h],
                    acc[4 * j + 2 * h + 1]);
     }
   }
 #else
-  (void)tmA, (void)tmB, (void)C, (void)M, (void)N, (void)K;
+  (void)tmA, (void)tmB, (void)C, (void)M, (void)N, (void)K, (void)part, (void)kt_per_split;
 #endif  // VB_WGMMA_BODY
 }
 
@@ -764,18 +776,41 @@ __global__ void __launch_bounds__(kTfThreads)
   }
 }
 
-/// C[i] = sum over s = 0..S-1, in order, of part[s·MN + i] (the split-K partials).
-__global__ void splitk_sum_kernel(const float* __restrict__ part, float* __restrict__ C,
-                                  long long MN, int S) {
+#endif  // VB_PRECISION_TF32
+
+// ---- split-K reduction (the TF32 path and the wgmma path) ---------------------------------------
+
+/// C[i] = sum over s = 0..S-1, in order, of part[s·MN + i] (the split-K partials, fp32), rounded
+/// once to T: every element is one fixed-order sum (deterministic).
+template <typename T>
+__global__ void splitk_sum_kernel(const float* __restrict__ part, T* __restrict__ C, long long MN,
+                                  int S) {
   for (long long i = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; i < MN;
        i += static_cast<long long>(gridDim.x) * blockDim.x) {
     float v = 0.0f;
     for (int s = 0; s < S; ++s) v += part[s * MN + i];
-    C[i] = v;
+    C[i] = vbk::from_f32<T>(v);
   }
 }
 
-#endif  // VB_PRECISION_TF32
+/// Launches splitk_sum_kernel over MN elements; returns the launch's error.
+template <typename T>
+cudaError_t launch_splitk_sum(const float* part, T* C, long long MN, int S, cudaStream_t s) {
+  const long long blocks = std::min<long long>((MN + 255) / 256, 65535LL * 8);
+  splitk_sum_kernel<T><<<static_cast<unsigned>(blocks), 256, 0, s>>>(part, C, MN, S);
+  return cudaGetLastError();
+}
+
+/// SMs of the current device (132 when it cannot be read).
+[[maybe_unused]] int sm_count() {
+  int dev = 0, sms = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess ||
+      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || sms <= 0) {
+    (void)cudaGetLastError();
+    return 132;
+  }
+  return sms;
+}
 
 // ---- GEMV (fp32, N == 1; USE_GEMV = 1) ---------------------------------------------------------
 
@@ -873,9 +908,36 @@ int try_launch_wgmma(const T* A, const T* B, T* C, int M, int N, int K, cudaStre
     (void)cudaGetLastError();
     return 0;
   }
+  // Split-K (WG_SPLIT_K): when the output tiles leave SMs idle (decode and skinny shapes), K is cut
+  // into S chunks of whole 64-slices, S <= SMs / tiles (one wave), >= 4 slices a chunk, and S·M·8
+  // bytes of partials written and read back per column at most half the weight bytes K·2 (S <=
+  // K / (8·M)). S depends only on the shape and the SM count: deterministic.
+  const int KT = (K + kWgBK - 1) / kWgBK;
+  long long splits = 1;
+  if (WG_SPLIT_K != 0) {
+    const int sms = sm_count();
+    if (tiles < sms)
+      splits = std::max<long long>(1, std::min<long long>({sms / tiles, KT / 4, K / (8LL * M)}));
+  }
+  const int kps = static_cast<int>((KT + splits - 1) / splits);
+  splits = (KT + kps - 1) / kps;  // no empty split
+  float* part = nullptr;
+  const long long MN = static_cast<long long>(M) * N;
+  if (splits > 1) {
+    if (cudaMallocAsync(reinterpret_cast<void**>(&part),
+                        static_cast<std::size_t>(splits * MN) * sizeof(float), s) != cudaSuccess) {
+      (void)cudaGetLastError();
+      part = nullptr;
+      splits = 1;
+    }
+  }
   taken = true;
-  wgmma_gemm_kernel<T><<<static_cast<unsigned>(tiles), kWgThreads, smem, s>>>(tmA, tmB, C, M, N, K);
-  VBK_CUDA_CHECK_LAUNCH("matmul wgmma_gemm_kernel");
+  wgmma_gemm_kernel<T><<<static_cast<unsigned>(tiles * splits), kWgThreads, smem, s>>>(
+      tmA, tmB, C, M, N, K, part, splits > 1 ? kps : KT);
+  e = cudaGetLastError();
+  if (e == cudaSuccess && splits > 1) e = launch_splitk_sum<T>(part, C, MN, static_cast<int>(splits), s);
+  if (part != nullptr) (void)cudaFreeAsync(part, s);
+  if (e != cudaSuccess) return vbk::fail("matmul wgmma_gemm_kernel launch: %s", cudaGetErrorString(e));
   return 0;
 }
 #endif  // USE_WGMMA
@@ -896,12 +958,7 @@ int launch_gemv(const float* A, const float* x, float* y, int M, int K, cudaStre
 int launch_tf32(const float* A, const float* B, float* C, int M, int N, int K, cudaStream_t s) {
   const long long tiles = static_cast<long long>((M + kTfBM - 1) / kTfBM) * ((N + kTfBN - 1) / kTfBN);
   if (tiles > INT_MAX) return vbk::fail("matmul: %lld CTAs exceed the grid limit", tiles);
-  int dev = 0, sms = 132;
-  if (cudaGetDevice(&dev) != cudaSuccess ||
-      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess) {
-    (void)cudaGetLastError();
-    sms = 132;
-  }
+  const int sms = sm_count();
   long long splits = 1;
   if (tiles < sms && K >= 4096) {
     splits = std::min<long long>((2LL * sms + tiles - 1) / tiles, K / 1024);
@@ -929,11 +986,7 @@ int launch_tf32(const float* A, const float* B, float* C, int M, int N, int K, c
   const dim3 grid(static_cast<unsigned>(tiles), static_cast<unsigned>(splits));
   kernel<<<grid, kTfThreads, kTfSmemBytes, s>>>(A, B, out, M, N, K, static_cast<int>(chunk));
   e = cudaGetLastError();
-  if (e == cudaSuccess && splits > 1) {
-    const long long blocks = std::min<long long>((MN + 255) / 256, 65535LL * 8);
-    splitk_sum_kernel<<<static_cast<unsigned>(blocks), 256, 0, s>>>(out, C, MN, static_cast<int>(splits));
-    e = cudaGetLastError();
-  }
+  if (e == cudaSuccess && splits > 1) e = launch_splitk_sum<float>(out, C, MN, static_cast<int>(splits), s);
   if (splits > 1) (void)cudaFreeAsync(out, s);
   if (e != cudaSuccess) return vbk::fail("matmul tf32_gemm_kernel launch: %s", cudaGetErrorString(e));
   return 0;

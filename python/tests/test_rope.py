@@ -66,3 +66,51 @@ def test_fp16_profile_finds_rope_in_fp16():
     rope = [e for e in res["entries"] if e["type"] == "rotary_embedding"]
     assert rope and rope[0]["dtype"] == "fp16"
     assert rope[0]["dims"] == {"B": 1, "H": 4, "S": 32, "D": 16}
+
+
+# ---- replace._rope_tables: checked once per forward, not once per layer ----------------------------
+
+def _hf_tables(S=8, D=16, scale=1.0):
+    """HF-style cos/sin [1, S, D] with duplicated halves (cat((freqs, freqs)))."""
+    inv = 1.0 / (10000 ** (torch.arange(0, D, 2).float() / D))
+    freqs = torch.outer(torch.arange(S).float(), inv) * scale
+    emb = torch.cat((freqs, freqs), dim=-1)[None]
+    return emb.cos(), emb.sin()
+
+
+def test_rope_tables_of_the_same_cos_sin_are_checked_once(monkeypatch):
+    from vladbud import replace as vr
+    vr._ROPE_LAST[0] = None
+    cos, sin = _hf_tables()
+    q, k = torch.randn(1, 4, 8, 16), torch.randn(1, 2, 8, 16)
+    calls = []
+    real_equal = torch.equal
+    monkeypatch.setattr(torch, "equal", lambda a, b: calls.append(1) or real_equal(a, b))
+    first = vr._rope_tables(cos, sin, q, k, 1, False)
+    n = len(calls)
+    assert first is not None and n >= 2                      # the halves were compared
+    for _ in range(3):                                       # the other layers of the forward
+        assert vr._rope_tables(cos, sin, q, k, 1, False) is first
+    assert len(calls) == n                                   # ... compared nothing again
+    torch.testing.assert_close(first[0], cos[0, :, :8])
+    torch.testing.assert_close(first[1], sin[0, :, :8])
+
+
+def test_rope_tables_follow_an_in_place_change_and_a_new_tensor():
+    from vladbud import replace as vr
+    vr._ROPE_LAST[0] = None
+    cos, sin = _hf_tables()
+    q, k = torch.randn(1, 4, 8, 16), torch.randn(1, 4, 8, 16)
+    first = vr._rope_tables(cos, sin, q, k, 1, False)
+    cos.mul_(0.5)                                            # bumps cos._version
+    second = vr._rope_tables(cos, sin, q, k, 1, False)
+    assert second is not first
+    torch.testing.assert_close(second[0], cos[0, :, :8])
+    cos[0, :, 0] += 1.0                                      # halves no longer duplicated
+    assert vr._rope_tables(cos, sin, q, k, 1, False) is None
+    # Another tensor object with HF's layout is checked afresh, not served from the cache.
+    cos2, sin2 = _hf_tables(scale=2.0)
+    third = vr._rope_tables(cos2, sin2, q, k, 1, False)
+    torch.testing.assert_close(third[1], sin2[0, :, :8])
+    # Shape checks still run on every call: a q of another length is refused even on a cache hit.
+    assert vr._rope_tables(cos2, sin2, torch.randn(1, 4, 7, 16), k, 1, False) is None

@@ -73,6 +73,7 @@ import inspect
 import math
 import sys
 import textwrap
+import weakref
 
 import torch
 import torch.nn as nn
@@ -511,9 +512,18 @@ def hf_rope_functions() -> list:
     return out
 
 
+_ROPE_LAST = [None]
+"""The last eager answer of _rope_tables: (weakref(cos), weakref(sin), cos._version,
+sin._version, q.dtype, partial, tables). A model computes its cos/sin once per forward and passes
+the same two tensors to every layer; the checks of their contents (torch.equal, which waits for the
+GPU) and the table copies then run once per forward, not once per layer."""
+
+
 def _rope_tables(cos, sin, q, k, unsqueeze_dim, partial):
     """cos/sin [S, R/2] in q's dtype from HF's [1 or B, S, R] (R = D, or R <= D for a partial
-    rotary function), or None when the op cannot take the call (the original runs)."""
+    rotary function), or None when the op cannot take the call (the original runs).
+    In eager mode the answer for the same cos and sin tensor objects, unchanged since (their version
+    counters), is reused (`_ROPE_LAST`); the shape checks against q and k still run on every call."""
     if not (_float(q, k) and isinstance(cos, torch.Tensor) and isinstance(sin, torch.Tensor)):
         return None
     if unsqueeze_dim not in (1, -3) or q.dim() != 4 or k.dim() != 4 or cos.dim() != 3 or sin.dim() != 3:
@@ -533,15 +543,26 @@ def _rope_tables(cos, sin, q, k, unsqueeze_dim, partial):
         return None
     h = R // 2
     if not _compiling():
+        last = _ROPE_LAST[0]
+        if (last is not None and last[0]() is cos and last[1]() is sin and last[2] == cos._version
+                and last[3] == sin._version and last[4] == q.dtype and last[5] == partial):
+            return last[6]
         # Eager: the tables must be the same for every batch row and have duplicated halves
         # (HF's cat((freqs, freqs))). Under torch.compile these data checks are not made: one
         # row is required and HF builds the halves duplicated by construction.
-        if cos.shape[0] > 1 and not (torch.equal(cos, cos[:1].expand_as(cos)) and
-                                     torch.equal(sin, sin[:1].expand_as(sin))):
-            return None
-        if not (torch.equal(cos[..., :h], cos[..., h:]) and torch.equal(sin[..., :h], sin[..., h:])):
-            return None
-    elif cos.shape[0] != 1:
+        tables = None
+        if not (cos.shape[0] > 1 and not (torch.equal(cos, cos[:1].expand_as(cos)) and
+                                          torch.equal(sin, sin[:1].expand_as(sin)))):
+            if torch.equal(cos[..., :h], cos[..., h:]) and torch.equal(sin[..., :h], sin[..., h:]):
+                tables = (cos[0, :, :h].to(q.dtype).contiguous(),
+                          sin[0, :, :h].to(q.dtype).contiguous())
+        try:
+            _ROPE_LAST[0] = (weakref.ref(cos), weakref.ref(sin), cos._version, sin._version,
+                             q.dtype, partial, tables)
+        except TypeError:  # a tensor subclass without weak references: no reuse
+            _ROPE_LAST[0] = None
+        return tables
+    if cos.shape[0] != 1:
         return None
     return (cos[0, :, :h].to(q.dtype).contiguous(), sin[0, :, :h].to(q.dtype).contiguous())
 

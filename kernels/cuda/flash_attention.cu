@@ -14,8 +14,11 @@
 // m16n8k16 (Q by ldmatrix, kept in registers for head dim 64, and 128 with one m16 tile per
 // warp; K by ldmatrix non-transposed:
 // K[S,D] row-major is the "col" operand of Q·Kᵀ), masks, updates the running row max m of the
-// raw scores and row sum l in fp32 (online softmax; p = 2^(s·c - m·c), c = sm_scale·log2(e), one
-// FFMA and one SFU ex2 per score, sm_scale > 0 on this path), rescales its fp32 O
+// raw scores and row sum l in fp32 (online softmax; p = 2^((s - m)·c), c = sm_scale·log2(e), one
+// FADD, one FMUL and one SFU ex2 per score, sm_scale > 0 and c finite on this path; the
+// subtraction comes first so the row maximum's weight is exactly 1: the one-FFMA form
+// 2^(s·c - fl(m·c)) gives it 2^(rounding error of m·c), which overflows or flushes once |m·c|
+// passes 2^31 and made NaN rows, the stability stage's huge_logits case), rescales its fp32 O
 // accumulators and adds P·V, with P rounded to the input dtype and re-used from the S
 // accumulators as the A fragment (no shared-memory round trip; V by ldmatrix .trans). Head dims
 // are padded to DP ∈ {64, 80, 96, 128, 256} with zero-filled columns (they add 0 to Q·Kᵀ and
@@ -273,8 +276,8 @@ __global__ void __launch_bounds__(FA_WARPS * 32, min_ctas<DP, MT>())
 
     // Per m16 tile: mask (diagonal and tail tiles only), row max of the raw scores over the
     // quad (lanes 4g..4g+3), online-softmax update of m and l in raw-score units (scale > 0 on
-    // this path, so the max commutes with the scaling), p = 2^(s·c - m·c) with c = scale·log2(e)
-    // in one FFMA, rescale of O.
+    // this path, so the max commutes with the scaling), p = 2^((s - m)·c) with c =
+    // scale·log2(e) (subtract first: the row maximum's weight is exactly 1), rescale of O.
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt) {
       const int tq0 = wq0 + mt * 16, row0 = tq0 + g, row1 = row0 + 8;
@@ -307,14 +310,13 @@ __global__ void __launch_bounds__(FA_WARPS * 32, min_ctas<DP, MT>())
       const float al1 = ex2_ftz((m[mt][1] - ms1) * scale_log2);
       m[mt][0] = mn0;
       m[mt][1] = mn1;
-      const float off0 = -ms0 * scale_log2, off1 = -ms1 * scale_log2;
       float ps0 = 0.0f, ps1 = 0.0f;
 #pragma unroll
       for (int nt = 0; nt < BKV / 8; ++nt) {
-        s[mt][nt][0] = ex2_ftz(fmaf(s[mt][nt][0], scale_log2, off0));
-        s[mt][nt][1] = ex2_ftz(fmaf(s[mt][nt][1], scale_log2, off0));
-        s[mt][nt][2] = ex2_ftz(fmaf(s[mt][nt][2], scale_log2, off1));
-        s[mt][nt][3] = ex2_ftz(fmaf(s[mt][nt][3], scale_log2, off1));
+        s[mt][nt][0] = ex2_ftz((s[mt][nt][0] - ms0) * scale_log2);
+        s[mt][nt][1] = ex2_ftz((s[mt][nt][1] - ms0) * scale_log2);
+        s[mt][nt][2] = ex2_ftz((s[mt][nt][2] - ms1) * scale_log2);
+        s[mt][nt][3] = ex2_ftz((s[mt][nt][3] - ms1) * scale_log2);
         ps0 += s[mt][nt][0] + s[mt][nt][1];
         ps1 += s[mt][nt][2] + s[mt][nt][3];
       }
@@ -407,12 +409,14 @@ static_assert(fa_wg_smem_bytes<128>() + kWgBarrierBytes <= 227 * 1024,
               "lower FA_WG_STAGES or FA_WG_BLOCK_KV");
 
 /// FlashAttention forward with Hopper's asynchronous tensor cores (the structure of
-/// FlashAttention-3, Shah et al. 2024, without its ping-pong scheduling): one CTA = 128 query
+/// FlashAttention-3, Shah et al. 2024: warp specialization, and with FA_WG_PINGPONG its ping-pong
+/// between the consumer warpgroups; P·V of a tile deferred into the next tile's commit group, not
+/// FA3's intra-warpgroup overlap of softmax and GEMMs): one CTA = 128 query
 /// rows of one (batch, head) bh, 3 warpgroups. Warpgroup 0 (one thread) loads the Q tile once and
 /// streams K and V tiles of kWgBKV keys of KV head bh / group by TMA (3-D maps [BH, S, D]: rows
 /// past S read as zeros) into a kWgStages ring (full/empty mbarriers). Warpgroups 1 and 2 own 64
 /// query rows each: per K/V tile, S = Q·Kᵀ by wgmma.m64n{BKV}k16 (Q and K K-major from shared
-/// memory), mask, online softmax in registers (m, l in fp32; p = 2^(s·c - m·c) with c =
+/// memory), mask, online softmax in registers (m, l in fp32; p = 2^((s - m)·c) with c =
 /// sm_scale·log2(e) > 0), O rescaled in registers, then O += P·V by wgmma.m64n{D}k16 with P from
 /// registers (the S accumulators, rounded to T, are the A fragments) and V N-major from shared
 /// memory. Grid = q_tiles · BH, the last query tiles (the most K/V tiles under causal masking)
@@ -568,14 +572,13 @@ __global__ void __launch_bounds__(kWgThreads, 1)
     const float al0 = ex2_ftz((m0 - ms0) * scale_log2), al1 = ex2_ftz((m1 - ms1) * scale_log2);
     m0 = mn0;
     m1 = mn1;
-    const float off0 = -ms0 * scale_log2, off1 = -ms1 * scale_log2;
     float ps0 = 0.0f, ps1 = 0.0f;
 #pragma unroll
     for (int n = 0; n < kWgBKV / 8; ++n) {
-      sc[4 * n] = ex2_ftz(fmaf(sc[4 * n], scale_log2, off0));
-      sc[4 * n + 1] = ex2_ftz(fmaf(sc[4 * n + 1], scale_log2, off0));
-      sc[4 * n + 2] = ex2_ftz(fmaf(sc[4 * n + 2], scale_log2, off1));
-      sc[4 * n + 3] = ex2_ftz(fmaf(sc[4 * n + 3], scale_log2, off1));
+      sc[4 * n] = ex2_ftz((sc[4 * n] - ms0) * scale_log2);
+      sc[4 * n + 1] = ex2_ftz((sc[4 * n + 1] - ms0) * scale_log2);
+      sc[4 * n + 2] = ex2_ftz((sc[4 * n + 2] - ms1) * scale_log2);
+      sc[4 * n + 3] = ex2_ftz((sc[4 * n + 3] - ms1) * scale_log2);
       ps0 += sc[4 * n] + sc[4 * n + 1];
       ps1 += sc[4 * n + 2] + sc[4 * n + 3];
     }
@@ -895,7 +898,8 @@ int try_launch_wgmma(const Args& a, const T* q, const T* k, const T* v, T* o, cu
 template <typename T>
 int run_attention(const Args& a, const T* q, const T* k, const T* v, T* o, cudaStream_t s) {
   if constexpr (!std::is_same<T, float>::value) {
-    if (a.D % 8 == 0 && a.D <= 256 && a.scale_log2 > 0.0f && aligned16(q) && aligned16(k) &&
+    if (a.D % 8 == 0 && a.D <= 256 && a.scale_log2 > 0.0f && std::isfinite(a.scale_log2) &&
+        aligned16(q) && aligned16(k) &&
         aligned16(v) && aligned16(o)) {
 #if USE_WGMMA
       if (a.D == 64 || a.D == 128) {

@@ -114,3 +114,17 @@ def test_rope_tables_follow_an_in_place_change_and_a_new_tensor():
     torch.testing.assert_close(third[1], sin2[0, :, :8])
     # Shape checks still run on every call: a q of another length is refused even on a cache hit.
     assert vr._rope_tables(cos2, sin2, torch.randn(1, 4, 7, 16), k, 1, False) is None
+
+
+def test_rope_tables_under_inference_mode_are_reused_by_identity():
+    """Inference tensors have no version counter: the same objects are served from the cache, new
+    ones are checked afresh."""
+    from vladbud import replace as vr
+    vr._ROPE_LAST[0] = None
+    with torch.inference_mode():
+        cos, sin = _hf_tables()
+        q, k = torch.randn(1, 4, 8, 16), torch.randn(1, 4, 8, 16)
+        first = vr._rope_tables(cos, sin, q, k, 1, False)
+        assert first is not None and vr._rope_tables(cos, sin, q, k, 1, False) is first
+        cos2, sin2 = _hf_tables(scale=3.0)
+        torch.testing.assert_close(vr._rope_tables(cos2, sin2, q, k, 1, False)[0], cos2[0, :, :8])

@@ -512,9 +512,17 @@ def hf_rope_functions() -> list:
     return out
 
 
+def _version(t):
+    """t's version counter (bumped by every in-place change), or None for an inference tensor,
+    which has none (torch.inference_mode): such a tensor is matched by identity alone, so an
+    in-place change of it between two calls is not seen (verify's in-model check of the output
+    would catch the wrong result)."""
+    return None if t.is_inference() else t._version
+
+
 _ROPE_LAST = [None]
-"""The last eager answer of _rope_tables: (weakref(cos), weakref(sin), cos._version,
-sin._version, q.dtype, partial, tables). A model computes its cos/sin once per forward and passes
+"""The last eager answer of _rope_tables: (weakref(cos), weakref(sin), _version(cos),
+_version(sin), q.dtype, partial, tables). A model computes its cos/sin once per forward and passes
 the same two tensors to every layer; the checks of their contents (torch.equal, which waits for the
 GPU) and the table copies then run once per forward, not once per layer."""
 
@@ -544,8 +552,9 @@ def _rope_tables(cos, sin, q, k, unsqueeze_dim, partial):
     h = R // 2
     if not _compiling():
         last = _ROPE_LAST[0]
-        if (last is not None and last[0]() is cos and last[1]() is sin and last[2] == cos._version
-                and last[3] == sin._version and last[4] == q.dtype and last[5] == partial):
+        vc, vs = _version(cos), _version(sin)
+        if (last is not None and last[0]() is cos and last[1]() is sin and last[2] == vc
+                and last[3] == vs and last[4] == q.dtype and last[5] == partial):
             return last[6]
         # Eager: the tables must be the same for every batch row and have duplicated halves
         # (HF's cat((freqs, freqs))). Under torch.compile these data checks are not made: one
@@ -557,8 +566,7 @@ def _rope_tables(cos, sin, q, k, unsqueeze_dim, partial):
                 tables = (cos[0, :, :h].to(q.dtype).contiguous(),
                           sin[0, :, :h].to(q.dtype).contiguous())
         try:
-            _ROPE_LAST[0] = (weakref.ref(cos), weakref.ref(sin), cos._version, sin._version,
-                             q.dtype, partial, tables)
+            _ROPE_LAST[0] = (weakref.ref(cos), weakref.ref(sin), vc, vs, q.dtype, partial, tables)
         except TypeError:  # a tensor subclass without weak references: no reuse
             _ROPE_LAST[0] = None
         return tables

@@ -72,6 +72,12 @@ class FlashAttentionType final : public KernelType {
   //                (≤ S·a) cannot overflow.
   //  large_logits  q, k ~ N(0,σ²) with σ² = 30/(|sm_scale|·sqrt(D)): logits have std ≈ 30, so
   //                exp without running-max subtraction overflows fp32.
+  //  huge_logits   q, k ~ U(σ/2, σ) (all positive) with σ² = 2^32 / (0.5625·D·|sm_scale|), capped
+  //                at half the dtype's max: scaled logits near ±2^32 whose row maxima stand far
+  //                apart from the rest, so softmax is one-hot to fp64 precision. A kernel that
+  //                computes 2^(s·c - fl(m·c)) in one FMA (FlashAttention-2/3's trick) gets the
+  //                row maximum's weight 2^e with e the rounding error of fl(m·c), up to 2^7 at
+  //                these magnitudes: inf or 0, and NaN rows (found by review, 2026-12-07).
   //  all_equal     every key row of a KV head equal (all S rows of k[b, g]; rows differ between
   //                KV heads): uniform attention over the visible keys for every query head
   //                (O row i = mean of V rows 0..i of its KV head when causal).
@@ -99,6 +105,13 @@ class FlashAttentionType final : public KernelType {
       fill_normal(in[0], sq, 0.0, sigma);
       fill_normal(in[1], sk, 0.0, sigma);
       fill_normal(in[2], sv);
+    } else if (regime == "huge_logits") {
+      const double scale = std::max(std::fabs(p.attr("sm_scale")), 1e-30);
+      const double sigma = std::min(
+          std::sqrt(4294967296.0 / (0.5625 * static_cast<double>(D) * scale)), 0.5 * dtype_max(p.dtype));
+      fill_uniform(in[0], sq, 0.5 * sigma, sigma);
+      fill_uniform(in[1], sk, 0.5 * sigma, sigma);
+      fill_normal(in[2], sv);
     } else if (regime == "all_equal") {
       fill_normal(in[0], sq);
       kt::fill_each(in[1], [&](std::int64_t i) {  // k is [B,HKV,S,D]: head = b·HKV + g
@@ -107,7 +120,8 @@ class FlashAttentionType final : public KernelType {
       });
       fill_normal(in[2], sv);
     } else {
-      kt::throw_unknown_regime(name(), regime, {"normal", "near_max", "large_logits", "all_equal"});
+      kt::throw_unknown_regime(name(), regime,
+                               {"normal", "near_max", "large_logits", "huge_logits", "all_equal"});
     }
   }
 
@@ -243,6 +257,8 @@ class FlashAttentionType final : public KernelType {
     return {
         {"V near the dtype's max", s, "near_max", {}},
         {"large logits (std ≈ 30): exp overflows without max subtraction", s, "large_logits", {}},
+        {"huge logits (≈ 2^32 after sm_scale, one-hot rows): the max subtraction must be exact "
+         "for the row maximum", s, "huge_logits", {}},
         {"all-equal keys (uniform attention over the visible prefix)", s, "all_equal", {}},
         {"all-equal keys, GQA (4 query heads over 2 KV heads, each query head reads its own "
          "KV head's values)",

@@ -508,13 +508,19 @@ __global__ void __launch_bounds__(kWgThreads, 1)
   // after the last tile: P·V only) so that no wgmma sits in a data-dependent branch, which
   // would make ptxas serialize them. Tiles above all of a warpgroup's rows (causal, FA_WG_BLOCK_KV
   // 64) are computed fully masked: their weights are 0.
-  u32 pa[kWgBKV / 16][4];
+  u32 pa[kWgBKV / 16][4] = {};
   float sc[kWgBKV / 2];
+  // Before wgmma_fence: every register a wgmma reads or writes (O, S and the P fragments) is
+  // final, so the compiler cannot sink their producers past the fence (as CUTLASS fences them).
   auto fence_all = [&] {
 #pragma unroll
     for (int i = 0; i < D / 2; ++i) fence_operand(o[i]);
 #pragma unroll
     for (int i = 0; i < kWgBKV / 2; ++i) fence_operand(sc[i]);
+#pragma unroll
+    for (int kk = 0; kk < kWgBKV / 16; ++kk)
+#pragma unroll
+      for (int r = 0; r < 4; ++r) asm volatile("" : "+r"(pa[kk][r])::"memory");
   };
   auto issue_pv = [&](int stage) {
 #pragma unroll
@@ -533,11 +539,7 @@ __global__ void __launch_bounds__(kWgThreads, 1)
     wgmma_commit();
     pass_turn();
     wgmma_wait<0>();
-    fence_all();
-#pragma unroll
-    for (int kk = 0; kk < kWgBKV / 16; ++kk)
-#pragma unroll
-      for (int r = 0; r < 4; ++r) asm volatile("" : "+r"(pa[kk][r])::"memory");
+    fence_all();  // O, S and P (kept alive until the asynchronous reads have completed)
   };
   auto zero_scores = [&] {
 #pragma unroll

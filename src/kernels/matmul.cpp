@@ -100,7 +100,10 @@ class MatmulType final : public KernelType {
             mnk("64x1024x4096", 64, 1024, 4096), mnk("512x512x512", 512, 512, 512)};
   }
 
-  // Tails in every dimension, degenerate K = 1 and M = 1 (GEMV), primes.
+  // Tails in every dimension, degenerate K = 1 and M = 1 (GEMV), primes; edge-8x512x1032 is a
+  // decode-like shape whose K (16 full 64-wide slices and an 8-wide tail) splits unevenly where a
+  // kernel splits K over idle SMs (the CUDA starter's WG_SPLIT_K on a 132-SM H100: 4 chunks of
+  // 5, 5, 5 and 2 slices, the last with the tail; a review found no stage covering this).
   std::vector<Size> edge_sizes() const override {
     std::vector<Size> v = {mnk("edge-1x1x1", 1, 1, 1),
                            mnk("edge-1023x4097x1", 1023, 4097, 1),
@@ -108,7 +111,8 @@ class MatmulType final : public KernelType {
                            mnk("edge-127x251x1021", 127, 251, 1021),
                            mnk("edge-3x13x4097", 3, 13, 4097),
                            mnk("edge-4097x3x127", 4097, 3, 127),
-                           mnk("edge-1021x127x13", 1021, 127, 13)};
+                           mnk("edge-1021x127x13", 1021, 127, 13),
+                           mnk("edge-8x512x1032", 8, 512, 1032)};
     // N and K both sweep every remainder mod 16 (K paired through kt::tail_partner); M = 3..5.
     const auto tails = kt::tail_lengths();
     for (std::size_t i = 0; i < tails.size(); ++i) {

@@ -130,7 +130,11 @@ class FusedMlpType final : public KernelType {
     std::vector<Size> v = {bdh("edge-b1d1h1", 1, 1, 1), bdh("edge-b3d127h251", 3, 127, 251),
                            bdh("edge-b13d251h1023", 13, 251, 1023),
                            bdh("edge-b127d13h4097", 127, 13, 4097),
-                           bdh("edge-b1d1023h3", 1, 1023, 3)};
+                           bdh("edge-b1d1023h3", 1, 1023, 3),
+                           // Both reductions shorter than one 64-wide slice with aligned rows
+                           // (D, H multiples of 8): a TMA-staged kernel's tile is wider than the
+                           // tensor (the CUDA starter's wgmma path on sm_90a; review finding).
+                           bdh("edge-b3d40h48", 3, 40, 48)};
     // D and H both sweep every remainder mod 16 (H paired through kt::tail_partner).
     const auto tails = kt::tail_lengths();
     for (std::size_t i = 0; i < tails.size(); ++i) {

@@ -581,6 +581,8 @@ int try_launch_wgmma(const T* A, const T* W0, const T* W1, T* C, int M, int N, i
   if (K <= 0 || K % 8 != 0 || N % 2 != 0 || !aligned(A, 16) || !aligned(W0, 16) ||
       (NB == 2 && !aligned(W1, 16)) || !aligned(C, 4))
     return 0;
+  // The kernel's tile and slice counts ((M + 127) / 128, (K + 63) / 64) are ints.
+  if (M > INT_MAX - kWgBM || N > INT_MAX - BN || K > INT_MAX - kWgBK) return 0;
   if (!wgmma_image_ok<kernel>(kWgBarrierBytes)) return 0;
   const long long tiles = static_cast<long long>((M + kWgBM - 1) / kWgBM) * ((N + BN - 1) / BN);
   if (tiles > INT_MAX) return 0;

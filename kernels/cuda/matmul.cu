@@ -894,6 +894,8 @@ int try_launch_wgmma(const T* A, const T* B, T* C, int M, int N, int K, cudaStre
   taken = false;
   if (K <= 0 || K % 8 != 0 || N % 8 != 0 || !aligned(A, 16) || !aligned(B, 16) || !aligned(C, 4))
     return 0;
+  // The kernel's tile and slice counts ((M + 127) / 128, (K + 63) / 64) are ints.
+  if (M > INT_MAX - kWgBM || N > INT_MAX - kWgBN || K > INT_MAX - kWgBK) return 0;
   if (!wgmma_image_ok<wgmma_gemm_kernel<T>>(kWgBarrierBytes)) return 0;
   const long long tiles = static_cast<long long>((M + kWgBM - 1) / kWgBM) *
                           ((N + kWgBN - 1) / kWgBN);

@@ -337,6 +337,14 @@ TEST_P(CudaStarterStatic, ClimbsEveryArchitecture) {
       if (r.rejected) continue;
       EXPECT_EQ(rung(r, 0).status, "pass");
       EXPECT_EQ(rung(r, 1).status, "pass") << rung(r, 1).summary;
+      // Hopper's wgmma paths (matmul, fused_mlp, flash_attention on sm_90a): ptxas neither
+      // serializes their wgmmas (the first flash_attention version had one in a data-dependent
+      // branch and got C7520, 2026-12-07) nor spills them.
+      EXPECT_TRUE(rung(r, 1).data["wgmma_serializations"].empty())
+          << rung(r, 1).data["wgmma_serializations"].dump();
+      for (const auto& k : rung(r, 1).data["kernels"])
+        if (k["mangled"].get<std::string>().find("wgmma") != std::string::npos)
+          EXPECT_LE(k["spill_store_bytes"].get<long>(), 0) << k["demangled"].get<std::string>();
       ASSERT_TRUE(r.estimate.has_value());
       EXPECT_GT(r.estimate->time_us, 0);
       EXPECT_EQ(r.confidence, "analytical");

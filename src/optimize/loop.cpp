@@ -968,6 +968,46 @@ class Loop {
           }
         }
       }
+      // An incumbent timed far above its own record in these rounds (median >= kSlowPhase x
+      // best_us_: a slow phase, or a slowdown of the best alone, that no runnable-task count
+      // showed; a new user's GPT-2 run kept a matmul at "4.47x" with the best at 6814 us in the
+      // rounds against its recorded 1699 us, the candidate at 1524 us) makes the gain and the
+      // speedup these rounds give meaningless. Such a keep is re-decided on `rounds` fresh
+      // rounds; when the best is that slow there too, nothing is kept.
+      bool slow_rounds = false;  // not decided: the best ran slow in both sets of rounds
+      if (d.keep && iv.error.empty() && !iv.lost && !iv.cancelled && best_us_ > 0 &&
+          d.base_us >= kSlowPhase * best_us_ && !stopping()) {
+        const double first_base = d.base_us;
+        say(fmt::format("{}: the best ran {:.2f} us in the rounds, {:.1f}x its recorded {:.2f} us; "
+                        "timing {} fresh rounds before deciding",
+                        kdir_, first_base, first_base / best_us_, best_us_, opt_.rounds));
+        const Interleaved fresh = meas_->interleave(best_file_, cand, std::max(opt_.rounds, 3),
+                                                    static_cast<int>(iv.best.size()));
+        iv.error = fresh.error, iv.lost = fresh.lost, iv.cancelled = fresh.cancelled;
+        if (fresh.last_cand.timed) iv.last_cand = fresh.last_cand;
+        if (iv.error.empty() && !iv.lost && !iv.cancelled) {
+          KeepDecision d2 = decide_keep(fresh.best, fresh.cand, opt_.strictness);
+          if (d2.base_us >= kSlowPhase * best_us_) {
+            slow_rounds = true;
+            d2.keep = false;
+            d2.reason = fmt::format(
+                "not decided: the best ran {:.2f} us and then {:.2f} us in two sets of rounds "
+                "against its recorded {:.2f} us (>= {:.1f}x: a slow phase or a slowed incumbent), "
+                "so neither set can judge the candidate; nothing kept",
+                first_base, d2.base_us, best_us_, kSlowPhase);
+          } else {
+            d2.reason += fmt::format(
+                "; re-decided on {} fresh rounds: the first rounds timed the best at {:.2f} us, "
+                ">= {:.1f}x its recorded {:.2f} us",
+                fresh.best.size(), first_base, kSlowPhase, best_us_);
+          }
+          d = d2;
+          contention_note.clear();
+          contended_keep = d.keep && contended(fresh.best) + contended(fresh.cand) > 0;
+          if (contended_keep)
+            contention_note = "; KEPT UNDER CONTENTION: the fresh rounds had other tasks on the cores";
+        }
+      }
       if (iv.cancelled) return cancelled();
       if (iv.lost) return lost(fb, iv.error, head, repro, q);
       if (!iv.error.empty()) {
@@ -987,8 +1027,9 @@ class Loop {
       }
       if (stopping()) return fb;
       // A keep decided under contention is not replayed from the cache: a later run decides
-      // it again.
+      // it again; nor is a comparison left undecided by a slow best.
       if (contended_keep) cmp["contended"] = true;
+      else if (slow_rounds) cmp["undecided"] = true;
       else cache_->put(ck, cmp);
     }
     const std::string note = hit_c ? " [replayed from the cache]" : "";
@@ -1019,7 +1060,7 @@ class Loop {
       ++kept_;
       last_keep_ = n;
       fb.kept = true;
-    } else if (!screens_reduced()) {
+    } else if (!screens_reduced() && !cmp.value("undecided", false)) {
       best_quick_us_ = cmp["base_us"].get<double>();  // a fresh measurement of the best
     }
     Feedback out = finish(base_row(keep ? "keep" : "revert", shown),

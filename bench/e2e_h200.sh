@@ -30,6 +30,14 @@ set -uo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$here"
 
+if [ "${1:-}" = "--help" ] || [ "${1:-}" = "-h" ]; then
+  sed -n '2,/^set -uo pipefail/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'
+  exit 0
+fi
+if [ -n "${1:-}" ] && [ "${1:-}" != "--pack" ]; then
+  echo "e2e_h200.sh: unknown argument '$1' (--pack here, no argument on the GPU machine, --help)" >&2
+  exit 2
+fi
 if [ "${1:-}" = "--pack" ]; then
   set -e
   # What bench/h200_all.sh --pack copies, without building the test executables (e2e needs none;

@@ -26,6 +26,10 @@ set -uo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$here"
 
+if [ "${1:-}" = "--help" ] || [ "${1:-}" = "-h" ]; then
+  sed -n '2,/^set -uo pipefail/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'
+  exit 0
+fi
 if [ "${1:-}" = "--pack" ]; then
   set -e
   bash scripts/setup.sh --tests >/dev/null
@@ -135,8 +139,13 @@ export LOGS="$logs" H200_OUT="$out"
 export -f ts_lines stage_correctness stage_gpu-tests stage_run-all stage_variants stage_rank-cuda stage_rank-cpu stage_pipeline stage_optimizer stage_scaleout stage_peers
 stages=("$@")
 [ ${#stages[@]} -eq 0 ] && stages=(correctness run-all rank-cuda rank-cpu gpu-tests pipeline)
+for s in "${stages[@]}"; do  # every stage name checked before any is run
+  if ! declare -F "stage_$s" >/dev/null; then
+    echo "h200_all.sh: unknown stage '$s' (stages: ${!limit[*]}; --help)" | tee -a "$summary" >&2
+    exit 2
+  fi
+done
 for s in "${stages[@]}"; do
-  if ! declare -F "stage_$s" >/dev/null; then echo "unknown stage $s" | tee -a "$summary"; continue; fi
   lim="${limit[$s]}"
   var="STAGE_LIMIT_${s//-/_}"
   [ -n "${!var:-}" ] && lim="${!var}"

@@ -13,7 +13,7 @@ set -uo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$here"
 if [ $# -eq 0 ] || [ "${1:-}" = "--help" ]; then
-  sed -n 2,12p "$0" | sed 's/^# \{0,1\}//'
+  sed -n 2,11p "$0" | sed 's/^# \{0,1\}//'
   [ $# -eq 0 ] && exit 2 || exit 0
 fi
 out="${OUT:-$here/peers-variants-out}"

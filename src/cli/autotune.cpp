@@ -621,7 +621,9 @@ void add_autotune(CLI::App& app) {
   c->add_option("--backend", a->backend,
                 "backend of the starter kernels (default: the --device's own: cpu or cuda); its "
                 "device must be able to time kernels");
-  c->add_option("--budget", a->budget, "the optimizer's wall-clock budget: 90s, 3m, 1h, 1h30m")
+  c->add_option("--budget", a->budget,
+                "the optimizer's wall-clock budget: 90s, 3m, 1h, 1h30m (a bare number is seconds: "
+                "3 is three seconds)")
       ->capture_default_str();
   c->add_option("--top", a->top, "kernel groups to extract and optimize")->capture_default_str();
   c->add_option("--plateau", a->plateau, "move on after this many experiments without a keep")

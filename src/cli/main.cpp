@@ -61,9 +61,12 @@ int main(int argc, char** argv) {
   } catch (const CLI::RuntimeError& e) {
     return e.get_exit_code();
   } catch (const CLI::ParseError& e) {
-    app.exit(e);
+    // A misspelling gets our one line (what is unknown, the nearest name, where the list is)
+    // instead of CLI11's, which for a misspelled subcommand says only "A subcommand is required"
+    // (a new user saw both and found them contradictory).
     const std::string hint = vb::cli::suggest_fix(app, argc, argv);
-    if (!hint.empty()) std::cerr << hint << "\n";
+    if (hint.empty()) app.exit(e);
+    else std::cerr << hint << "\n";
     return vb::cli::kUsage;
   } catch (const std::exception& e) {
     std::cerr << "vladbud: error: " << e.what() << "\n";

@@ -227,7 +227,7 @@ void add_optimize(CLI::App& app) {
       "experiment is a results.tsv row. With --kernel DIR: one kernel folder; without: every "
       "workspace/kernels/* folder, the next one by expected end-to-end gain (Amdahl). Ctrl-C "
       "stops after the current phase; the best version is always in place; re-running resumes.");
-  c->add_option("--budget", a->budget, "wall-clock budget: 90s, 30m, 1h, 1h30m")->capture_default_str();
+  c->add_option("--budget", a->budget, "wall-clock budget: 90s, 30m, 1h, 1h30m (a bare number is seconds)")->capture_default_str();
   c->add_option("--kernel", a->kernel, "one kernel folder (problem.json + one editable source)");
   c->add_option("--workspace", a->workspace,
                 "workspace (kernels/, results.tsv, orchestration.json)")->capture_default_str();

@@ -156,6 +156,10 @@ TEST(Cli, BadArgumentsGetAClearErrorAndExitCode2) {
   auto m = vladbud({"bench", "--kernel", "softmax", "--source", "/no/such/file.cpp"}, d);
   EXPECT_EQ(m.exit_code, 2);
   EXPECT_NE(m.err.find("does not exist"), std::string::npos) << m.err;
+  auto both = vladbud({"bench", "--source", "/no/such/file.cpp"}, d);
+  EXPECT_EQ(both.exit_code, 2);
+  EXPECT_NE(both.err.find("--kernel is required"), std::string::npos) << both.err;
+  EXPECT_NE(both.err.find("--source '/no/such/file.cpp' does not exist"), std::string::npos) << both.err;
   auto dt = vladbud({"bench", "--kernel", "softmax", "--dtype", "fp8"}, d);
   EXPECT_EQ(dt.exit_code, 2);
   // An unknown backend names every registered one (issue 17: the registry is the one list).

@@ -50,9 +50,15 @@ void run_bench(const BenchArgs& args) {
   } else {
     mp.reset();
   }
-  if (a.kernel.empty())
+  if (a.kernel.empty()) {
+    // Both mistakes at once when there are two (a new user's `bench -s nonexist.cpp` heard only
+    // of the missing --kernel).
+    const std::string also = !a.source.empty() && !std::filesystem::exists(a.source)
+                                 ? "; and --source '" + a.source + "' does not exist"
+                                 : "";
     usage_error("--kernel is required (or run inside a workspace/kernels/NN_<type>/ folder made by "
-                "`vladbud extract`, whose problem.json gives the type)");
+                "`vladbud extract`, whose problem.json gives the type)" + also);
+  }
   if (a.dtype.empty()) a.dtype = "fp32";
   const KernelType* kt = find_kernel_type(a.kernel);
   if (!kt)

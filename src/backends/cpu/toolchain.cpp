@@ -47,8 +47,12 @@ std::string resolve_native_target(const std::string& cxx) {
       while (toks >> t) {
         if (t.size() >= 2 && t.front() == '"' && t.back() == '"') t = t.substr(1, t.size() - 2);
         if (prev == "--param" || prev == "-target-cpu" || prev == "-target-feature" ||
-            prev == "-tune-cpu" || (t.rfind("-m", 0) == 0 && t != "-main-file-name"))
-          out += (out.empty() ? "" : " ") + (prev == "-target-cpu" ? prev + " " + t : t);
+            prev == "-tune-cpu" || (t.rfind("-m", 0) == 0 && t != "-main-file-name")) {
+          // Appended piecewise: GCC 12's -Wrestrict misfires on the one-expression form.
+          if (!out.empty()) out += ' ';
+          if (prev == "-target-cpu") out += prev + ' ';
+          out += t;
+        }
         prev = t;
       }
       break;

@@ -21,6 +21,7 @@ def main() -> int:
         import matplotlib
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
+        from matplotlib.ticker import FuncFormatter, MaxNLocator, NullFormatter
     except ImportError:
         print("matplotlib is not installed", file=sys.stderr)
         return 3
@@ -42,8 +43,14 @@ def main() -> int:
                        label=kind, **style)
         ax.axhline(1.0, color="k", lw=0.5)
         ax.set_yscale("log")
+        times = FuncFormatter(lambda v, _: f"{v:.2f}x")  # "1.20x", not the log axis' 1.2x10^0
+        ax.yaxis.set_major_formatter(times)
+        lo, hi = ax.get_ylim()
+        # Within a decade the log axis has no major tick to label: its minor ticks get the labels.
+        ax.yaxis.set_minor_formatter(times if hi / max(lo, 1e-12) < 10 else NullFormatter())
         ax.set_title(f"{k} (starter {data[k]['baseline_us']:.1f} us)")
         ax.set_xlabel("experiment")
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # experiments are whole numbers
         ax.set_ylabel("speedup vs starter")
         ax.legend(loc="lower right", fontsize=7)
     fig.tight_layout()

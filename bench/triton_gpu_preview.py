@@ -8,13 +8,24 @@ the evaluator's GPU benchmark size of each type (from `vladbud bench --abi --jso
 preview, not a verdict: no runner isolation, no guards, no stages, random inputs only.
 
   python3 bench/triton_gpu_preview.py VLADBUD OUT.json [TYPE...]
+  python3 bench/triton_gpu_preview.py --variants SPEC VLADBUD OUT.json [TYPE...]
+  python3 bench/triton_gpu_preview.py --write-variants SPEC DIR
 
-Writes OUT.json (one row per type x dtype) and prints a Markdown table.
+Writes OUT.json (one row per type x dtype) and prints a Markdown table. With --variants, the
+rows are the variants of SPEC instead of the starters (a row's "variant" names it), timed in
+the same process one after another, so that one GPU call compares them: SPEC is a file of
+lines `TYPE DTYPES NAME [PARAM=VALUE ...]` (DTYPES comma-separated, e.g. bf16,fp16; `#`
+starts a comment); a variant is the starter kernels/triton/TYPE.py with each `PARAM = ...`
+assignment (its @vb-param tunable) set to VALUE. --write-variants writes those sources as
+DIR/TYPE@NAME.py (one line `TYPE@NAME DTYPES` per variant on stdout) for the AOT path
+(bench/h200_triton.sh stage aot-variants). A PARAM the starter does not assign exactly once
+is an error (exit 2).
 """
 import importlib.util
 import json
 import math
 import os
+import re
 import subprocess
 import sys
 
@@ -117,17 +128,70 @@ def inputs(kind, abi):
     return ins
 
 
+def read_variants(path):
+    """[(type, [dtype...], name, {param: value})] of a variant SPEC file (see the docstring)."""
+    out = []
+    for n, line in enumerate(open(path, encoding="utf-8"), 1):
+        words = line.split("#", 1)[0].split()
+        if not words:
+            continue
+        if len(words) < 3 or words[0] not in TYPES or any("=" not in w for w in words[3:]):
+            sys.exit(f"{path}:{n}: expected 'TYPE DTYPES NAME [PARAM=VALUE ...]', got {line.strip()!r}")
+        out.append((words[0], words[1].split(","), words[2], dict(w.split("=", 1) for w in words[3:])))
+    return out
+
+
+def variant_source(kind, params):
+    """The starter kernels/triton/KIND.py with each tunable PARAM's assignment set to VALUE."""
+    with open(os.path.join(ROOT, "kernels", "triton", f"{kind}.py"), encoding="utf-8") as f:
+        src = f.read()
+    for k, v in params.items():
+        src, hits = re.subn(rf"^{re.escape(k)} = .*$", f"{k} = {v}", src, flags=re.M)
+        if hits != 1:
+            sys.exit(f"variant of {kind}: kernels/triton/{kind}.py assigns {k} {hits} times (expected once)")
+    return src
+
+
+def write_variants(spec, outdir):
+    os.makedirs(outdir, exist_ok=True)
+    for kind, dtypes, name, params in read_variants(spec):
+        with open(os.path.join(outdir, f"{kind}@{name}.py"), "w", encoding="utf-8") as f:
+            f.write(variant_source(kind, params))
+        print(f"{kind}@{name} {','.join(dtypes)}")
+    return 0
+
+
+def load_module(label, src):
+    # Triton's JIT reads the source of a kernel through its file: a real file per variant.
+    path = os.path.join(os.environ.get("TMPDIR", "/tmp"), f"vb_preview_{os.getpid()}_{label.replace('@', '_')}.py")
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(src)
+    spec = importlib.util.spec_from_file_location(label.replace("@", "_"), path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
 def main(argv):
+    if argv[:1] == ["--write-variants"] and len(argv) == 3:
+        return write_variants(argv[1], argv[2])
+    variants = None
+    if argv[:1] == ["--variants"]:
+        variants, argv = read_variants(argv[1]), argv[2:]
     vb, out_path, types = argv[0], argv[1], argv[2:] or TYPES
+    if variants is None:
+        runs = [(kind, None, ["fp16", "bf16", "fp32"], {}) for kind in types]
+    else:
+        runs = [(kind, name, dts, params) for kind, dts, name, params in variants if kind in types]
     rows = []
-    for kind in types:
-        spec = importlib.util.spec_from_file_location(kind, os.path.join(ROOT, "kernels", "triton", f"{kind}.py"))
-        mod = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(mod)
-        for dts in ("fp16", "bf16", "fp32"):
+    for kind, name, dtypes, params in runs:
+        mod = load_module(kind if name is None else f"{kind}@{name}", variant_source(kind, params))
+        for dts in dtypes:
             abi = json.loads(subprocess.check_output([vb, "bench", "--kernel", kind, "--backend", "cuda",
                                                       "--abi", "--json", "--dtype", dts]))
             row = {"kernel": kind, "dtype": dts, "size": abi["size"]}
+            if name is not None:
+                row["variant"], row["params"] = name, params
             try:
                 torch.manual_seed(0)
                 ins = inputs(kind, abi)
@@ -151,10 +215,11 @@ def main(argv):
     print("| kernel | dtype | size | rel. error | Triton us | PyTorch us | speedup | GB/s | TFLOP/s |")
     print("|---|---|---|---|---|---|---|---|---|")
     for r in rows:
+        label = r["kernel"] + (f" @{r['variant']}" if "variant" in r else "")
         if "error" in r:
-            print(f"| {r['kernel']} | {r['dtype']} | {r['size']} | ERROR {r['error'][:80]} | | | | | |")
+            print(f"| {label} | {r['dtype']} | {r['size']} | ERROR {r['error'][:80]} | | | | | |")
         else:
-            print(f"| {r['kernel']} | {r['dtype']} | {r['size']} | {r['rel_error']:.2e} | {r['triton_us']:.1f} | "
+            print(f"| {label} | {r['dtype']} | {r['size']} | {r['rel_error']:.2e} | {r['triton_us']:.1f} | "
                   f"{r['pytorch_us']:.1f} | {r['pytorch_us'] / r['triton_us']:.2f}x | {r['gb_s']:.0f} | {r['tflops']:.1f} |")
     return 0
 

@@ -47,9 +47,17 @@
 #ifndef UNROLL
 #define UNROLL 4
 #endif
-// @vb-param MAX_BLOCKS_PER_SM 16 {2,4,8,16,32}  grid cap = SMs x this (rows are grid-strided)
+// @vb-param MAX_BLOCKS_PER_SM 128 {2,4,8,16,32,64,128}  grid cap = SMs x this (rows are grid-strided)
 #ifndef MAX_BLOCKS_PER_SM
-#define MAX_BLOCKS_PER_SM 16
+#define MAX_BLOCKS_PER_SM 128
+#endif
+// MAX_BLOCKS_PER_SM 128 (16 until issue 15): at 8192 rows of 8192 the grid is one block per row
+// (group), so the block scheduler balances the tail a row at a time. With 16, 2112 grid-strided
+// blocks of 3-4 rows ran in 3.2 waves where 5 blocks fit per SM (softmax, reduce) or 5.3 where
+// 3 fit (layernorm): the last partial wave ran one block per SM for 3-4 rows, ~5-10 % of the time.
+// @vb-param MIN_BLOCKS 4 {1,2,3,4}  resident blocks per SM asked of ptxas for vector rows of <= 32 floats per thread (5+ spill)
+#ifndef MIN_BLOCKS
+#define MIN_BLOCKS 4
 #endif
 
 #include "vb_cuda_rows.cuh"
@@ -68,6 +76,19 @@ static_assert(LONG_BLOCK_THREADS % 32 == 0 && LONG_BLOCK_THREADS >= 32 &&
               "LONG_BLOCK_THREADS must be a multiple of 32 in [32, 1024]");
 static_assert(MAX_PACKS >= 1 && MAX_PACKS <= 16, "MAX_PACKS must be in [1, 16]");
 static_assert(UNROLL >= 1 && UNROLL <= 16, "UNROLL must be in [1, 16]");
+static_assert(MIN_BLOCKS >= 1 && MIN_BLOCKS <= 32, "MIN_BLOCKS must be in [1, 32]");
+
+/// Second __launch_bounds__ argument (minimum resident blocks per SM) of a register-cached
+/// kernel of BT threads caching KP packs of NP elements per thread: MIN_BLOCKS (at most 2048
+/// threads per SM) for vector packs holding <= 32 floats, else 1 (scalar packs and larger
+/// caches need their registers). At 256 threads MIN_BLOCKS 4 caps ptxas at 64 registers: four
+/// rows of 8192 in flight per SM where an 80-register build held three.
+template <int BT, int NP, int KP>
+constexpr int cached_min_blocks() {
+  constexpr int by_threads = 2048 / BT > 0 ? 2048 / BT : 1;
+  constexpr int want = MIN_BLOCKS < by_threads ? MIN_BLOCKS : by_threads;
+  return (NP > 1 && NP * KP <= 32) ? want : 1;
+}
 
 // ---- register-cached rows (warp per row or block per row) ------------------------------------
 
@@ -75,7 +96,7 @@ static_assert(UNROLL >= 1 && UNROLL <= 16, "UNROLL must be in [1, 16]");
 /// NP consecutive elements (NP > 1: one vector each; NP = 1: coalesced scalars). Requires
 /// D <= G*KP*NP and, for NP > 1, D % NP == 0 and aligned rows, weight and bias.
 template <typename T, int G, int BT, int NP, int KP>
-__global__ void __launch_bounds__(BT, 1)
+__global__ void __launch_bounds__(BT, (cached_min_blocks<BT, NP, KP>()))
     layernorm_cached(const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ b,
                      T* __restrict__ y, i64 R, int D, float eps) {
   static_assert(BT % G == 0, "block must hold whole groups");

@@ -29,9 +29,17 @@
 #ifndef BLOCK_THREADS
 #define BLOCK_THREADS 256
 #endif
-// @vb-param MAX_BLOCKS_PER_SM 16 {2,4,8,16,32}  grid cap = SMs x this (rows are grid-strided)
+// @vb-param MAX_BLOCKS_PER_SM 128 {2,4,8,16,32,64,128}  grid cap = SMs x this (rows are grid-strided)
 #ifndef MAX_BLOCKS_PER_SM
-#define MAX_BLOCKS_PER_SM 16
+#define MAX_BLOCKS_PER_SM 128
+#endif
+// MAX_BLOCKS_PER_SM 128 (16 until issue 15): at 8192 rows of 8192 the grid is one block per row
+// (group), so the block scheduler balances the tail a row at a time. With 16, 2112 grid-strided
+// blocks of 3-4 rows ran in 3.2 waves where 5 blocks fit per SM (softmax, reduce) or 5.3 where
+// 3 fit (layernorm): the last partial wave ran one block per SM for 3-4 rows, ~5-10 % of the time.
+// @vb-param MIN_BLOCKS 6 {1,2,4,6}  resident blocks per SM asked of ptxas (__launch_bounds__; 8 spills)
+#ifndef MIN_BLOCKS
+#define MIN_BLOCKS 6
 #endif
 
 #include "vb_cuda_rows.cuh"
@@ -41,6 +49,15 @@ namespace {
 static_assert(VEC_BYTES == 4 || VEC_BYTES == 8 || VEC_BYTES == 16, "VEC_BYTES must be 4, 8 or 16");
 static_assert(BLOCK_THREADS % 32 == 0 && BLOCK_THREADS >= 32 && BLOCK_THREADS <= 1024,
               "BLOCK_THREADS must be a multiple of 32 in [32, 1024]");
+static_assert(MIN_BLOCKS >= 1 && MIN_BLOCKS <= 32, "MIN_BLOCKS must be in [1, 32]");
+
+/// Minimum resident blocks per SM for __launch_bounds__: MIN_BLOCKS, but never more than the
+/// 2048 threads an SM holds (sm_80 / sm_90). MIN_BLOCKS 6 at 256 threads caps ptxas at 40
+/// registers: 1536 threads per SM, 1.5x the bytes in flight of the 54-register build (4 blocks,
+/// 1024 threads, 32 KiB of x per SM: about what Little's law asks at 3 TB/s, no margin).
+/// MIN_BLOCKS 8 (32 registers) spills the half-split vector kernels.
+constexpr int kMinBlocks =
+    MIN_BLOCKS * BLOCK_THREADS <= 2048 ? MIN_BLOCKS : (2048 / BLOCK_THREADS > 0 ? 2048 / BLOCK_THREADS : 1);
 
 /// Elements of T per vector access of x (VEC_BYTES / sizeof(T), at least 2: a whole pair; the
 /// vec_elems of vb_cuda_rows.cuh allows 1).
@@ -76,7 +93,7 @@ __device__ __forceinline__ void store_n(T* __restrict__ p, const float (&f)[N]) 
 /// q (q < nq = half/NP) of NP elements: x[q*NP..] with x[half + q*NP..] and the tables at
 /// [s, q*NP..]. TPR threads per row, BLOCK_THREADS/TPR rows per block.
 template <typename T, int NP, bool VEC>
-__global__ void __launch_bounds__(BLOCK_THREADS, 1)
+__global__ void __launch_bounds__(BLOCK_THREADS, kMinBlocks)
     rope_half(const T* __restrict__ x, const T* __restrict__ cs, const T* __restrict__ sn,
               T* __restrict__ y, i64 rows, int S, int half, int tpr_log2) {
   const int tpr = 1 << tpr_log2;
@@ -115,7 +132,7 @@ __global__ void __launch_bounds__(BLOCK_THREADS, 1)
 /// Interleaved (GPT-J) RoPE. Each thread handles chunks q (q < nq = D/NP) of NP elements of x
 /// (NP/2 pairs) and the NP/2 table entries at [s, q*NP/2..].
 template <typename T, int NP, bool VEC>
-__global__ void __launch_bounds__(BLOCK_THREADS, 1)
+__global__ void __launch_bounds__(BLOCK_THREADS, kMinBlocks)
     rope_interleaved(const T* __restrict__ x, const T* __restrict__ cs, const T* __restrict__ sn,
                      T* __restrict__ y, i64 rows, int S, int half, int tpr_log2) {
   static_assert(NP % 2 == 0, "whole pairs");

@@ -50,10 +50,14 @@
 #ifndef UNROLL
 #define UNROLL 4
 #endif
-// @vb-param MAX_BLOCKS_PER_SM 16 {2,4,8,16,32}  grid cap = SMs x this (rows are grid-strided)
+// @vb-param MAX_BLOCKS_PER_SM 128 {2,4,8,16,32,64,128}  grid cap = SMs x this (rows are grid-strided)
 #ifndef MAX_BLOCKS_PER_SM
-#define MAX_BLOCKS_PER_SM 16
+#define MAX_BLOCKS_PER_SM 128
 #endif
+// MAX_BLOCKS_PER_SM 128 (16 until issue 15): at 8192 rows of 8192 the grid is one block per row
+// (group), so the block scheduler balances the tail a row at a time. With 16, 2112 grid-strided
+// blocks of 3-4 rows ran in 3.2 waves where 5 blocks fit per SM (softmax, reduce) or 5.3 where
+// 3 fit (layernorm): the last partial wave ran one block per SM for 3-4 rows, ~5-10 % of the time.
 
 #include "vb_cuda_rows.cuh"
 

@@ -55,9 +55,12 @@
 // (group), so the block scheduler balances the tail a row at a time. With 16, 2112 grid-strided
 // blocks of 3-4 rows ran in 3.2 waves where 5 blocks fit per SM (softmax, reduce) or 5.3 where
 // 3 fit (layernorm): the last partial wave ran one block per SM for 3-4 rows, ~5-10 % of the time.
-// @vb-param MIN_BLOCKS 4 {1,2,3,4}  resident blocks per SM asked of ptxas for vector rows of <= 32 floats per thread (5+ spill)
+// @vb-param MIN_BLOCKS 1 {1,2,3,4}  resident blocks per SM asked of ptxas for vector rows of <= 32 floats per thread (5+ spill)
+// Measured (H100, bf16 8192x8192, bench/peers_variants.sh, 2026-12-07 15:31Z, bench/results/peers/
+// h100-2026-12-07T1531-variants.md): MIN_BLOCKS 4 ran 110.0 us against 94.9 us for 1, so 1 is the
+// default: the 64-register cap cost more (fewer loads in flight per thread) than a 4th row per SM gave.
 #ifndef MIN_BLOCKS
-#define MIN_BLOCKS 4
+#define MIN_BLOCKS 1
 #endif
 
 #include "vb_cuda_rows.cuh"

@@ -37,9 +37,11 @@
 // (group), so the block scheduler balances the tail a row at a time. With 16, 2112 grid-strided
 // blocks of 3-4 rows ran in 3.2 waves where 5 blocks fit per SM (softmax, reduce) or 5.3 where
 // 3 fit (layernorm): the last partial wave ran one block per SM for 3-4 rows, ~5-10 % of the time.
-// @vb-param MIN_BLOCKS 6 {1,2,4,6}  resident blocks per SM asked of ptxas (__launch_bounds__; 8 spills)
+// @vb-param MIN_BLOCKS 1 {1,2,4,6}  resident blocks per SM asked of ptxas (__launch_bounds__; 8 spills)
+// Default 1: MIN_BLOCKS 6 measured 50.1 us against 50.2 us for 1 (H100, bf16 b4h32s2048d128,
+// bench/peers_variants.sh 2026-12-07 15:31Z): no gain for the register cap, so none is asked.
 #ifndef MIN_BLOCKS
-#define MIN_BLOCKS 6
+#define MIN_BLOCKS 1
 #endif
 
 #include "vb_cuda_rows.cuh"

@@ -1555,6 +1555,65 @@ TEST(OptimizeBatch, EachCandidateIsJudgedAsSoonAsItsScreenIsBackAndTheNextJoins)
   fs::remove_all(ws);
 }
 
+TEST(OptimizeBatch, TheFirstWindowIsProposedAndBuiltWhileTheStarterIsMeasured) {
+  // A fresh start with a window: right after the starter's prefetch the loop proposes the
+  // first window and hands it to prebuild() (a pool builds it on any worker while the starter
+  // builds and is screened); those candidates then join the window in that order (their screens
+  // prefetched only then), and the decisions are those of a measurer that builds nothing ahead.
+  class Recorder : public SyntheticMeasurer {
+   public:
+    Recorder() : SyntheticMeasurer(0.0) {}
+    Measurement measure(const fs::path& f, EvalMode mode) override {
+      if (mode == EvalMode::Quick) events += "M";
+      return SyntheticMeasurer::measure(f, mode);
+    }
+    void prefetch(const std::vector<fs::path>& sources, EvalMode mode) override {
+      if (mode != EvalMode::Quick) return;
+      events += std::string(sources.size(), 'P');
+      for (const auto& s : sources) prefetched.push_back(read_file(s));
+    }
+    void prebuild(const std::vector<fs::path>& sources) override {
+      events += std::string(sources.size(), 'B');
+      for (const auto& s : sources) built.push_back(read_file(s));
+    }
+    std::string events;
+    std::vector<std::string> prefetched, built;
+  };
+  auto run = [](Measurer& m, int batch, const std::string& proposer = "search") {
+    const fs::path ws = temp_dir("prebuild");
+    const fs::path d = make_kernel_folder(ws);
+    OptimizeOptions o;
+    o.max_experiments = 8;
+    o.measurer = &m;
+    o.git = false;
+    o.seed = 5;
+    o.batch = batch;
+    o.proposer = proposer;
+    o.agent_cmd = "sed -i 's/^#define UNROLL .*/#define UNROLL 4/' softmax.cpp";
+    const KernelSummary s = optimize_kernel(d, o);
+    EXPECT_EQ(s.experiments, proposer == "search" ? 8 : s.experiments);
+    auto out = decisions_of(ws);
+    fs::remove_all(ws);
+    return out;
+  };
+  Recorder r;
+  const auto with = run(r, 3);
+  // Starter prefetched, 3 built ahead, the starter judged, then the window as before.
+  EXPECT_EQ(r.events.substr(0, 5), "PBBBM") << r.events;
+  ASSERT_EQ(r.built.size(), 3u);
+  ASSERT_GE(r.prefetched.size(), 4u);
+  for (std::size_t i = 0; i < 3; ++i) EXPECT_EQ(r.built[i], r.prefetched[i + 1]) << i;
+  // The same decisions as a measurer that ignores prebuild (a plain synthetic one).
+  SyntheticMeasurer plain(0.0);
+  EXPECT_EQ(with, run(plain, 3));
+  // Nothing is built ahead without a window, nor for the agent proposer (it reads the results).
+  Recorder one, agent;
+  run(one, 1);
+  EXPECT_TRUE(one.built.empty()) << one.events;
+  run(agent, 3, "agent");
+  EXPECT_TRUE(agent.built.empty()) << agent.events;
+}
+
 namespace {
 
 // A device queue like a pool's: one thread runs the quick screens one at a time, each taking

@@ -307,7 +307,12 @@ class Loop {
     KernelSummary s;
     s.dir = dir_.string();
     s.kernel = problem_.kernel;
-    setup();
+    try {
+      setup();
+    } catch (...) {
+      meas_->discard_prefetched();  // the candidates built ahead (prebuild_window) are not judged
+      throw;
+    }
     // From here on a measurement still queued when the budget ends is given up (the starter's
     // measurement in setup() always completes: the loop needs its baseline).
     meas_->set_deadline(start_ + std::chrono::duration_cast<Clock::duration>(
@@ -352,6 +357,7 @@ class Loop {
     // Candidates still in the window are not experiments: their queued work is given up (they
     // stay in the proposer's tried set, as a stopped run's do).
     window_.clear();
+    prebuilt_.clear();
     meas_->discard_prefetched();
     save_state();
     s.experiments = experiments_;
@@ -379,15 +385,21 @@ class Loop {
   // work is queued that the budget cannot judge. Returns a stop reason ("exhausted",
   // "interrupted", "budget") or "" to go on.
   std::string run_window() {
-    while (static_cast<int>(window_.size()) < window_size_ && !exhausted_) {
+    while (static_cast<int>(window_.size()) < window_size_ && (!prebuilt_.empty() || !exhausted_)) {
       const int ahead = static_cast<int>(window_.size());
       if (opt_.max_experiments > 0 &&
           experiments_ - experiments_at_start_ + ahead >= opt_.max_experiments)
         break;
       if (!budget_covers(ahead)) break;
-      ProposeContext ctx{best_text_, dir_, src_.filename().string(), problem_.backend,
-                         experiments_ + 1 + ahead, recent_results()};
-      std::optional<Proposal> p = proposer_->propose(ctx);
+      std::optional<Proposal> p;
+      if (!prebuilt_.empty()) {  // proposed and built while the starter was measured
+        p = std::move(prebuilt_.front());
+        prebuilt_.pop_front();
+      } else {
+        ProposeContext ctx{best_text_, dir_, src_.filename().string(), problem_.backend,
+                           experiments_ + 1 + ahead, recent_results()};
+        p = proposer_->propose(ctx);
+      }
       if (!p) {
         exhausted_ = true;
         break;
@@ -442,6 +454,12 @@ class Loop {
   // PyTorch at the folder's problem, once per folder (stored in problem.json): the rows'
   // speedup_vs_pytorch. A failure is said once and leaves the column n/a.
   void time_pytorch() { problem_ = store_pytorch_baseline(dir_, opt_); }
+  /// True when PyTorch is timed after the starter's prefetch: a fresh start with a window on a
+  /// GPU device, whose builds (host cores) overlap the PyTorch timing (the device). On a host
+  /// device the builds would share the cores PyTorch is timed on: it is timed first there.
+  bool pytorch_after_prefetch() const {
+    return window_size_ > 1 && backend_->device().kind() == DeviceKind::Gpu;
+  }
 
   void setup() {
     // The best version when one is saved (the source may hold an interrupted edit).
@@ -460,8 +478,10 @@ class Loop {
                                  syntax.how_to_declare() +
                                  " (README: The optimizer), or use --proposer agent");
     }
-    time_pytorch();
     const fs::path best_dir = dir_ / "best";
+    // PyTorch's figure only fills a column of the rows: on a GPU with a pool it is timed while
+    // the starter builds on the pool's workers (after its prefetch below), not before.
+    if (!pytorch_after_prefetch() || fs::exists(dir_ / "best" / src_.filename())) time_pytorch();
     best_file_ = best_dir / src_.filename();
     const json st = read_kernel_state(dir_);
     if (fs::exists(best_file_)) {
@@ -528,9 +548,16 @@ class Loop {
     } else {
       best_text_ = read_file(src_);
       // With a window (a pool): the starter builds on any worker, then is screened on the
-      // device, as every candidate is (several folders' starters build at once).
-      if (window_size_ > 1) meas_->prefetch({src_}, EvalMode::Quick);
+      // device, as every candidate is (several folders' starters build at once), and the first
+      // window's candidates build meanwhile.
+      // (The starter's wait, setup_quick_s_, runs from its prefetch: the first estimate of an
+      // experiment's time, build and screen, for the window's budget rule.)
       const auto t_quick = Clock::now();
+      if (window_size_ > 1) {
+        meas_->prefetch({src_}, EvalMode::Quick);
+        prebuild_window();
+      }
+      if (pytorch_after_prefetch()) time_pytorch();
       Measurement m = meas_->measure(src_, EvalMode::Quick);
       if (!m.correct() || !m.timed)
         throw std::runtime_error(fmt::format(
@@ -610,6 +637,13 @@ class Loop {
       if (model.empty()) model = ws_.filename().string();
       branch_ = "vladbud/" + today_yyyymmdd() + "-" + sanitize_ref(model);
     }
+    if (!proposer_) make_proposer(st);
+    save_state();
+  }
+
+  // The proposer of opt_.proposer over best_text_, its state restored from `st` (state.json)
+  // when it was saved by the same proposer.
+  void make_proposer(const json& st) {
     if (opt_.proposer == "search") {
       auto params = parse_params(best_text_, backend_->param_syntax());
       proposer_ = make_search_proposer(
@@ -635,7 +669,38 @@ class Loop {
     }
     if (st.value("proposer", "") == proposer_->name() && st.contains("proposer_state"))
       proposer_->restore(st["proposer_state"]);
-    save_state();
+  }
+
+  // A fresh start with a window (a pool): the first window's candidates are proposed now and
+  // built on any worker (Measurer::prebuild) while the starter builds and is screened, instead
+  // of after its screen. They join the window in run_window(), in this order and under the same
+  // budget rule, and only then are their screens queued. Only for the search proposer: it reads
+  // no results, so these are the very proposals run_window() would make (same best source,
+  // seed and experiment numbers), and a fixed seed and window give the same decisions.
+  void prebuild_window() {
+    if (window_size_ <= 1 || opt_.proposer != "search") return;
+    make_proposer(read_kernel_state(dir_));
+    std::vector<fs::path> files;
+    for (int ahead = 0; ahead < window_size_; ++ahead) {
+      if (opt_.max_experiments > 0 && ahead >= opt_.max_experiments) break;
+      ProposeContext ctx{best_text_, dir_, src_.filename().string(), problem_.backend,
+                         experiments_ + 1 + ahead, recent_results()};
+      std::optional<Proposal> p = proposer_->propose(ctx);
+      if (!p) {
+        exhausted_ = true;
+        break;
+      }
+      if (p->reject_reason.empty()) {
+        const fs::path cand = dir_ / "tried" / (content_hash(p->source) + ext_);
+        if (!fs::exists(cand)) {
+          fs::create_directories(cand.parent_path());
+          write_file_atomic(cand, p->source);
+        }
+        files.push_back(cand);
+      }
+      prebuilt_.push_back(std::move(*p));
+    }
+    if (!files.empty()) meas_->prebuild(files);
   }
 
   void say(const std::string& s) const {
@@ -1274,6 +1339,8 @@ class Loop {
   int experiments_ = 0, experiments_at_start_ = 0, kept_ = 0, last_keep_ = 0, lost_ = 0;
   int window_size_ = 1;          ///< candidates in flight (OptimizeOptions::batch, resolved)
   std::deque<Proposal> window_;  ///< proposed, prefetched, not judged yet (oldest first)
+  /// Proposed and built during setup() (prebuild_window), not in the window yet (oldest first).
+  std::deque<Proposal> prebuilt_;
   bool exhausted_ = false;       ///< the proposer has nothing left
   bool cancelled_ = false;       ///< a measurement was given up at the deadline
   int judged_ = 0;               ///< experiments judged in this call (not cancelled)
@@ -1300,6 +1367,12 @@ KernelProblem store_pytorch_baseline(const fs::path& dir, const OptimizeOptions&
   auto say = [&](const std::string& s) {
     if (opt.progress) opt.progress(s);
   };
+  // One PyTorch timing at a time in this process: the orchestrator's folders run in threads
+  // and would otherwise time on one device at once.
+  static std::mutex one_at_a_time;
+  std::lock_guard<std::mutex> serial(one_at_a_time);
+  problem = read_problem_file(dir);  // another thread may have stored it meanwhile
+  if (problem.raw.contains("pytorch_us") && problem.raw["pytorch_us"].is_number()) return problem;
   say(fmt::format("{}: timing PyTorch at the folder's problem ({} {})", kdir, problem.size.label,
                   dtype_name(problem.dtype)));
   std::string op, why;

@@ -94,6 +94,10 @@ class Measurer {
     (void)sources;
     (void)mode;
   }
+  /// Builds `sources` ahead (a pool: on any worker, into the build cache) without measuring
+  /// them yet; a later prefetch() or measure() of one of them waits for that build instead of
+  /// starting another. Default: nothing (the build happens when it is measured).
+  virtual void prebuild(const std::vector<std::filesystem::path>& sources) { (void)sources; }
   /// Extra text for the measurement cache's keys (e.g. the pool's device resource, so that
   /// results from one device never answer for another); default "".
   virtual std::string cache_scope() const { return ""; }
@@ -107,7 +111,7 @@ class Measurer {
   /// measures its baseline and best with EvalMode::TimingOnly at the problem's size, and
   /// compares screens only with screens.
   virtual std::string screen_label() const { return ""; }
-  /// Gives up the work started by prefetch() that no measure() collected (the loop stopped
+  /// Gives up the work started by prefetch() (and prebuild()) that no measure() collected (the loop stopped
   /// with candidates still in its window): a pool cancels their queued tasks. Default: nothing.
   virtual void discard_prefetched() {}
 };

@@ -440,7 +440,17 @@ class PoolMeasurer : public Measurer {
       auto it = pending_.find(key);
       if (it != pending_.end()) a = it->second, pending_.erase(it);
     }
-    if (a.id < 0) a.id = pool_.submit(request(mode_name(mode), text, resource_));
+    if (a.id < 0) {
+      json req = request(mode_name(mode), text, resource_);
+      std::lock_guard<std::mutex> lk(mu_);
+      auto it = built_ahead_.find(content_hash(text));
+      if (it != built_ahead_.end()) {  // built ahead (prebuild): after that build, not a second one
+        req["after"] = {it->second};
+        a.build = it->second;
+        built_ahead_.erase(it);
+      }
+      a.id = pool_.submit(req);
+    }
     const auto reply = wait(a);
     if (!reply) {
       Measurement m;
@@ -459,9 +469,15 @@ class PoolMeasurer : public Measurer {
         std::lock_guard<std::mutex> lk(mu_);
         if (pending_.count(key)) continue;
       }
-      // The build on any worker (it fills the build cache), the measurement after it on a
-      // worker that owns the device.
-      const int b = pool_.submit(request("build", text, ""));
+      // The build on any worker (it fills the build cache; one started by prebuild() is
+      // waited for, not repeated), the measurement after it on a worker that owns the device.
+      int b = -1;
+      {
+        std::lock_guard<std::mutex> lk(mu_);
+        auto it = built_ahead_.find(content_hash(text));
+        if (it != built_ahead_.end()) b = it->second, built_ahead_.erase(it);
+      }
+      if (b < 0) b = pool_.submit(request("build", text, ""));
       json m = request(mode_name(mode), text, resource_);
       m["after"] = {b};
       const int id = pool_.submit(m);
@@ -470,16 +486,33 @@ class PoolMeasurer : public Measurer {
     }
   }
 
+  void prebuild(const std::vector<fs::path>& sources) override {
+    for (const auto& s : sources) {
+      const std::string text = read_file(s);
+      const std::string h = content_hash(text);
+      {
+        std::lock_guard<std::mutex> lk(mu_);
+        if (built_ahead_.count(h)) continue;
+      }
+      const int b = pool_.submit(request("build", text, ""));
+      std::lock_guard<std::mutex> lk(mu_);
+      built_ahead_[h] = b;
+    }
+  }
+
   void discard_prefetched() override {
     std::map<std::string, Ahead> drop;
+    std::map<std::string, int> builds;
     {
       std::lock_guard<std::mutex> lk(mu_);
       drop.swap(pending_);
+      builds.swap(built_ahead_);
     }
     for (const auto& [k, a] : drop) {
       pool_.cancel(a.id);
       if (a.build >= 0) pool_.cancel(a.build);
     }
+    for (const auto& [k, b] : builds) pool_.cancel(b);
   }
 
   void set_deadline(std::chrono::steady_clock::time_point d) override {
@@ -571,6 +604,7 @@ class PoolMeasurer : public Measurer {
   std::string ext_, resource_, self_;
   std::mutex mu_;
   std::map<std::string, Ahead> pending_;  ///< prefetched: mode|hash -> its requests
+  std::map<std::string, int> built_ahead_;  ///< prebuild(): content hash -> its build request
   std::optional<std::chrono::steady_clock::time_point> deadline_;
 };
 

@@ -1660,9 +1660,66 @@ TEST(OptimizeBatch, OnAGpuWithAWindowPyTorchIsTimedWhileTheStarterBuilds) {
     fs::remove_all(ws);
     return ev;
   };
-  EXPECT_EQ(run("cuda", 3).substr(0, 5), "PBBBT");
+  EXPECT_EQ(run("cuda", 3).substr(0, 5), "BBBBT");
   EXPECT_EQ(run("cpu", 3).substr(0, 5), "TPBBB");
   EXPECT_EQ(run("cuda", 1).substr(0, 1), "T");
+}
+
+TEST(OptimizeBatch, OnAGpuNoScreenSharesTheDeviceWithPyTorchsTimingNorCountsIt) {
+  // While PyTorch times on the GPU only builds may be queued (host cores): a screen queued
+  // before (the starter's prefetch: its build may be a cache hit) would run on the device
+  // beside PyTorch's timing and skew both figures. And PyTorch's seconds are not an
+  // experiment's: the first window's budget rule (setup_quick_s_) must not count them, or a
+  // slow PyTorch start shrinks the first window (here 1 s of PyTorch, 3.5 s of budget: the
+  // whole window of 3 fits instant experiments, 2 if the second counted).
+  class Recorder : public SyntheticMeasurer {
+   public:
+    explicit Recorder(std::string* ev) : SyntheticMeasurer(0.0), ev_(ev) {}
+    Measurement measure(const fs::path& f, EvalMode mode) override {
+      if (mode == EvalMode::Quick) *ev_ += "M";
+      return SyntheticMeasurer::measure(f, mode);
+    }
+    void prefetch(const std::vector<fs::path>& s, EvalMode mode) override {
+      if (mode == EvalMode::Quick) *ev_ += std::string(s.size(), 'P');
+    }
+    void prebuild(const std::vector<fs::path>& s) override { *ev_ += std::string(s.size(), 'B'); }
+
+   private:
+    std::string* ev_;
+  };
+  std::string ev;
+  Recorder m(&ev);
+  const fs::path ws = temp_dir("torch-alone");
+  const fs::path d = ws / "kernels" / "01_softmax";
+  fs::create_directories(d);
+  std::ofstream(d / "problem.json")
+      << R"({"kernel":"softmax","dtype":"fp32","backend":"cuda","size":{"label":"t","dims":{"R":8,"C":64}},"time_share":0.3,"model":"unit"})";
+  std::ofstream(d / ("softmax" + find_backend("cuda")->source_extension())) << kSource;
+  OptimizeOptions o;
+  o.max_experiments = 3;
+  o.budget_s = 3.5;
+  o.measurer = &m;
+  o.git = false;
+  o.seed = 5;
+  o.batch = 3;
+  o.pytorch_baseline = [&ev](const KernelProblem&, std::string* op, std::string*) {
+    ev += "T";
+    std::this_thread::sleep_for(std::chrono::seconds(1));
+    *op = "F.softmax";
+    return std::optional<double>(50.0);
+  };
+  const KernelSummary s = optimize_kernel(d, o);
+  fs::remove_all(ws);
+  const auto t = ev.find('T');
+  ASSERT_NE(t, std::string::npos) << ev;
+  EXPECT_EQ(ev.substr(0, t).find_first_of("PM"), std::string::npos)
+      << "a screen was queued before PyTorch's timing: " << ev;
+  EXPECT_GE(std::count(ev.begin(), ev.begin() + static_cast<long>(t), 'B'), 1) << ev;
+  // After the starter's screen the whole first window joins before the first judgement.
+  const auto starter = ev.find('M', t);
+  ASSERT_NE(starter, std::string::npos) << ev;
+  EXPECT_EQ(ev.substr(starter, 5), "MPPPM") << ev;
+  EXPECT_EQ(s.experiments, 3) << ev;
 }
 
 namespace {

@@ -454,9 +454,10 @@ class Loop {
   // PyTorch at the folder's problem, once per folder (stored in problem.json): the rows'
   // speedup_vs_pytorch. A failure is said once and leaves the column n/a.
   void time_pytorch() { problem_ = store_pytorch_baseline(dir_, opt_); }
-  /// True when PyTorch is timed after the starter's prefetch: a fresh start with a window on a
-  /// GPU device, whose builds (host cores) overlap the PyTorch timing (the device). On a host
-  /// device the builds would share the cores PyTorch is timed on: it is timed first there.
+  /// True when PyTorch is timed after the starter's build is queued: a fresh start with a window
+  /// on a GPU device, whose builds (host cores) overlap the PyTorch timing (the device); no
+  /// screen is queued before it ends. On a host device the builds would share the cores PyTorch
+  /// is timed on: it is timed first there.
   bool pytorch_after_prefetch() const {
     return window_size_ > 1 && backend_->device().kind() == DeviceKind::Gpu;
   }
@@ -480,7 +481,7 @@ class Loop {
     }
     const fs::path best_dir = dir_ / "best";
     // PyTorch's figure only fills a column of the rows: on a GPU with a pool it is timed while
-    // the starter builds on the pool's workers (after its prefetch below), not before.
+    // the starter builds on the pool's workers (after its build is queued below), not before.
     if (!pytorch_after_prefetch() || fs::exists(dir_ / "best" / src_.filename())) time_pytorch();
     best_file_ = best_dir / src_.filename();
     const json st = read_kernel_state(dir_);
@@ -551,13 +552,24 @@ class Loop {
       // device, as every candidate is (several folders' starters build at once), and the first
       // window's candidates build meanwhile.
       // (The starter's wait, setup_quick_s_, runs from its prefetch: the first estimate of an
-      // experiment's time, build and screen, for the window's budget rule.)
+      // experiment's time, build and screen, for the window's budget rule; PyTorch's timing is
+      // no part of it.) On a GPU PyTorch is timed next: the starter is only built ahead, its
+      // screen queued after that timing (a screen would share the device with it; the
+      // starter's build may be a cache hit).
       const auto t_quick = Clock::now();
       if (window_size_ > 1) {
-        meas_->prefetch({src_}, EvalMode::Quick);
+        if (pytorch_after_prefetch())
+          meas_->prebuild({src_});
+        else
+          meas_->prefetch({src_}, EvalMode::Quick);
         prebuild_window();
       }
-      if (pytorch_after_prefetch()) time_pytorch();
+      double pytorch_s = 0;
+      if (pytorch_after_prefetch()) {
+        const auto t_torch = Clock::now();
+        time_pytorch();
+        pytorch_s = std::chrono::duration<double>(Clock::now() - t_torch).count();
+      }
       Measurement m = meas_->measure(src_, EvalMode::Quick);
       if (!m.correct() || !m.timed)
         throw std::runtime_error(fmt::format(
@@ -574,7 +586,7 @@ class Loop {
              (again.other_runnable == m.other_runnable && again.median_us < m.median_us)))
           m = again;
       }
-      setup_quick_s_ = std::chrono::duration<double>(Clock::now() - t_quick).count();
+      setup_quick_s_ = std::chrono::duration<double>(Clock::now() - t_quick).count() - pytorch_s;
       best_quick_us_ = m.median_us;
       // Reduced screens: the baseline is timed at the problem's size (the screen only
       // filters; keeps and every reported figure are at the problem's size).

@@ -190,18 +190,15 @@ json run_orchestrator(const fs::path& ws_in, const OrchestratorOptions& o) {
     std::lock_guard<std::mutex> lk(mu);
     save("");
   }
-  // PyTorch at each folder's problem, one folder at a time, before the loops run in parallel
-  // (its timing must not share the device with theirs) -- except a GPU folder with a pool: its
-  // loop times PyTorch while its starter builds on the pool's workers (the host's cores), one
-  // folder at a time (store_pytorch_baseline), instead of keeping every folder waiting here.
+  // PyTorch at each folder's problem, one folder at a time, before the loops run in parallel:
+  // its timing must not share the device with their screens, and the pool's device lock does
+  // not cover it (a review found a GPU folder timing PyTorch in its own setup while another
+  // folder's screens ran). A loop finds the figure stored and does not time it again; only a
+  // lone folder (par 1) times PyTorch in its setup, while its starter builds.
   if (par > 1 && o.loop.pytorch_baseline)
     for (const auto& e : entries) {
       if (e.status == "error") continue;
       try {
-        if (o.loop.pool && !o.loop.measurer) {
-          const KernelProblem kp = read_problem_file(ws / "kernels" / e.dir);
-          if (require_backend(kp.backend).device().kind() == DeviceKind::Gpu) continue;
-        }
         store_pytorch_baseline(ws / "kernels" / e.dir, o.loop);
       } catch (const std::exception&) {
         // the folder's loop reports its bad problem.json

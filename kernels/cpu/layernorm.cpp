@@ -16,6 +16,17 @@
 // next op reads at once, go straight into y with ordinary stores instead), and pass 3 prefetches the next row (PREFETCH_NEXT). fp32 rows with
 // AVX-512 skip the row buffer: pass 3 streams straight into y (apply_stream; 4096x4096 here
 // 4.46 -> 3.51 ms, 84 % of a non-temporal copy of the same bytes in the same minute). Weight and bias are converted to fp32 once per call.
+// PIPELINE (fp32, AVX-512, non-temporal output, D % 16 == 0): each thread takes a contiguous
+// share of rows and runs ONE loop per row that streams row r's output while it reads row r+1
+// from DRAM (software prefetch PIPE_AHEAD bytes ahead) for its shifted sums around c = x[0]
+// (d = Σ(x−c), q = Σ(x−c)²; the same formulas as passes 2-3 with that shift). If x[0] was far
+// from the mean (q/D > 4·var) the sums are retaken around c + d/D from cache (the two-pass
+// algorithm), so nothing cancels by more than a few bits (outlier, large-mean and all-equal
+// rows: same worst row error as before, 2.8e-7). The DRAM reads and non-temporal stores then
+// run together (4096x4096 fp32 here, 2026-12-07, in-process medians: 4.16-4.34 -> 3.9-4.04 ms;
+// bench 3982 us, 72.8 % of the 46.1 GB/s copy ceiling). A three-row version (Σx of row r+2 and
+// the shifted sums of row r+1 in the same loop) was no faster: x, weight, bias and the incoming
+// row (64 KiB) overflow the 48 KiB L1.
 #include "vb_kernel.h"
 
 // Tunable parameters (read by `vladbud optimize`; the defaults are the starter's behaviour):
@@ -26,6 +37,15 @@
 // @vb-param STREAM_MIN_LOG2 22 {0,18,20,22,24,62}  non-temporal stores only from 2^k output bytes on
 #ifndef STREAM_MIN_LOG2
 #define STREAM_MIN_LOG2 22
+#endif
+
+// @vb-param PIPELINE 1 {0,1}  1 (fp32, AVX-512, non-temporal output): one loop per row that streams this row's output while it reads the next row and sums it (its second statistic pass then runs from cache)
+#ifndef PIPELINE
+#define PIPELINE 1
+#endif
+// @vb-param PIPE_AHEAD 4096 {0,1024,4096,8192}  pipelined path: software prefetch (prefetcht2) this many bytes ahead of the next row's reads (0 = the hardware prefetcher alone)
+#ifndef PIPE_AHEAD
+#define PIPE_AHEAD 4096
 #endif
 
 #include <omp.h>
@@ -120,6 +140,91 @@ inline bool row_stats(const float* __restrict x, i64 n, float eps, float& c, flo
   return true;
 }
 
+#if defined(__AVX512F__)
+/// Pairwise combine of 4 vectors of lane sums (lane 16k + j of vector k), as combine_sum.
+inline float combine4(const __m512* a) {
+  alignas(64) float acc[64];
+  for (int k = 0; k < 4; ++k) _mm512_store_ps(acc + 16 * k, a[k]);
+  for (int w = 32; w > 0; w /= 2)
+    for (int j = 0; j < w; ++j) acc[j] += acc[j + w];
+  return acc[0];
+}
+
+/// Σx over 64 lanes (element i to lane i mod 64), pairwise combine: row_sum's lanes and order.
+inline float row_sum_v(const float* __restrict x, i64 n) {
+  __m512 a[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
+  for (i64 i = 0; i < n; i += 16) {
+    const i64 left = n - i;
+    const __mmask16 mk = left >= 16 ? __mmask16(0xffff) : __mmask16((1u << left) - 1u);
+    a[(i >> 4) & 3] = _mm512_add_ps(a[(i >> 4) & 3], _mm512_maskz_loadu_ps(mk, x + i));
+  }
+  return combine4(a);
+}
+
+/// One pipelined loop over a row's n elements (n % 16 == 0, y 64-byte aligned): row x's output
+/// streamed into y (apply_stream) while the next row x1 (nullable) is read from DRAM
+/// (PIPE_AHEAD bytes prefetched ahead) for its shifted sums d1 = Σ(x1 − k1), q1 = Σ(x1 − k1)²
+/// around k1 = x1[0] (64 lanes, element i to lane i mod 64, pairwise combine). The DRAM reads
+/// and the non-temporal stores run together all the time, as in a streaming copy.
+inline void pipe2(const float* x, const float* __restrict w, const float* __restrict b, float* y,
+                  i64 n, float c, float dm, float rstd, const float* x1, float k1, float& d1,
+                  float& q1) {
+  const __m512 vc = _mm512_set1_ps(c), vdm = _mm512_set1_ps(dm), vr = _mm512_set1_ps(rstd);
+  const __m512 vk = _mm512_set1_ps(k1);
+  __m512 ad[4], aq[4];
+  for (int k = 0; k < 4; ++k) ad[k] = aq[k] = _mm512_setzero_ps();
+  for (i64 i = 0; i < n; i += 16) {
+    const int k = static_cast<int>((i >> 4) & 3);
+    if (x1) {
+      if (PIPE_AHEAD > 0) __builtin_prefetch(x1 + i + PIPE_AHEAD / 4, 0, 1);
+      const __m512 t1 = _mm512_sub_ps(_mm512_loadu_ps(x1 + i), vk);
+      ad[k] = _mm512_add_ps(ad[k], t1);
+      aq[k] = _mm512_fmadd_ps(t1, t1, aq[k]);
+    }
+    const __m512 t = _mm512_mul_ps(_mm512_sub_ps(_mm512_sub_ps(_mm512_loadu_ps(x + i), vc), vdm), vr);
+    _mm512_stream_ps(y + i, _mm512_fmadd_ps(t, _mm512_loadu_ps(w + i), _mm512_loadu_ps(b + i)));
+  }
+  if (x1) d1 = combine4(ad), q1 = combine4(aq);
+}
+
+/// The first row of a thread: pipe2's shifted sums alone.
+inline void shifted_sums_v(const float* __restrict x, i64 n, float k1, float& d, float& q) {
+  const __m512 vk = _mm512_set1_ps(k1);
+  __m512 ad[4], aq[4];
+  for (int k = 0; k < 4; ++k) ad[k] = aq[k] = _mm512_setzero_ps();
+  for (i64 i = 0; i < n; i += 16) {
+    const int k = static_cast<int>((i >> 4) & 3);
+    const __m512 t1 = _mm512_sub_ps(_mm512_loadu_ps(x + i), vk);
+    ad[k] = _mm512_add_ps(ad[k], t1);
+    aq[k] = _mm512_fmadd_ps(t1, t1, aq[k]);
+  }
+  d = combine4(ad), q = combine4(aq);
+}
+
+/// Statistics of a row from its shifted sums (d, q) around the shift c (mean = c + dm): false
+/// when not finite. When the shift was far from the mean (q/n > 4·var: x[0] an outlier), the
+/// sums are retaken around c + dm from cache (the corrected two-pass algorithm), so a one-pass
+/// E[(x−c)²] − E[x−c]² never cancels by more than a few bits.
+inline bool stats_shifted(const float* __restrict x, i64 n, float eps, float& c, float d, float q,
+                          float& dm, float& rstd) {
+  const float fn = static_cast<float>(n);
+  if (!std::isfinite(c) || !std::isfinite(q)) return false;
+  dm = d / fn;
+  float var = std::fmax(q / fn - dm * dm, 0.0f);
+  if (!(q / fn <= 4.0f * var)) {
+    c = c + dm;
+    shifted_sums(x, n, c, d, q);
+    if (!std::isfinite(c) || !std::isfinite(q)) return false;
+    dm = d / fn;
+    var = std::fmax(q / fn - dm * dm, 0.0f);
+  }
+  rstd = 1.0f / std::sqrt(var + eps);
+  return true;
+}
+
+
+#endif
+
 /// Rare path, the whole row in double: values near the dtype's max overflow fp32 statistics
 /// (inf/NaN inputs also land here and propagate as in the fp64 oracle). y may be x.
 inline void row_double(const float* x, const float* __restrict w, const float* __restrict b, float* y,
@@ -176,6 +281,42 @@ extern "C" int vb_kernel_run(const DLTensor* inputs, int n_inputs, DLTensor* out
   // back at once (GPT-2 at 64 tokens: 64x768, 192 KiB). From 4 MiB on by default.
   const bool nt_stores = B * D * (f32 ? 4 : 2) >= (i64{1} << STREAM_MIN_LOG2);
   bool oom = false;
+#if defined(__AVX512F__)
+  // fp32 with non-temporal stores into a 64-byte-aligned y whose rows stay aligned: each
+  // thread's rows in one pipelined loop per row (this row's output streamed out while the next
+  // row is read and summed; its shifted sums then run from cache).
+  if (PIPELINE && f32 && nt_stores && (reinterpret_cast<std::uintptr_t>(y) & 63) == 0 && D % 16 == 0) {
+    const float* xf = static_cast<const float*>(x);
+    float* yf = static_cast<float*>(y);
+#pragma omp parallel if (par)
+    {
+      const i64 T = omp_get_num_threads(), t = omp_get_thread_num();
+      const i64 lo = B * t / T, hi = B * (t + 1) / T;
+      // Row r's shifted sums (d, q) around c = x_r[0] are ready when its output loop runs, in
+      // which row r+1's are taken.
+      float c = 0.0f, d = 0.0f, q = 0.0f;
+      if (lo < hi) {
+        c = xf[lo * D];
+        shifted_sums_v(xf + lo * D, D, c, d, q);
+      }
+      for (i64 r = lo; r < hi; ++r) {
+        const float* xr = xf + r * D;
+        const float* x1 = r + 1 < hi ? xf + (r + 1) * D : nullptr;
+        const float c1 = x1 ? x1[0] : 0.0f;
+        float d1 = 0.0f, q1 = 0.0f, dm = 0.0f, rstd = 0.0f;
+        if (stats_shifted(xr, D, eps, c, d, q, dm, rstd)) {
+          pipe2(xr, w, b, yf + r * D, D, c, dm, rstd, x1, c1, d1, q1);
+        } else {  // rare: fp32 statistics overflowed (or inf/NaN inputs)
+          row_double(xr, w, b, yf + r * D, D, eps);
+          if (x1) shifted_sums_v(x1, D, c1, d1, q1);
+        }
+        c = c1, d = d1, q = q1;
+      }
+      vbk::stream_fence();
+    }
+    return 0;
+  }
+#endif
 #pragma omp parallel if (par)
   {
     // Thread-local fp32 row [D] + staging for a 16-bit output row [D/2 floats].

@@ -10,7 +10,19 @@
 // loss_r = M + log(S) − x[target]; the row losses are summed in row order in double and divided
 // by their count (0/0 = NaN when every row is ignored, as PyTorch). Every order is fixed by the
 // shape alone, so results are bitwise deterministic. -inf logits contribute exp(-inf) = 0.
+// ONLINE (AVX-512, default): a chunk is read once, in a single streaming pass with a running
+// max per lane (online logsumexp, lse_block): per vector one compare against the lanes' max
+// (true almost only in the first blocks; then the lanes' sums are rescaled by the change of
+// constant) and exp by vb_cpu_exp.h's 2^(x·log2 e + c) (one FMA + degree-5 polynomial); the 64
+// lanes are merged exactly (the constants' rounding d_j is undone in double). Each thread reads
+// STREAMS of its chunks at a time, interleaved in STREAM_BLOCK pieces, with software prefetch
+// AHEAD_BYTES ahead. A chunk whose lane max exceeds 2^20 in magnitude is recomputed by the two
+// passes. 32x128256 fp32 on this 2-core Ice Lake VM (2026-12-07): in-process medians 850-920 ->
+// 730-775 us; in `vladbud bench` (stepped, cold calls) 845-905 -> 810-945 us, about equal: per
+// core this VM streams at most ~13-15 GB/s, whether from DRAM or L3 (L3-resident: 570-640 us),
+// so 16.4 MB take >= ~550 us however the exponentials are scheduled.
 #include "vb_kernel.h"
+#include "vb_cpu_exp.h"
 
 #include <omp.h>
 
@@ -29,6 +41,27 @@ constexpr int LANES = 64;
 #define PREFETCH_NEXT 1
 #endif
 constexpr i64 CHUNK = 1 << 15;  // logits per work item (128 KiB of fp32: stays in L2)
+// @vb-param ONLINE 1 {0,1}  1 (AVX-512): one streaming pass per chunk with a running max per lane (online logsumexp); 0: max pass, then Σ exp pass from cache
+#ifndef ONLINE
+#define ONLINE 1
+#endif
+// @vb-param STREAMS 4 {1,2,4,8}  online pass: chunks of one thread read together, interleaved (DRAM streams in flight per core)
+#ifndef STREAMS
+#define STREAMS 4
+#endif
+// @vb-param STREAM_BLOCK 128 {64,128,256,512}  online pass: logits of one chunk per visit before the next stream (a multiple of 64)
+#ifndef STREAM_BLOCK
+#define STREAM_BLOCK 128
+#endif
+// @vb-param AHEAD_BYTES 4096 {0,1024,2048,4096,8192}  online pass: software prefetch this far ahead of the reads (0 = the hardware prefetcher alone)
+#ifndef AHEAD_BYTES
+#define AHEAD_BYTES 4096
+#endif
+// @vb-param AHEAD_LOCALITY 1 {0,1,2,3}  __builtin_prefetch locality of those hints (1 prefetcht2, 3 prefetcht0)
+#ifndef AHEAD_LOCALITY
+#define AHEAD_LOCALITY 1
+#endif
+static_assert(STREAM_BLOCK % 64 == 0, "STREAM_BLOCK must be a multiple of 64 (4 vectors of 16)");
 
 inline float combine_sum(float* acc) {
   for (int w = LANES / 2; w > 0; w /= 2)
@@ -103,6 +136,111 @@ inline float chunk_sumexp(const float* __restrict x, i64 n, float m, const char*
   return combine_sum(acc);
 }
 
+#if defined(__AVX512F__)
+/// Online logsumexp state of one chunk: 64 lanes (4 vectors of 16; element i of the chunk goes
+/// to lane i mod 64), each with its running max m, the constant c = −m·log2(e) (rounded once,
+/// capped at FLT_MAX so that m = −inf gives a finite constant) and s = Σ 2^(x·log2(e) + c) over
+/// the lane's elements so far. A NaN logit sets `nan`.
+struct alignas(64) LseState {
+  float m[64], c[64], s[64];
+  bool nan = false;
+  void reset() {
+    for (int j = 0; j < 64; ++j) m[j] = -__builtin_inff(), c[j] = 3.4028234663852886e38f, s[j] = 0.0f;
+    nan = false;
+  }
+};
+
+/// Loads 16 logits (fp32, or bf16/fp16 converted in registers) at element i; lanes outside
+/// `mk` read as −inf (they add 2^-inf = 0 and never raise the max).
+inline __m512 load16(const void* x, Dt dt, i64 i, __mmask16 mk) {
+  const __m512 ninf = _mm512_set1_ps(-__builtin_inff());
+  if (dt == Dt::F32) return _mm512_mask_loadu_ps(ninf, mk, static_cast<const float*>(x) + i);
+  const __m256i h = _mm256_maskz_loadu_epi16(mk, static_cast<const std::uint16_t*>(x) + i);
+  const __m512 v = dt == Dt::BF16
+                       ? _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16))
+                       : _mm512_cvtph_ps(h);
+  return _mm512_mask_mov_ps(ninf, mk, v);
+}
+
+/// Adds elements [i0, i1) of the chunk at `x` (element offset `base`) to `st`. i0 is a multiple
+/// of 64; only the chunk's last block has i1 % 64 != 0. Per vector: one compare against the
+/// running max (x > m, or NaN) that is almost never true after the first blocks, then
+/// 2^(x·log2 e + c) added to s; when it is true the lanes' max moves up and s is rescaled by
+/// 2^(c_new − c_old), exactly the change of constant.
+inline void lse_block(LseState& st, const void* x, Dt dt, i64 base, i64 i0, i64 i1) {
+  const __m512 L = _mm512_set1_ps(1.44269504088896341f);
+  __m512 m[4], c[4], s[4];
+  for (int k = 0; k < 4; ++k)
+    m[k] = _mm512_load_ps(st.m + 16 * k), c[k] = _mm512_load_ps(st.c + 16 * k),
+    s[k] = _mm512_load_ps(st.s + 16 * k);
+  const i64 esz = dt == Dt::F32 ? 4 : 2;
+  for (i64 i = i0; i < i1; i += 64) {
+    if (AHEAD_BYTES > 0)  // a hint: may point past the chunk or the tensor (never faults)
+      for (i64 b = 0; b < 64 * esz; b += 64)
+        __builtin_prefetch(static_cast<const char*>(x) + (base + i) * esz + AHEAD_BYTES + b, 0,
+                           AHEAD_LOCALITY);
+    for (int k = 0; k < 4; ++k) {
+      const i64 left = i1 - (i + 16 * k);
+      if (left <= 0) break;
+      const __mmask16 mk = left >= 16 ? __mmask16(0xffff) : __mmask16((1u << left) - 1u);
+      const __m512 v = load16(x, dt, base + i + 16 * k, mk);
+      if (__builtin_expect(_mm512_cmp_ps_mask(v, m[k], _CMP_NLE_UQ) != 0, 0)) {
+        if (_mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q)) st.nan = true;
+        const __m512 mn = _mm512_max_ps(v, m[k]);  // a NaN lane keeps m (2nd operand)
+        const __m512 cn = _mm512_min_ps(_mm512_mul_ps(mn, _mm512_set1_ps(-1.44269504088896341f)),
+                                        _mm512_set1_ps(3.4028234663852886e38f));
+        const __mmask16 moved = _mm512_cmp_ps_mask(mn, m[k], _CMP_NEQ_UQ);
+        s[k] = _mm512_mask_mul_ps(s[k], moved, s[k], vbk::exp2_f32x16(_mm512_sub_ps(cn, c[k])));
+        m[k] = mn;
+        c[k] = cn;
+      }
+      s[k] = _mm512_add_ps(s[k], vbk::exp2_f32x16(_mm512_fmadd_ps(v, L, c[k])));
+    }
+  }
+  for (int k = 0; k < 4; ++k)
+    _mm512_store_ps(st.m + 16 * k, m[k]), _mm512_store_ps(st.c + 16 * k, c[k]),
+    _mm512_store_ps(st.s + 16 * k, s[k]);
+}
+
+/// The chunk's (max, Σ exp(x − max)) from its online state, as chunk_max / chunk_sumexp give
+/// them (max NaN if a logit is NaN; Σ 0 when the max is not finite). Returns false when a lane
+/// max has |m| > 2^20: the constants' rounding is then too coarse, and the caller recomputes
+/// the chunk by the two passes.
+inline bool lse_finish(const LseState& st, float& cm, float& cs) {
+  float M = -__builtin_inff();
+  for (int j = 0; j < 64; ++j) M = st.m[j] > M ? st.m[j] : M;
+  if (st.nan) {
+    cm = __builtin_nanf(""), cs = 0.0f;
+    return true;
+  }
+  cm = M;
+  cs = 0.0f;
+  if (!std::isfinite(M)) return true;
+  // s_j = Σ exp(x − m_j)·2^d_j with d_j = m_j·log2(e)_f32 + c_j exactly (both fp32 products
+  // are exact in double), so Σ exp(x − M) = Σ_j s_j·2^t_j with t_j = (m_j − M)·log2(e) − d_j
+  // (t_j <= ~0.1); the 2^t_j by the vector exp2, 64 lanes in 4 calls.
+  alignas(64) float t[64];
+  for (int j = 0; j < 64; ++j) {
+    if (st.m[j] == -__builtin_inff()) {  // no finite logit in this lane: s = 0
+      t[j] = -__builtin_inff();
+      continue;
+    }
+    if (!vbk::exp_shift_fits(st.m[j])) return false;
+    const double d = static_cast<double>(st.m[j]) * static_cast<double>(1.44269504088896341f) +
+                     static_cast<double>(st.c[j]);
+    t[j] = static_cast<float>((static_cast<double>(st.m[j]) - M) * 1.4426950408889634 - d);
+  }
+  alignas(64) float w[64];
+  for (int k = 0; k < 4; ++k)
+    _mm512_store_ps(w + 16 * k, _mm512_mul_ps(_mm512_load_ps(st.s + 16 * k),
+                                              vbk::exp2_f32x16(_mm512_load_ps(t + 16 * k))));
+  double S = 0.0;
+  for (int j = 0; j < 64; ++j) S += static_cast<double>(w[j]);
+  cs = static_cast<float>(S);
+  return true;
+}
+#endif
+
 }  // namespace
 
 extern "C" int vb_kernel_run(const DLTensor* inputs, int n_inputs, DLTensor* outputs,
@@ -160,6 +298,61 @@ extern "C" int vb_kernel_run(const DLTensor* inputs, int n_inputs, DLTensor* out
   const i64 esz = f32 ? 4 : 2;
   bool oom = false;
 
+#if defined(__AVX512F__)
+  if (ONLINE) {
+    // One streaming pass per chunk (online logsumexp); each thread takes a contiguous share of
+    // the work items (as schedule(static)) and reads STREAMS of them at a time, interleaved in
+    // STREAM_BLOCK pieces, so that several DRAM streams per core are in flight. A chunk's result
+    // does not depend on the grouping (its lanes and their order are fixed).
+    bool redo_any = false;
+#pragma omp parallel if (par)
+    {
+      const i64 T = omp_get_num_threads(), t = omp_get_thread_num();
+      const i64 lo = items * t / T, hi = items * (t + 1) / T;
+      LseState st[STREAMS];
+      for (i64 g0 = lo; g0 < hi; g0 += STREAMS) {
+        const i64 g = std::min<i64>(STREAMS, hi - g0);
+        i64 base[STREAMS], len[STREAMS], longest = 0;
+        for (i64 k = 0; k < g; ++k) {
+          const i64 it = g0 + k;
+          const i64 r = rows[static_cast<std::size_t>(it / chunks)], c0 = (it % chunks) * CHUNK;
+          base[k] = r * V + c0;
+          len[k] = std::min(CHUNK, V - c0);
+          longest = std::max(longest, len[k]);
+          st[k].reset();
+        }
+        for (i64 i0 = 0; i0 < longest; i0 += STREAM_BLOCK)
+          for (i64 k = 0; k < g; ++k)
+            if (i0 < len[k]) lse_block(st[k], x, dt, base[k], i0, std::min(len[k], i0 + STREAM_BLOCK));
+        for (i64 k = 0; k < g; ++k)
+          if (!lse_finish(st[k], cm[g0 + k], cs[g0 + k])) {
+            cm[g0 + k] = __builtin_nanf("");  // marks the item for the two-pass path below
+            cs[g0 + k] = -1.0f;
+#pragma omp atomic write
+            redo_any = true;
+          }
+      }
+    }
+    if (redo_any) {  // rare: a chunk with |max| > 2^20 (values near the dtype's max)
+      vbk::Scratch buf(f32 ? 0 : std::min(CHUNK, V));
+      if (!buf.ok()) return vbk::fail("out of memory (chunk scratch)");
+      for (i64 it = 0; it < items; ++it) {
+        if (!(cs[it] == -1.0f)) continue;
+        const i64 r = rows[static_cast<std::size_t>(it / chunks)], c = it % chunks;
+        const i64 c0 = c * CHUNK, n = std::min(CHUNK, V - c0);
+        const float* xc;
+        if (f32) {
+          xc = static_cast<const float*>(x) + r * V + c0;
+        } else {
+          vbk::load_f32(x, dt, r * V + c0, n, buf.get());
+          xc = buf.get();
+        }
+        cm[it] = chunk_max(xc, n);
+        cs[it] = std::isfinite(cm[it]) ? chunk_sumexp(xc, n, cm[it], nullptr, 0) : 0.0f;
+      }
+    }
+  } else
+#endif
 #pragma omp parallel if (par)
   {
     vbk::Scratch buf(f32 ? 0 : std::min(CHUNK, V));

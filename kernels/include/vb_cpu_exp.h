@@ -36,10 +36,10 @@ inline __m512 exp_shift_const(float m) {
   return _mm512_set1_ps(-(m * 1.44269504088896341f));
 }
 
-/// exp(x − m) for 16 lanes, with c = exp_shift_const(m).
-inline __m512 exp_shifted_f32x16(__m512 x, __m512 c) {
-  __m512 t = _mm512_fmadd_ps(x, _mm512_set1_ps(1.44269504088896341f), c);
-  t = _mm512_max_ps(_mm512_set1_ps(-160.0f), t);  // NaN stays NaN (max returns its 2nd operand)
+/// 2^t for 16 lanes (t <= ~128): t clamped at −160 (2^t then underflows to 0; NaN stays NaN,
+/// as vmaxps returns its second operand), t = n + f, 2^f by the polynomial, 2^n by vscalefps.
+inline __m512 exp2_f32x16(__m512 t) {
+  t = _mm512_max_ps(_mm512_set1_ps(-160.0f), t);
   const __m512 n = _mm512_roundscale_ps(t, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
   const __m512 f = _mm512_sub_ps(t, n);  // exact, in [-1/2, 1/2]
   __m512 p = _mm512_set1_ps(0.0013276470126584172f);
@@ -49,6 +49,11 @@ inline __m512 exp_shifted_f32x16(__m512 x, __m512 c) {
   p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(0.6931469440460205f));
   p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.0000001192092896f));
   return _mm512_scalef_ps(p, n);
+}
+
+/// exp(x − m) for 16 lanes, with c = exp_shift_const(m) (or a vector of per-lane constants).
+inline __m512 exp_shifted_f32x16(__m512 x, __m512 c) {
+  return exp2_f32x16(_mm512_fmadd_ps(x, _mm512_set1_ps(1.44269504088896341f), c));
 }
 
 }  // namespace vbk

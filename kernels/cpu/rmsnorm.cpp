@@ -21,7 +21,7 @@
 #include "vb_kernel.h"
 
 // Tunable parameters (read by `vladbud optimize`; the defaults are the starter's behaviour):
-// @vb-param LANES 64 {16,32,64,128}  fp32 accumulator lanes of the row reductions (fixed order)
+// @vb-param LANES 64 {16,32,64,128}  fp32 accumulator lanes of the row reductions (fixed order; the PIPELINE path always sums over 64)
 #ifndef LANES
 #define LANES 64
 #endif

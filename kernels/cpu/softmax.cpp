@@ -64,7 +64,6 @@
 #define WRITE_BLOCK 512
 #endif
 static_assert(WRITE_BLOCK % LANES == 0, "WRITE_BLOCK must be a multiple of LANES (the sum's lane order)");
-static_assert(F32_BLOCK % LANES == 0, "F32_BLOCK must be a multiple of LANES (the sum's lane order)");
 static_assert(WRITE_BLOCK >= 512 || !STREAM_STORES, "WRITE_BLOCK: fp16/bf16 non-temporal stores need 512");
 
 #include <omp.h>
@@ -283,7 +282,8 @@ extern "C" int vb_kernel_run(const DLTensor* inputs, int n_inputs, DLTensor* out
       // Pass 2 of this row in blocks, each followed by the same block of the previous row's
       // output (software pipelining: the stores drain while this row's exp is computed).
       float acc[LANES] = {};
-      const i64 block = f32 ? F32_BLOCK : WRITE_BLOCK;
+      // fp32 pieces: F32_BLOCK rounded up to a multiple of LANES (each piece starts on lane 0)
+      const i64 block = f32 ? (F32_BLOCK + LANES - 1) / LANES * LANES : WRITE_BLOCK;
       for (i64 i0 = 0; i0 < C; i0 += block) {
         const i64 i1 = std::min<i64>(C, i0 + block);
         exp_shift_acc(xr, cur, i0, i1, m, next, esz, acc);

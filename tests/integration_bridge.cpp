@@ -155,6 +155,30 @@ TEST(BridgeCli, BenchInAnExtractedFolderTimesTheModelsShapeAndDtype) {
   fs::remove_all(d);
 }
 
+// --timing-only skips the correctness stages (UNVERIFIED; the timed calls are still checked):
+// PyTorch is timed next to it all the same, so a stage that checked first and times after
+// (bench/h200_triton.sh aot-check, then aot-time) has its speedup. A kernel whose timed calls
+// are wrong gets no PyTorch figure.
+TEST(BridgeCli, TimingOnlyIsTimedNextToPyTorchButAFailureIsNot) {
+  if (!have_torch()) GTEST_SKIP() << "no Python with torch (" << bridge_python() << "); run scripts/setup.sh";
+  const auto d = temp_dir("timing-only-pytorch");
+  const auto r = vladbud({"bench", "--kernel", "rmsnorm", "--quick", "--timing-only", "--json"}, d);
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  const json j = json::parse(r.out);
+  EXPECT_EQ(j["verdict"], "UNVERIFIED") << j.dump(1);
+  ASSERT_TRUE(j.contains("pytorch") && j["pytorch"].is_object()) << j.dump(1);
+  EXPECT_GT(j["pytorch"]["median_us"].get<double>(), 0);
+  EXPECT_GT(j["speedup_vs_pytorch"].get<double>(), 0);
+  const auto bad = vladbud({"bench", "--kernel", "softmax", "--quick", "--timing-only", "--json", "--source",
+                            test::bad_kernel("skips_last_row").string()},
+                           d);
+  EXPECT_EQ(bad.exit_code, 1) << bad.out;
+  const json b = json::parse(bad.out);
+  EXPECT_EQ(b["verdict"], "FAIL");
+  EXPECT_TRUE(!b.contains("pytorch") || b["pytorch"].is_null()) << b.dump(1);
+  fs::remove_all(d);
+}
+
 TEST(BridgeCli, ProfileExtractVerifyOnASmallGpt2) {
   if (!have_torch()) GTEST_SKIP() << "no Python with torch (" << bridge_python() << "); run scripts/setup.sh";
   const auto d = temp_dir("pipeline");

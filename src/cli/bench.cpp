@@ -250,7 +250,10 @@ void run_bench(const BenchArgs& args) {
   ResultsRow row = results_row(r, target, a.tag);
   nlohmann::json torch_base;
   std::string no_base = "--no-pytorch";
-  if (r.correct() && r.timing && !a.no_pytorch) {
+  // PyTorch is timed next to a correct result, and next to a --timing-only one (UNVERIFIED: the
+  // stages were run earlier or elsewhere, e.g. bench/h200_triton.sh's aot-check before its
+  // aot-time, whose rows had no PyTorch figure to set the speedup against).
+  if ((r.correct() || r.verdict == "UNVERIFIED") && r.timing && !a.no_pytorch) {
     try {
       const Size ts = o.timing_size ? *o.timing_size : kt->benchmark_size(dev.kind());
       torch_base = pytorch_baseline(kt->make_problem(ts, r.timing->dtype), dev.torch_device(),
@@ -262,7 +265,7 @@ void run_bench(const BenchArgs& args) {
       if (no_base.size() > 300) no_base = no_base.substr(0, 300) + "...";
     }
   } else if (!a.no_pytorch) {
-    no_base = "no timed, correct result";
+    no_base = "no timed result that passed or skipped the correctness stages";
   }
   int experiment = 0;
   try {

@@ -136,7 +136,7 @@ inline float chunk_sumexp(const float* __restrict x, i64 n, float m, const char*
   return combine_sum(acc);
 }
 
-#if defined(__AVX512F__)
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)  // masked 16-bit loads
 /// Online logsumexp state of one chunk: 64 lanes (4 vectors of 16; element i of the chunk goes
 /// to lane i mod 64), each with its running max m, the constant c = −m·log2(e) (rounded once,
 /// capped at FLT_MAX so that m = −inf gives a finite constant) and s = Σ 2^(x·log2(e) + c) over
@@ -298,7 +298,7 @@ extern "C" int vb_kernel_run(const DLTensor* inputs, int n_inputs, DLTensor* out
   const i64 esz = f32 ? 4 : 2;
   bool oom = false;
 
-#if defined(__AVX512F__)
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
   if (ONLINE) {
     // One streaming pass per chunk (online logsumexp); each thread takes a contiguous share of
     // the work items (as schedule(static)) and reads STREAMS of them at a time, interleaved in

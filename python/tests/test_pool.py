@@ -33,6 +33,8 @@ def test_one_worker_per_gpu_the_rest_build():
     assert s["gpu1"]["env"]["CUDA_VISIBLE_DEVICES"] == "1"
     # Three evaluators' host work on a 16-core host: 16 / (2 x 3) = 2 threads each.
     assert s["gpu0"]["env"]["VB_THREADS"] == "2" and "VB_THREADS" not in s["host0"]["env"]
+    # A comparison, the loop's critical path, on half the cores.
+    assert s["gpu0"]["env"]["VB_COMPARE_THREADS"] == "8" and "VB_COMPARE_THREADS" not in s["host0"]["env"]
     assert s["host0"]["resources"] == {} and s["host0"]["env"]["CUDA_VISIBLE_DEVICES"] == ""
     # One architecture for every worker, the one the optimizer passed (--cuda-arch): a build
     # worker (no GPU) and the GPU worker measuring its build compute the same build-cache key.
@@ -266,3 +268,18 @@ def test_a_host_with_gpus_of_two_architectures_is_refused(monkeypatch):
     args = pool.parse_args(["--workers", "3", "--devices", "gpu", "--cuda-arch", "sm_90a"])
     with pytest.raises(RuntimeError, match=r"differ in compute capability \(8\.0, 9\.0\).*--scheduler"):
         pool.Pool(args)
+
+
+def test_a_compare_task_runs_on_the_compare_threads_a_quick_one_on_the_workers(tmp_path, monkeypatch):
+    # A stand-in for vladbud that reports the VB_THREADS it was started with.
+    exe = tmp_path / "vb_threads.py"
+    exe.write_text("import json, os\nprint(json.dumps({'verdict': 'PASS', 'threads': os.environ.get('VB_THREADS')}))\n")
+    monkeypatch.setenv("VB_POOL_TASK_CMD", f"{sys.executable} {exe}")
+    monkeypatch.setenv("VB_THREADS", "2")
+    monkeypatch.setenv("VB_COMPARE_THREADS", "8")
+    task = {"id": 1, "op": "quick", "resource": "", "problem": {}, "source": "x", "ext": ".cpp"}
+    assert pool.run_task(task, 30)["threads"] == "2"
+    assert pool.run_task(dict(task, op="compare", best="y", rounds=3), 30)["threads"] == "8"
+    # Without the variable (a worker started by hand), a comparison keeps the worker's threads.
+    monkeypatch.delenv("VB_COMPARE_THREADS")
+    assert pool.run_task(dict(task, op="compare", best="y", rounds=3), 30)["threads"] == "2"

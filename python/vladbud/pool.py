@@ -176,7 +176,8 @@ def worker_specs(n: int, devices: list[str], gpus: list[str], cores: int, cuda_a
     :param check_slots: units of its gpu resource each GPU worker owns: the measurements (full
         stages, quick screens, comparisons) it runs at once, their kernels kept apart by the
         device lock, each evaluator's host work on cores / (2 x check_slots) threads
-        (VB_THREADS); its Dask threads are check_slots + 1 (one more may build)
+        (VB_THREADS), a comparison's on cores / 2 (VB_COMPARE_THREADS: it is the loop's critical
+        path); its Dask threads are check_slots + 1 (one more may build)
     :returns: {name: {"resources": {...}, "env": {...}, "nthreads": int}}
     """
     if n < 1:
@@ -197,6 +198,12 @@ def worker_specs(n: int, devices: list[str], gpus: list[str], cores: int, cuda_a
             # with the builds: a few threads each, so that a timing does not see the others as
             # competing for the cores (the evaluator's contention check) and re-screen.
             env["VB_THREADS"] = str(max(1, cores // (2 * check_slots)))
+            # A comparison (interleaved rounds of the best and a candidate) is the loop's critical
+            # path: every later candidate waits for its judgement. With the quick screens' few
+            # threads its host work ran for minutes (H100, 2026-12-07 16:07Z: one compare held the
+            # rmsnorm loop for the last 48 s of a 100 s budget, 2 threads each; the sequential
+            # loop's took ~10 s on 16), so it gets half the host's cores.
+            env["VB_COMPARE_THREADS"] = str(max(1, cores // 2))
             name = f"gpu{i}"
         else:
             env["CUDA_VISIBLE_DEVICES"] = ""
@@ -241,6 +248,8 @@ def run_task(task: dict, timeout_s: float) -> dict:
         env = None
         if (task.get("resource") or "").startswith(LOCKED_PREFIX):
             env = dict(os.environ, VB_DEVICE_LOCK=device_lock_path(task["resource"]))
+        if task["op"] == "compare" and os.environ.get("VB_COMPARE_THREADS"):
+            env = dict(env or os.environ, VB_THREADS=os.environ["VB_COMPARE_THREADS"])
         cmd = shlex.split(extra) if extra else [exe]
         cmd += ["optimize", "--kernel", d, "--measure", cand, "--mode", task["op"], "--json",
                 "--no-git"]

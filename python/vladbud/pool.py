@@ -201,8 +201,9 @@ def worker_specs(n: int, devices: list[str], gpus: list[str], cores: int, cuda_a
             # A comparison (interleaved rounds of the best and a candidate) is the loop's critical
             # path: every later candidate waits for its judgement. With the quick screens' few
             # threads its host work ran for minutes (H100, 2026-12-07 16:07Z: one compare held the
-            # rmsnorm loop for the last 48 s of a 100 s budget, 2 threads each; the sequential
-            # loop's took ~10 s on 16), so it gets half the host's cores.
+            # rmsnorm loop for the last 48 s of a 100 s budget, on 2 threads; in the sequential
+            # loop, on 16, an experiment with its comparison took 13-15 s), so it gets half the
+            # host's cores.
             env["VB_COMPARE_THREADS"] = str(max(1, cores // 2))
             name = f"gpu{i}"
         else:

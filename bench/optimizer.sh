@@ -44,10 +44,10 @@ export VB_CACHE_DIR="$(dirname "$ws")/vb-cache"
 rm -rf "$VB_CACHE_DIR"
 mkdir -p "$VB_CACHE_DIR/ceilings"
 cp "$user_cache"/ceilings/*.json "$VB_CACHE_DIR/ceilings/" 2>/dev/null || true
-cmd="vladbud optimize --workspace $ws --budget $budget --plateau 100000 --no-git"
+cmd="vladbud optimize --workspace $ws --budget $budget --plateau 100000 --ceiling 100 --no-git"
 load_before="$(cut -d' ' -f1-3 /proc/loadavg)"
 t0=$(date +%s)
-"$vb" optimize --workspace "$ws" --budget "$budget" --plateau 100000 --no-git >"$ws/status.txt" 2>"$ws/optimize.log" || true
+"$vb" optimize --workspace "$ws" --budget "$budget" --plateau 100000 --ceiling 100 --no-git >"$ws/status.txt" 2>"$ws/optimize.log" || true
 t1=$(date +%s)
 times >"$ws/times.txt"  # user and system CPU time of the children (vladbud, g++, runner)
 cpu_times="$(tail -1 "$ws/times.txt")"

@@ -3,7 +3,12 @@
 // assembly loop finder and MCA markers, the rung-0 source screen and variant parameters.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
 
 #include "analysis/cpu_asm.h"
 #include "core/paths.h"
@@ -253,3 +258,30 @@ TEST(RankingTrust, StudiesCoverOnlyTheBackendTheyRanked) {
 
 }  // namespace
 }  // namespace vb::ladder
+
+// The compile-only rungs' build cache keys on every local header a kernel may include, not on
+// vb_kernel.h alone (a review found an edit to kernels/include/vb_cpu_exp.h served a stale build).
+TEST(LadderCpu, TheBuildKeyCoversEveryLocalHeader) {
+  const auto home = std::filesystem::temp_directory_path() /
+                    ("vb-include-key-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(home / "kernels" / "include" / "sub");
+  auto write = [](const std::filesystem::path& p, const std::string& t) { std::ofstream(p) << t; };
+  write(home / "kernels" / "include" / "vb_kernel.h", "abi\n");
+  write(home / "kernels" / "include" / "vb_cpu_exp.h", "exp v1\n");
+  write(home / "kernels" / "include" / "sub" / "x.cuh", "x\n");
+  const char* old = std::getenv("VLADBUD_HOME");
+  const std::string saved = old ? old : "";
+  ::setenv("VLADBUD_HOME", home.c_str(), 1);
+  const std::string a = vb::ladder::local_include_text();
+  write(home / "kernels" / "include" / "vb_cpu_exp.h", "exp v2\n");
+  const std::string b = vb::ladder::local_include_text();
+  EXPECT_NE(a, b);
+  EXPECT_NE(b.find("== sub/x.cuh\nx\n"), std::string::npos) << b;
+  EXPECT_LT(b.find("== sub/x.cuh"), b.find("== vb_cpu_exp.h")) << "name order: " << b;
+  // No SDK folder: nothing to key on, and no error.
+  std::filesystem::remove_all(home / "kernels");
+  EXPECT_EQ(vb::ladder::local_include_text(), "");
+  if (old) ::setenv("VLADBUD_HOME", saved.c_str(), 1);
+  else ::unsetenv("VLADBUD_HOME");
+  std::filesystem::remove_all(home);
+}

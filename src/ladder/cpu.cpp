@@ -257,6 +257,23 @@ class PrebuiltBackend final : public Backend {
   std::string desc_;
 };
 
+}  // namespace
+
+std::string local_include_text() {
+  const fs::path inc = vladbud_home() / "kernels" / "include";
+  std::error_code ec;
+  if (!fs::is_directory(inc, ec)) return {};
+  std::vector<fs::path> files;
+  for (const auto& e : fs::recursive_directory_iterator(inc, ec))
+    if (e.is_regular_file()) files.push_back(e.path());
+  std::sort(files.begin(), files.end());
+  std::string text;
+  for (const auto& f : files) text += "== " + fs::relative(f, inc).generic_string() + "\n" + read_file(f);
+  return text;
+}
+
+namespace {
+
 // Builds `source` with argv (the source and "-o OUT" appended), cached by content.
 BuildResult build_library(std::vector<std::string> argv, const fs::path& source,
                           const std::string& tag) {
@@ -265,8 +282,8 @@ BuildResult build_library(std::vector<std::string> argv, const fs::path& source,
   std::string cmd;
   for (const auto& a : argv) cmd += a + " ";
   const std::string src = read_file(source);
-  // Local includes (vb_kernel.h) are part of the key through the SDK header text.
-  const std::string sdk = read_file(vladbud_home() / "kernels" / "include" / "vb_kernel.h");
+  // Local includes (kernels/include/*) are part of the key through their text.
+  const std::string sdk = local_include_text();
   r.cache_key = hash_hex(src + "\n--\n" + sdk + "\n--\n" + cmd + r.compiler_version);
   const fs::path dir = cache_dir() / "build" / ("cpu-" + tag) / r.cache_key;
   r.library = dir / "kernel.so";

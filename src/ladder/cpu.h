@@ -46,6 +46,12 @@ CpuTargetConfig cpu_target_config(const TargetSpec& target);
 /// reads "line N: <what> (<why>)". Empty when clean.
 std::vector<std::string> screen_cpu_source(const std::string& source, bool aarch64_target);
 
+/// The text every kernel source may include from the repository's SDK folder
+/// (VLADBUD_HOME/kernels/include: vb_kernel.h, vb_cpu_exp.h, ...), each file's name and content
+/// in name order, for the compile-only rungs' build-cache key: an edit to any local header
+/// rebuilds (a review found the key covering vb_kernel.h alone). Empty when the folder is absent.
+std::string local_include_text();
+
 /// True when the variant runs on several threads (OpenMP parallel regions or std::thread).
 bool variant_is_threaded(const std::string& source);
 

@@ -19,7 +19,9 @@
 #                                  (bench/ranking_score.py) of the prediction for FILE's target;
 #                                  writes bench/results/ranking-triton-<target>.md
 # VB names the vladbud binary (default build/vladbud); PY the Python with torch and triton
-# (default .venv/bin/python, else python3, as on the H200 machine); VARIANTS the variant folder; RANK_TYPES a subset of the types.
+# (default .venv/bin/python, else python3, as on the H200 machine); VARIANTS the variant folder; RANK_TYPES a subset of the types;
+# STUDY a name put into every file name (STUDY=blind2: ranking-triton-blind2-TARGET-prediction.json,
+# ranking-triton-blind2-measured-TARGET.json, ranking-triton-blind2-TARGET.md; default: study 1's names).
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 vb="${VB:-$here/build/vladbud}"
@@ -29,6 +31,7 @@ read -r -a types <<<"${RANK_TYPES:-softmax rmsnorm matmul}"
 vdir="${VARIANTS:-$here/bench/variants/triton-blind1}"
 case "$vdir" in /*) ;; *) vdir="$here/$vdir" ;; esac
 mode="${1:-}"
+st="${STUDY:+$STUDY-}"
 
 case "$mode" in
 --predict)
@@ -43,13 +46,14 @@ case "$mode" in
       "$vb" rank "$t" --backend triton --targets "$tg" --variants "$vdir/$t" --max-rung 3 \
         --dtype bf16 --json >"$tmp/$t.json"
     done
-    "$py" - "$tmp" "$here/bench/results/ranking-triton-$tg-prediction.json" "$vdir" "$tg" "${types[@]}" <<'PY'
+    "$py" - "$tmp" "$here/bench/results/ranking-triton-$st$tg-prediction.json" "$vdir" "$tg" "${types[@]}" <<'PY'
 import json, os, sys, subprocess, datetime, platform
 import triton
 tmp, out, vdir, target, types = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5:]
 doc = {"date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
        "machine": f"{platform.node()} (no GPU)",
-       "command": f"bench/ranking_triton.sh --predict {target} (vladbud rank TYPE --backend triton --targets {target} "
+       "command": f"{'STUDY=' + os.environ['STUDY'] + ' ' if os.environ.get('STUDY') else ''}"
+                  f"bench/ranking_triton.sh --predict {target} (vladbud rank TYPE --backend triton --targets {target} "
                   f"--variants {os.path.relpath(vdir)}/TYPE --max-rung 3 --dtype bf16 --json)",
        "tools": {"triton": triton.__version__}, "types": {},
        "commit": subprocess.run(["git", "describe", "--always", "--dirty"], capture_output=True,
@@ -88,13 +92,13 @@ PY
     *) echo "ranking_triton.sh: no prediction target for the GPU '${gpu:-none found}' (nvidia-smi); the study predicts h200 and h100-sxm" >&2; exit 2 ;;
   esac
   "$py" "$here/bench/ranking_triton_measure.py" --variants "$vdir" --types "$(IFS=,; echo "${types[*]}")" \
-    --target "$mt" --out "$outdir/ranking-triton-measured-$mt.json" ;;
+    --target "$mt" --out "$outdir/ranking-triton-${st}measured-$mt.json" ;;
 --score)
   # The measurement's own target (h200 or h100-sxm) picks the prediction it is scored against.
-  measured="${2:-$here/bench/results/ranking-triton-measured-h200.json}"
+  measured="${2:-$here/bench/results/ranking-triton-${st}measured-h200.json}"
   mt="$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["target"])' "$measured")"
-  python3 "$here/bench/ranking_score.py" "$here/bench/results/ranking-triton-$mt-prediction.json" \
-    "$measured" --title "Blind Triton ranking study (issue 17): Triton variants on the $mt" \
-    --out "${SCORE_OUT:-$here/bench/results/ranking-triton-$mt.md}" ;;
+  python3 "$here/bench/ranking_score.py" "$here/bench/results/ranking-triton-$st$mt-prediction.json" \
+    "$measured" --title "Blind Triton ranking study${STUDY:+ $STUDY}: Triton variants on the $mt" \
+    --out "${SCORE_OUT:-$here/bench/results/ranking-triton-$st$mt.md}" ;;
 *) sed -n '2,22p' "$0"; exit 2 ;;
 esac

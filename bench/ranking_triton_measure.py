@@ -8,7 +8,8 @@ bench/ranking_score.py to score against the committed prediction.
 
 For every variant <VARIANTS>/<type>/<name>.py: the module is imported, its vb_kernel_run is called
 on seeded bf16 inputs of the ranking problem (the GPU benchmark sizes of src/kernels/<type>.cpp:
-softmax and rmsnorm 8192x8192 with eps 1e-6, matmul 4096^3), the output is compared with a
+softmax, rmsnorm, layernorm and reduce 8192x8192 with eps 1e-6 (rmsnorm) and 1e-5
+(layernorm), cross_entropy 512x128256 with ignore_index -100 on every 7th row, matmul 4096^3), the output is compared with a
 PyTorch reference computed in fp32 and rounded to bf16 (max |out - ref| <= 2e-2 + 2e-2 |ref|;
 one shape, one dtype: not VladBud's five stages, hence verdict "UNVERIFIED" on a match, "FAIL"
 otherwise, "ERROR" when the call raises), then timed with triton.testing.do_bench (it flushes L2
@@ -19,7 +20,8 @@ Output (the format of bench/ranking_cuda.sh --measure): {"date", "target", "mach
 "seconds", "tools": {"triton", "torch"}, "types": {TYPE: {VARIANT: {"verdict", "reason",
 "median_us", "p10_us", "p90_us", "size"}}}}.
 
---check-only skips the timing (and needs no GPU with TRITON_INTERPRET=1); --small uses small
+--check-only skips the timing (and needs no GPU with TRITON_INTERPRET=1); --fp32 checks in fp32
+(tolerance 1e-4; with --check-only only); --small uses small
 shapes (softmax/rmsnorm 4x8192, which still takes the two-pass path where MAX_BLOCK < 8192;
 matmul 256x256x128 in fp16, since the interpreter computes bf16 dots wrongly) for such a check.
 """
@@ -36,11 +38,18 @@ import time
 
 SIZES = {"softmax": ("8192x8192", {"R": 8192, "C": 8192}),
          "rmsnorm": ("8192x8192", {"M": 8192, "N": 8192}),
-         "matmul": ("4096x4096x4096", {"M": 4096, "N": 4096, "K": 4096})}
+         "matmul": ("4096x4096x4096", {"M": 4096, "N": 4096, "K": 4096}),
+         "layernorm": ("8192x8192", {"B": 8192, "D": 8192}),
+         "cross_entropy": ("512x128256", {"B": 512, "V": 128256}),
+         "reduce": ("8192x8192", {"M": 8192, "N": 8192})}
 SMALL = {"softmax": ("4x8192", {"R": 4, "C": 8192}),
          "rmsnorm": ("4x8192", {"M": 4, "N": 8192}),
-         "matmul": ("256x256x128", {"M": 256, "N": 256, "K": 128})}
+         "matmul": ("256x256x128", {"M": 256, "N": 256, "K": 128}),
+         "layernorm": ("4x8192", {"B": 4, "D": 8192}),
+         "cross_entropy": ("3x40000", {"B": 3, "V": 40000}),
+         "reduce": ("8x8192", {"M": 8, "N": 8192})}
 EPS = 1e-6  # rmsnorm's default eps (DESIGN §2)
+LN_EPS = 1e-5  # layernorm's default eps (PyTorch LayerNorm)
 
 
 def problem(kind, dims, dtype, device, seed):
@@ -58,6 +67,21 @@ def problem(kind, dims, dtype, device, seed):
         x, w = rand(dims["M"], dims["N"]), rand(dims["N"])
         ref = lambda: (x.float() * torch.rsqrt(x.float().pow(2).mean(-1, keepdim=True) + EPS) * w.float()).to(dtype)
         return [x, w], [torch.empty_like(x)], [EPS], ref
+    if kind == "layernorm":
+        x, w, b = rand(dims["B"], dims["D"]), rand(dims["D"]), rand(dims["D"])
+        ref = lambda: torch.nn.functional.layer_norm(x.float(), (dims["D"],), w.float(), b.float(), LN_EPS).to(dtype)
+        return [x, w, b], [torch.empty_like(x)], [LN_EPS], ref
+    if kind == "cross_entropy":
+        x = rand(dims["B"], dims["V"])
+        t = torch.randint(0, dims["V"], (dims["B"],), generator=g).to(device)
+        t[1::7] = -100  # some rows ignored (the type's default ignore_index)
+        out = torch.empty((), dtype=torch.float32, device=device)
+        ref = lambda: torch.nn.functional.cross_entropy(x.float(), t, ignore_index=-100)
+        return [x, t], [out], [-100.0], ref
+    if kind == "reduce":
+        x = rand(dims["M"], dims["N"])
+        y = torch.empty(dims["M"], device=device, dtype=dtype)
+        return [x], [y], [], lambda: x.float().sum(-1).to(dtype)
     if kind == "matmul":
         a, b = rand(dims["M"], dims["K"]), rand(dims["K"], dims["N"])
         c = torch.empty(dims["M"], dims["N"], device=device, dtype=dtype)
@@ -84,7 +108,8 @@ def measure_one(kind, path, dims, dtype, device, check_only):
             torch.cuda.synchronize()
         want = ref().float()
         got = outs[0].float()
-        bad = ~((got - want).abs() <= 2e-2 + 2e-2 * want.abs())
+        tol = 2e-2 if dtype != torch.float32 else 1e-4
+        bad = ~((got - want).abs() <= tol + tol * want.abs())
         if bad.any():
             i = int(bad.flatten().nonzero()[0])
             row["verdict"] = "FAIL"
@@ -118,6 +143,7 @@ def main():
     ap.add_argument("--out", help="JSON file to write (default: stdout)")
     ap.add_argument("--check-only", action="store_true", help="correctness only, no timing")
     ap.add_argument("--small", action="store_true", help="small shapes (a CPU check under TRITON_INTERPRET=1)")
+    ap.add_argument("--fp32", action="store_true", help="fp32 inputs (the interpreter check; never timed)")
     a = ap.parse_args()
     import torch
     import triton
@@ -126,6 +152,8 @@ def main():
     if device == "cuda" and not torch.cuda.is_available():
         raise SystemExit("ranking_triton_measure: no CUDA GPU visible to torch (for a CPU check: "
                          "TRITON_INTERPRET=1 ... --check-only --small)")
+    if a.fp32 and not a.check_only:
+        raise SystemExit("ranking_triton_measure: --fp32 is for the correctness check; add --check-only")
     if interpret and not a.check_only:
         raise SystemExit("ranking_triton_measure: the interpreter is never timed; add --check-only")
     t0 = time.time()
@@ -140,6 +168,8 @@ def main():
     for kind in a.types.split(","):
         label, dims = (SMALL if a.small else SIZES)[kind]
         dtype = torch.float16 if (a.small and kind == "matmul") else torch.bfloat16
+        if a.fp32:
+            dtype = torch.float32
         doc["types"][kind] = {}
         for path in sorted(pathlib.Path(a.variants, kind).glob("*.py")):
             row = measure_one(kind, path, dims, dtype, device, a.check_only)

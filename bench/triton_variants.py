@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
-"""Writes the variant sets of the first blind Triton ranking study (issue 17, "Measure"): softmax,
-rmsnorm and matmul variants of the Triton starters (kernels/triton/<type>.py) that differ in
-block sizes, num_warps and num_stages, before anything is measured.
+"""Writes the variant sets of the blind Triton ranking studies: study 1 (issue 17, "Measure"):
+softmax, rmsnorm and matmul variants of the Triton starters (kernels/triton/<type>.py) that differ
+in block sizes, num_warps and num_stages; study 2 (issue 20): softmax, rmsnorm, layernorm,
+cross_entropy and reduce variants, each a choice of the starter's own @vb-param values (no other
+text changed), none the configuration of a study-1 variant. Both before anything is measured.
 
 Each variant is the starter's text with its configuration made explicit and overridden:
   softmax, rmsnorm  MAX_BLOCK (longest row kept in registers: one pass when C <= MAX_BLOCK),
@@ -14,18 +16,26 @@ At the ranking problem (the GPU benchmark sizes, bf16: softmax and rmsnorm 8192x
 below were chosen near the defaults so that most pairs lie within 2x of each other, and are
 never changed after the prediction is committed: the study's files are frozen copies.
 
-    python3 bench/triton_variants.py [--out DIR] [--check]
+    python3 bench/triton_variants.py [--study 1|2] [--out DIR] [--check]
 
---check verifies that the files on disk are what this script writes from today's starters.
+--check verifies that the files on disk are what this script writes from the starters the study
+was generated from: study 1 from the starters at commit edd5510 (git show; the starters have
+changed since: softmax gained @vb-param NUM_WARPS/SMALL_NUM_WARPS/CHUNK), study 2 from today's.
 Exits 1 when a starter no longer has the text a substitution expects (the study is then
 regenerated from a new commit, not patched).
+
+Study 2's sizes (the GPU benchmark sizes of src/kernels/<type>.cpp, bf16): softmax, rmsnorm,
+layernorm and reduce 8192x8192, cross_entropy 512x128256. Study 1 used every one-pass warp count
+of the softmax/rmsnorm starters' space (4, 8, 16 at Triton's default num_stages 3), so study 2's
+softmax/rmsnorm variants are all chunked (MAX_BLOCK < 8192); two of them (v07, v08) share
+study 1's CHUNK and warps but run Triton's default num_stages 3 where study 1 ran 1 and 2.
 """
 import argparse
 import pathlib
+import subprocess
 import sys
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-STUDY = "triton-blind1"
 
 # type -> [(name, {setting: value})]; an empty dict is the starter's own configuration.
 ROWWISE = {
@@ -55,6 +65,59 @@ MATMUL = {
     "v10_128x128x64_w8_s3_group1": {"GROUP_M": 1},
 }
 SETS = {"softmax": ROWWISE, "rmsnorm": ROWWISE, "matmul": MATMUL}
+STUDY1_COMMIT = "edd5510"  # the starters study 1 was rendered from (git show COMMIT:PATH)
+
+# Study 2 (issue 20): only @vb-param values (the starter's search space), Triton's default
+# num_stages. softmax/rmsnorm: C = 8192 > MAX_BLOCK 4096 sends rows through the chunked path
+# (block CHUNK; NUM_WARPS when CHUNK >= 2048, else SMALL_NUM_WARPS).
+CHUNKED2 = {
+    "v01_chunk2048_w16": {"MAX_BLOCK": 4096, "CHUNK": 2048, "NUM_WARPS": 16},
+    "v02_chunk4096_w4": {"MAX_BLOCK": 4096, "CHUNK": 4096, "NUM_WARPS": 4},
+    "v03_chunk1024_w8": {"MAX_BLOCK": 4096, "CHUNK": 1024, "SMALL_NUM_WARPS": 8},
+    "v04_chunk1024_w2": {"MAX_BLOCK": 4096, "CHUNK": 1024, "SMALL_NUM_WARPS": 2},
+    "v05_chunk512_w8": {"MAX_BLOCK": 4096, "CHUNK": 512, "SMALL_NUM_WARPS": 8},
+    "v06_chunk512_w2": {"MAX_BLOCK": 4096, "CHUNK": 512, "SMALL_NUM_WARPS": 2},
+    "v07_chunk2048_w4": {"MAX_BLOCK": 4096, "CHUNK": 2048, "NUM_WARPS": 4},
+    "v08_chunk4096_w16": {"MAX_BLOCK": 4096, "CHUNK": 4096, "NUM_WARPS": 16},
+}
+# layernorm D = 8192: one pass (MAX_BLOCK 8192) or three passes over chunks.
+LAYERNORM2 = {
+    "v01_default": {},
+    "v02_onepass_w4": {"NUM_WARPS": 4},
+    "v03_onepass_w16": {"NUM_WARPS": 16},
+    "v04_chunk4096_w16": {"MAX_BLOCK": 4096, "CHUNK": 4096, "NUM_WARPS": 16},
+    "v05_chunk4096_w8": {"MAX_BLOCK": 4096, "CHUNK": 4096, "NUM_WARPS": 8},
+    "v06_chunk2048_w8": {"MAX_BLOCK": 4096, "CHUNK": 2048, "NUM_WARPS": 8},
+    "v07_chunk2048_w4": {"MAX_BLOCK": 4096, "CHUNK": 2048, "NUM_WARPS": 4},
+    "v08_chunk1024_w4": {"MAX_BLOCK": 4096, "CHUNK": 1024, "SMALL_NUM_WARPS": 4},
+}
+# cross_entropy 512 x 128256: phase 1 is a program per (row, CHUNK logits), one step each.
+CROSS_ENTROPY2 = {
+    "v01_default": {},
+    "v02_c8192_w4": {"CHUNK_NUM_WARPS": 4},
+    "v03_c8192_w16": {"CHUNK_NUM_WARPS": 16},
+    "v04_c4096_w4": {"CHUNK": 4096, "CHUNK_NUM_WARPS": 4},
+    "v05_c4096_w8": {"CHUNK": 4096, "CHUNK_NUM_WARPS": 8},
+    "v06_c16384_w16": {"CHUNK": 16384, "CHUNK_NUM_WARPS": 16},
+    "v07_c2048_w4": {"CHUNK": 2048, "CHUNK_NUM_WARPS": 4},
+    "v08_c16384_w8_rows32": {"CHUNK": 16384, "CHUNK_NUM_WARPS": 8, "FINAL_ROWS": 32},
+}
+# reduce 8192 x 8192: block = MAX_BLOCK columns per step, rows = TILE // block per program.
+REDUCE2 = {
+    "v01_default": {},
+    "v02_b8192_w4": {"NUM_WARPS": 4},
+    "v03_b8192_w16": {"NUM_WARPS": 16},
+    "v04_b4096_t8192_w8": {"MAX_BLOCK": 4096},
+    "v05_b2048_t8192_w8": {"MAX_BLOCK": 2048},
+    "v06_b1024_t4096_w4": {"MAX_BLOCK": 1024, "TILE": 4096, "NUM_WARPS": 4},
+    "v07_b2048_t16384_w16": {"MAX_BLOCK": 2048, "TILE": 16384, "NUM_WARPS": 16},
+    "v08_b512_t2048_w4": {"MAX_BLOCK": 512, "TILE": 2048, "NUM_WARPS": 4},
+}
+STUDIES = {
+    1: ("triton-blind1", SETS),
+    2: ("triton-blind2", {"softmax": CHUNKED2, "rmsnorm": CHUNKED2, "layernorm": LAYERNORM2,
+                          "cross_entropy": CROSS_ENTROPY2, "reduce": REDUCE2}),
+}
 
 # What each starter's configuration looks like, and the explicit form it is rewritten to:
 # (old text, new text) pairs, each of which must occur exactly once in the starter.
@@ -77,9 +140,21 @@ EXPLICIT = {
 }
 
 
-def render(kernel: str, name: str, cfg: dict) -> str:
-    src = (ROOT / "kernels" / "triton" / f"{kernel}.py").read_text()
-    for old, new in EXPLICIT[kernel]:
+def starter(kernel: str, study: int) -> str:
+    """The starter's text the study is rendered from (study 1: at STUDY1_COMMIT)."""
+    rel = f"kernels/triton/{kernel}.py"
+    if study == 1:
+        r = subprocess.run(["git", "-C", str(ROOT), "show", f"{STUDY1_COMMIT}:{rel}"],
+                           capture_output=True, text=True)
+        if r.returncode != 0:
+            sys.exit(f"triton_variants: git show {STUDY1_COMMIT}:{rel} failed: {r.stderr.strip()}")
+        return r.stdout
+    return (ROOT / rel).read_text()
+
+
+def render(kernel: str, name: str, cfg: dict, study: int = 1) -> str:
+    src = starter(kernel, study)
+    for old, new in (EXPLICIT[kernel] if study == 1 else []):
         if src.count(old) != 1:
             sys.exit(f"triton_variants: kernels/triton/{kernel}.py no longer has {old!r} exactly once")
         src = src.replace(old, new)
@@ -90,25 +165,29 @@ def render(kernel: str, name: str, cfg: dict) -> str:
         if len(hits) != 1:
             sys.exit(f"triton_variants: kernels/triton/{kernel}.py has {len(hits)} lines starting {prefix!r}")
         lines.append(f"{key} = {value!r}")
+        if study != 1 and f"# @vb-param {key} " not in src:
+            sys.exit(f"triton_variants: {key} is not a @vb-param of kernels/triton/{kernel}.py")
         was = hits[0][len(prefix):].split("#")[0].strip()
         src = src.replace(hits[0] + "\n", f"{key} = {value!r}  # variant {name} (starter: {was})\n", 1)
     what = ", ".join(lines) or "the starter's configuration"
-    head = (f"# variant {name} of the blind Triton ranking study 1 (bench/triton_variants.py): {what}\n"
+    head = (f"# variant {name} of the blind Triton ranking study {study} (bench/triton_variants.py): {what}\n"
             f"# generated from kernels/triton/{kernel}.py; do not edit (the prediction was made on this text)\n")
     return head + src
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--out", help=f"folder (default bench/variants/{STUDY})")
+    ap.add_argument("--study", type=int, choices=sorted(STUDIES), default=1)
+    ap.add_argument("--out", help="folder (default bench/variants/triton-blind<STUDY>)")
     ap.add_argument("--check", action="store_true", help="verify the frozen files instead of writing")
     a = ap.parse_args()
-    out = pathlib.Path(a.out or ROOT / "bench" / "variants" / STUDY)
+    folder, sets = STUDIES[a.study]
+    out = pathlib.Path(a.out or ROOT / "bench" / "variants" / folder)
     bad = 0
-    for kernel, variants in SETS.items():
+    for kernel, variants in sets.items():
         for name, cfg in variants.items():
             f = out / kernel / f"{name}.py"
-            text = render(kernel, name, cfg)
+            text = render(kernel, name, cfg, a.study)
             if a.check:
                 if not f.exists() or f.read_text() != text:
                     print(f"changed or missing: {f}")
@@ -117,7 +196,7 @@ def main() -> int:
                 f.parent.mkdir(parents=True, exist_ok=True)
                 f.write_text(text)
     if not a.check:
-        print(f"wrote {sum(len(v) for v in SETS.values())} variants of {len(SETS)} types under {out}")
+        print(f"wrote {sum(len(v) for v in sets.values())} variants of {len(sets)} types under {out}")
     return 1 if bad else 0
 
 

@@ -678,6 +678,118 @@ double factor_of(const GpuEstimate& e, const std::string& name) {
   return -1;
 }
 
+// ---- model 5: row programs (issue 20) --------------------------------------------------------
+
+TEST(SassMix, LoadLoopsCountTheInnermostLoopsThatLoad) {
+  // Two sequential loops with an LDG each (the two passes of a chunked softmax), a loop without
+  // loads, and an outer loop around the second: 2 innermost load loops.
+  const std::string text =
+      "code for sm_90a\n"
+      "\t\tFunction : rows\n"
+      "        /*0000*/                   MOV R1, c[0x0][0x28] ;\n"
+      "        /*0010*/                   LDG.E.128 R4, desc[UR4][R2.64] ;\n"
+      "        /*0020*/                   FMNMX R8, R4, R8, !PT ;\n"
+      "        /*0030*/               @P0 BRA 0x10 ;\n"
+      "        /*0040*/                   LDG.E.128 R4, desc[UR4][R2.64] ;\n"
+      "        /*0050*/                   STG.E.128 desc[UR4][R6.64], R4 ;\n"
+      "        /*0060*/               @P1 BRA 0x40 ;\n"
+      "        /*0070*/               @P2 BRA 0x40 ;\n"
+      "        /*0080*/                   FADD R9, R9, R9 ;\n"
+      "        /*0090*/               @P3 BRA 0x80 ;\n"
+      "        /*00a0*/                   EXIT ;\n";
+  const auto v = parse_sass_mix(text);
+  ASSERT_EQ(v.size(), 1u);
+  EXPECT_EQ(v[0].load_loops, 2);
+  EXPECT_EQ(parse_sass_mix(fixture("sass_vec_scale_sm120a.txt"))[0].load_loops, 0);
+}
+
+// A one-pass softmax row program on the H100 SXM at 8192 x 8192 bf16 (a row = 16 KB), as study 1's
+// Triton variants compiled (bench/results/ranking-triton-h100-sxm-prediction.json): `warps` per
+// program, `regs` registers per thread, 5 block barriers (the max and sum reductions), one
+// LDG.128 per 8 columns per thread. `model5`: the Triton climber's row program (a 16 KB tile,
+// one DRAM step); else model 4's terms.
+GpuEstimateInput row_program(int warps, int regs, bool model5) {
+  GpuEstimateInput in;
+  in.flops = 5.0 * 8192 * 8192;
+  in.bytes = 2.0 * 8192 * 8192 * 2;
+  in.dtype = DType::BF16;
+  SassMix m;
+  m.ldg = m.ldg_128 = 8192 / (warps * 32 * 8);
+  m.stg = m.stg_128 = m.ldg;
+  m.barriers = 5;
+  m.mufu = 8;
+  m.ffma = m.fadd_fmul = 100;
+  m.total = 600;
+  in.mix = m;
+  in.arch = "sm_90a";
+  in.occupancy = full_occupancy("h100-sxm", warps * 32, regs);
+  LaunchGeometry g;
+  g.threads = warps * 32;
+  g.blocks_per_sm = in.occupancy.blocks_per_sm;
+  g.blocks = 8192;
+  g.row_bytes = 8192 * 2;
+  if (model5) {
+    g.tile_bytes = 8192 * 2;
+    g.dram_steps = 1;
+  }
+  in.launch = g;
+  return in;
+}
+
+TEST(GpuEstimate, OnePassRowProgramWithMoreWarpsIsNotCharged) {
+  const TargetSpec& h = spec("h100-sxm");
+  // Model 4 charged a block's barriers per warp ("phases"): 16 warps 30 % slower than 4.
+  const double w4_old = estimate_gpu_time(row_program(4, 84, false), h).time_us;
+  const double w16_old = estimate_gpu_time(row_program(16, 32, false), h).time_us;
+  EXPECT_GT(w16_old, 1.3 * w4_old);
+  // Model 5: each program has its whole row in flight whatever its warps; what warps change is
+  // how many programs are resident (84 registers x 4 warps: 5 per SM; 32 x 16 warps: 4), and
+  // both keep the SM's DRAM share busy. No phases factor.
+  const GpuEstimate w4 = estimate_gpu_time(row_program(4, 84, true), h);
+  const GpuEstimate w16 = estimate_gpu_time(row_program(16, 32, true), h);
+  EXPECT_EQ(row_program(4, 84, true).occupancy.blocks_per_sm, 5);
+  EXPECT_EQ(row_program(16, 32, true).occupancy.blocks_per_sm, 4);
+  EXPECT_DOUBLE_EQ(factor_of(w16, "phases"), -1);
+  EXPECT_GT(factor_of(w4, "in_flight"), 0.95);
+  EXPECT_GT(factor_of(w16, "in_flight"), 0.93);
+  EXPECT_LT(w16.time_us, 1.05 * w4.time_us);
+  EXPECT_LT(w16.time_us, w16_old);
+  // At the same resident programs, the warps of a program change nothing.
+  EXPECT_DOUBLE_EQ(estimate_gpu_time(row_program(16, 32, true), h).time_us,
+                   estimate_gpu_time(row_program(8, 32, true), h).time_us);
+  // Two resident programs (32 warps each) leave the DRAM share idle part of the time.
+  const GpuEstimate w32 = estimate_gpu_time(row_program(32, 23, true), h);
+  EXPECT_GT(w32.time_us, 1.2 * w4.time_us);
+}
+
+TEST(GpuEstimate, ChunkedRowProgramPaysLatencyPerStep) {
+  // The same resident programs walking the row in 16 steps of 1 KB, then re-reading it from L2
+  // (a two-pass softmax with CHUNK 512), are slower than one 16 KB step.
+  const TargetSpec& h = spec("h100-sxm");
+  GpuEstimateInput one = row_program(4, 32, true), chunked = one;
+  chunked.launch->tile_bytes = 1024;
+  chunked.launch->dram_steps = 16;
+  chunked.launch->cached_steps = 16;
+  EXPECT_GT(estimate_gpu_time(chunked, h).time_us, 1.3 * estimate_gpu_time(one, h).time_us);
+}
+
+TEST(GpuEstimate, RowProgramRefusesMalformedSteps) {
+  const TargetSpec& h = spec("h100-sxm");
+  GpuEstimateInput in = row_program(4, 32, true);
+  in.launch->dram_steps = 0;
+  EXPECT_THROW(estimate_gpu_time(in, h), std::invalid_argument);
+  in = row_program(4, 32, true);
+  in.launch->cached_steps = -1;
+  EXPECT_THROW(estimate_gpu_time(in, h), std::invalid_argument);
+  in = row_program(4, 32, true);
+  in.launch->tile_bytes = -16384;
+  EXPECT_THROW(estimate_gpu_time(in, h), std::invalid_argument);
+  in.launch->tile_bytes = std::nan("");
+  EXPECT_THROW(estimate_gpu_time(in, h), std::invalid_argument);
+  in.launch->tile_bytes = 0;  // not a row program: model 4
+  EXPECT_NO_THROW(estimate_gpu_time(in, h));
+}
+
 TEST(GpuEstimate, MmaSyncNeedsWarpsPerSubPartition) {
   // 1 block of 4 warps per SM = 1 warp per sub-partition: a quarter of the 4 needed; 4 blocks
   // = 4 per sub-partition: all of it. Without the term both would cost the same.

@@ -25,6 +25,24 @@ constexpr double kNextLaunchUs = 1.0;
 constexpr double kL2BytesPerClkPerSm = 40;  // L2 -> SM for operand tiles (heuristic; header)
 constexpr double kRingInFlight = 0.75;      // share of a staging ring in flight (heuristic)
 constexpr double kMmaSyncWarpsPerSmsp = 4;  // warps per sub-partition mma.sync needs (heuristic)
+// Model 5: an L2 hit's latency in SM clocks (pointer chase: 200 cycles V100..H100, Table 3 of
+// PMC10448217; 222-339, mean 279, across the SMs of an L40, arXiv 2606.22588; the upper middle).
+constexpr double kL2HitClk = 300;
+
+// Model 5: exact mean-value analysis of a closed network with one queueing station (the SM's
+// share of DRAM bandwidth, demand `d` ns per program cycle) and one delay station (`z` ns of
+// latency per cycle) visited by `n` programs (Reiser & Lavenberg, "Mean-Value Analysis of
+// Closed Multichain Queuing Networks", JACM 1980; Lazowska et al., "Quantitative System
+// Performance", 1984, ch. 6). Returns the station's utilisation X(n) x d, in (0, 1).
+double mva_utilisation(int n, double d, double z) {
+  double q = 0, x = 0;
+  for (int i = 1; i <= n; ++i) {
+    const double r = d * (1 + q);
+    x = i / (z + r);
+    q = x * r;
+  }
+  return x * d;
+}
 
 bool is_unverified(const TargetSpec& t, const std::string& field) {
   for (const auto& u : t.unverified)
@@ -52,6 +70,13 @@ GpuEstimate estimate_gpu_time(const GpuEstimateInput& in, const TargetSpec& t) {
                                 " needs memory_bandwidth_gbs, peak_tflops.fp32 and compute_units");
   if (in.occupancy.active_warps <= 0)
     throw std::invalid_argument("estimate: the kernel has no active warps (it cannot launch)");
+  if (in.launch && in.launch->tile_bytes != 0 &&
+      (!std::isfinite(in.launch->tile_bytes) || in.launch->tile_bytes < 0 ||
+       in.launch->dram_steps < 1 || in.launch->cached_steps < 0))
+    throw std::invalid_argument(fmt::format(
+        "estimate: a row program needs tile_bytes > 0 (finite), dram_steps >= 1 and cached_steps "
+        ">= 0 (got {} B, {} and {})",
+        in.launch->tile_bytes, in.launch->dram_steps, in.launch->cached_steps));
 
   GpuEstimate e;
   const int sm = sm_number(in.arch);
@@ -90,6 +115,23 @@ GpuEstimate estimate_gpu_time(const GpuEstimateInput& in, const TargetSpec& t) {
     std::string src;
     if (m.ldgsts > 0 || m.tma > 0) {
       src = "heuristic: cp.async/TMA staging is asynchronous, not limited by registers";
+    } else if (m.ldg > 0 && g && g->tile_bytes > 0) {
+      // Model 5: resident programs, each a chain of dependent load steps (see the header).
+      const double bw_sm = bw / t.compute_units;  // bytes per ns per SM
+      const double clock = t.clock_ghz > 0 ? t.clock_ghz : 1.5;
+      const double d = g->dram_steps * g->tile_bytes / bw_sm;
+      const double z = g->dram_steps * kDramLatencyNs + g->cached_steps * kL2HitClk / clock;
+      const int n = std::max(1, static_cast<int>(std::lround(resident_blocks)));
+      const double u = mva_utilisation(n, d, z);
+      const double per_sm_cap = kSmL2BytesPerClk * clock / bw_sm;
+      in_flight = std::clamp(std::min(u, per_sm_cap) * busy_sms / t.compute_units, 0.02, 1.0);
+      src = fmt::format(
+          "model 5, mean-value analysis (Reiser & Lavenberg 1980): {} resident programs per SM, "
+          "each {} DRAM step(s) of {:.0f} B (demand {:.0f} ns at {:.1f} GB/s per SM) + latency "
+          "{:.0f} ns ({} x {:.0f} ns DRAM, {} x {:.0f} clk L2 re-reads): SM's DRAM share {:.0f} % "
+          "busy; {:.0f} of {} SMs busy",
+          n, g->dram_steps, g->tile_bytes, d, bw_sm, z, g->dram_steps, kDramLatencyNs,
+          g->cached_steps, kL2HitClk, u * 100, busy_sms, t.compute_units);
     } else if (m.ldg > 0) {
       const double needed = bw / t.compute_units * kDramLatencyNs;  // bytes per SM
       const long loads = g ? std::clamp<long>(m.ldg, 1, 8) : std::clamp<long>(m.ldg, 1, 4);
@@ -122,7 +164,7 @@ GpuEstimate estimate_gpu_time(const GpuEstimateInput& in, const TargetSpec& t) {
                                     local, m.ldg + m.stg + m.ldgsts + m.tma));
       widen("local-memory traffic (spills or runtime-indexed arrays)");
     }
-    if (g && m.barriers > 0 && m.ldg > 0 && m.ldgsts == 0 && m.tma == 0) {
+    if (g && g->tile_bytes <= 0 && m.barriers > 0 && m.ldg > 0 && m.ldgsts == 0 && m.tma == 0) {
       const double wpb = std::ceil(g->threads / 32.0);
       mem_eff *= factor("phases", 1 / (1 + m.barriers * kBarrierCost * wpb / 32.0),
                         fmt::format("heuristic: {} block barriers x {:.0f} warps per block: phases "

@@ -102,6 +102,28 @@
 //               sub-partition (Volta..Hopper whitepapers), against its HMMA FLOPs at the path's
 //               rate per sub-partition; efficiency min(1, HMMA clocks / issue clocks).
 //
+// Model 5 = vb-nvidia-model-5 (2026-12-07, issue 20; written after the first blind Triton
+// study's scores, bench/results/ranking-triton-h100-sxm.md, so checked post hoc on it, not blind):
+//   row programs  when the launch geometry carries a program's load steps (tile_bytes > 0: the
+//               Triton climber sets it for kernels without tensor-core MMAs; the CUDA climber does
+//               not, so CUDA estimates are model 4's), the in_flight term is the utilisation of
+//               the SM's share of DRAM bandwidth by its N resident programs (occupancy blocks per
+//               SM, capped by the grid), each a cycle of dram_steps dependent steps loading
+//               tile_bytes at once (a Triton tl.load issues a whole tile before its first use)
+//               plus cached_steps re-reading those bytes from L2 (later passes over a row), by
+//               exact mean-value analysis of one queueing station (demand D = dram_steps x
+//               tile_bytes / (bandwidth / SMs)) and one delay station (Z = dram_steps x 1000 ns
+//               + cached_steps x 300 clk; the same loaded DRAM latency as above; L2-hit
+//               pointer-chase latencies: 200 cycles V100..H100, PMC10448217 Table 3; 222-339
+//               cycles on an L40, arXiv 2606.22588). Reiser & Lavenberg, JACM 1980; Lazowska et
+//               al., "Quantitative System Performance", 1984, ch. 6. Capped by the 64 B/clk L2-to-
+//               SM bound. A one-pass program holding a whole row issues the whole row at once
+//               whatever its warps: more warps per program cost only through fewer resident
+//               programs (registers, 64 warps per SM); chunked loops pay a latency per step. The
+//               barrier "phases" factor of model 2 is not applied (a barrier stalls one program,
+//               not the SM: the other resident programs are in N). Not modelled: the reduction
+//               and store tail of a program, instruction issue inside the loops.
+//
 // Band (heuristic): x0.7 .. x1.6 of t when the estimate rests on ptxas + SASS (model 2: x0.9 ..
 // x2.25, the 10th-90th percentile of measured/estimated over the first blind study's 32
 // variants, bench/results/ranking-cuda-measured-h200.json); each of these
@@ -139,6 +161,13 @@ struct LaunchGeometry {
   double operand_bytes_per_flop = 0;
   /// Shared memory per block (static + dynamic), bytes: the staging ring of an async-copy kernel.
   double smem_per_block = 0;
+  /// Model 5 (row programs): bytes of the main input one step of a program loads at once (the
+  /// tile); 0 = not a row program (model 4's in_flight and phases terms). With it, dram_steps
+  /// >= 1 dependent steps per program read from DRAM and cached_steps >= 0 further steps re-read
+  /// the same bytes from L2; estimate_gpu_time throws std::invalid_argument otherwise.
+  double tile_bytes = 0;
+  int dram_steps = 0;
+  int cached_steps = 0;
 };
 
 /// What the estimate knows about one kernel call.
@@ -182,8 +211,9 @@ GpuEstimate estimate_gpu_call(const std::vector<GpuEstimateInput>& parts, const 
                               int launches);
 
 /// Computes the estimate for `target` (kind gpu, vendor NVIDIA). Throws std::invalid_argument
-/// when flops or bytes are negative or not finite, both are 0, or the target has no bandwidth,
-/// no fp32 peak or no SM count.
+/// when flops or bytes are negative or not finite, both are 0, the target has no bandwidth,
+/// no fp32 peak or no SM count, or a launch's row program is malformed (tile_bytes set but not
+/// finite and > 0, dram_steps < 1 or cached_steps < 0).
 GpuEstimate estimate_gpu_time(const GpuEstimateInput& in, const TargetSpec& target);
 
 nlohmann::json to_json(const GpuEstimate& e);

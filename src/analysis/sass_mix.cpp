@@ -183,6 +183,31 @@ void find_hot_loop(SassMix& m, const std::vector<Instr>& ins) {
   }
 }
 
+// Fills m.load_loops: the loops (backward branches) whose body holds a global load (LDG, not
+// LDGSTS / LDGDEPBAR) and encloses no other such loop.
+void count_load_loops(SassMix& m, const std::vector<Instr>& ins) {
+  auto is_ldg = [](const std::string& op) {
+    return op.rfind("LDG", 0) == 0 && op.rfind("LDGSTS", 0) != 0 && op.rfind("LDGDEPBAR", 0) != 0;
+  };
+  std::vector<std::pair<std::size_t, std::size_t>> loops;  // [first, last] with an LDG
+  for (std::size_t e = 0; e < ins.size(); ++e) {
+    if (ins[e].target < 0 || ins[e].target > ins[e].addr) continue;
+    std::size_t s = e;
+    while (s > 0 && ins[s - 1].addr >= ins[e].target) --s;
+    bool ldg = false;
+    for (std::size_t i = s; i <= e && !ldg; ++i) ldg = is_ldg(ins[i].op);
+    if (ldg) loops.emplace_back(s, e);
+  }
+  long n = 0;
+  for (const auto& a : loops) {
+    bool encloses = false;
+    for (const auto& b : loops)
+      if (&a != &b && a.first <= b.first && b.second <= a.second && a != b) encloses = true;
+    if (!encloses) ++n;
+  }
+  m.load_loops = n;
+}
+
 }  // namespace
 
 std::vector<SassMix> parse_sass_mix(std::string_view text) {
@@ -198,7 +223,10 @@ std::vector<SassMix> parse_sass_mix(std::string_view text) {
     if (starts_with(line, "code for ")) {
       arch = std::string(trim(line.substr(9)));
     } else if (starts_with(line, "Function : ")) {
-      if (!out.empty()) find_hot_loop(out.back(), ins);
+      if (!out.empty()) {
+        find_hot_loop(out.back(), ins);
+        count_load_loops(out.back(), ins);
+      }
       ins.clear();
       SassMix m;
       m.function = std::string(trim(line.substr(11)));
@@ -212,7 +240,10 @@ std::vector<SassMix> parse_sass_mix(std::string_view text) {
       }
     }
   }
-  if (!out.empty()) find_hot_loop(out.back(), ins);
+  if (!out.empty()) {
+    find_hot_loop(out.back(), ins);
+    count_load_loops(out.back(), ins);
+  }
   return out;
 }
 
@@ -299,7 +330,8 @@ nlohmann::json to_json(const SassMix& m) {
           {"atomics", m.atomics},   {"barriers", m.barriers},
           {"smem_read_bytes", m.smem_read_bytes}, {"hmma_flops", m.hmma_flops},
           {"mean_load_bytes", m.mean_load_bytes()}, {"loop_total", m.loop_total},
-          {"loop_tensor", m.loop_tensor}, {"loop_hmma_flops", m.loop_hmma_flops}};
+          {"loop_tensor", m.loop_tensor}, {"loop_hmma_flops", m.loop_hmma_flops},
+          {"load_loops", m.load_loops}};
 }
 
 nlohmann::json to_json(const KernelAttributes& a) {

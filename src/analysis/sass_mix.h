@@ -70,6 +70,9 @@ struct SassMix {
   long loop_total = 0;         ///< instructions in the hot loop's body (NOP excluded)
   long loop_tensor = 0;        ///< tensor-core MMAs in it (HMMA, HGMMA, IMMA, ...)
   double loop_hmma_flops = 0;  ///< HMMA FLOPs per warp per iteration
+  /// Model 5: loops (backward branches) whose body holds an LDG and that enclose no other such
+  /// loop: the passes a chunked row program makes over its row (0 when the loads are not in a loop).
+  long load_loops = 0;
 
   /// Any tensor-core MMA instruction (hmma + hgmma + imma + qgmma + other_mma).
   long tensor_core() const { return hmma + hgmma + imma + qgmma + other_mma; }

@@ -1,6 +1,7 @@
 #include "ladder/triton_nvidia.h"
 
 #include <algorithm>
+#include <cmath>
 #include <optional>
 #include <regex>
 #include <stdexcept>
@@ -271,6 +272,37 @@ ClimbResult TritonNvidiaClimber::climb(const KernelType& type, const Variant& va
                    static_cast<double>(dtype_size(p.inputs[0].dtype));
   gm.operand_bytes_per_flop = type.operand_bytes_per_flop(p, static_cast<double>(gm.blocks));
   gm.smem_per_block = static_cast<double>(main->ptxas.smem_bytes + main->dynamic_smem);
+  // Model 5 (row programs): kernels without tensor-core MMAs or async copies, not tiled
+  // contractions. A program reads input 0's bytes / grid; one step loads the tile of the
+  // launch's tile constexprs (the product of BLOCK, BLOCK_*, CHUNK and ROWS, Triton's block-size
+  // convention in the starters; none: the program's bytes in one step); the SASS's innermost
+  // load loops are the passes over those bytes, the first from DRAM, the rest L2 re-reads.
+  const bool plain = main->mix && main->mix->tensor_core() == 0 && main->mix->ldgsts == 0 &&
+                     main->mix->tma == 0 && main->mix->ldg > 0;
+  if (plain && gm.operand_bytes_per_flop <= 0 && gm.blocks > 0 && !p.inputs.empty()) {
+    const double elem = static_cast<double>(dtype_size(p.inputs[0].dtype));
+    double in_bytes = elem;
+    for (const auto d : p.inputs[0].shape) in_bytes *= static_cast<double>(d);
+    const double per_program = in_bytes / static_cast<double>(gm.blocks);
+    double tile_elems = 1;
+    bool named = false;
+    const json constexprs = main->record.value("constexprs", json::object());
+    for (const auto& [name, v] : constexprs.items()) {
+      if (!v.is_number_integer() || v.get<long>() <= 0) continue;
+      if (name == "BLOCK" || name == "CHUNK" || name == "ROWS" || name.rfind("BLOCK_", 0) == 0) {
+        tile_elems *= static_cast<double>(v.get<long>());
+        named = true;
+      }
+    }
+    const double tile = named ? std::min(per_program, tile_elems * elem) : per_program;
+    if (per_program > 0 && tile > 0) {
+      const int steps = std::max(1, static_cast<int>(std::ceil(per_program / tile - 1e-9)));
+      const long passes = steps > 1 ? std::max<long>(1, main->mix->load_loops) : 1;
+      gm.tile_bytes = tile;
+      gm.dram_steps = steps;
+      gm.cached_steps = static_cast<int>((passes - 1) * steps);
+    }
+  }
   analysis::GpuEstimateInput in;
   in.flops = type.flops(p);
   in.bytes = type.min_bytes(p);
@@ -287,11 +319,15 @@ ClimbResult TritonNvidiaClimber::climb(const KernelType& type, const Variant& va
     d3["dtype"] = std::string(dtype_name(opts.dtype));
     d3["flops"] = in.flops;
     d3["bytes"] = in.bytes;
+    if (gm.tile_bytes > 0)
+      d3["row_program"] = {{"tile_bytes", gm.tile_bytes}, {"dram_steps", gm.dram_steps},
+                           {"cached_steps", gm.cached_steps},
+                           {"load_loops", main->mix ? main->mix->load_loops : 0}};
     auto e3 = make_evidence(kAnalytical, "pass", "roofline from the spec DB + rung-1 efficiency model",
                        fmt::format("{:.4g} us [{:.4g}..{:.4g}] at {} {}: {}", est.time_us, est.low_us,
                                    est.high_us, size.label, dtype_name(opts.dtype), est.basis),
                        d3);
-    e3.tool_version = "vb-nvidia-model-4";
+    e3.tool_version = gm.tile_bytes > 0 ? "vb-nvidia-model-5" : "vb-nvidia-model-4";
     r.evidence.push_back(e3);
     Estimate out;
     out.time_us = est.time_us;

@@ -754,9 +754,11 @@ TEST(GpuEstimate, OnePassRowProgramWithMoreWarpsIsNotCharged) {
   EXPECT_GT(factor_of(w16, "in_flight"), 0.93);
   EXPECT_LT(w16.time_us, 1.05 * w4.time_us);
   EXPECT_LT(w16.time_us, w16_old);
-  // At the same resident programs, the warps of a program change nothing.
+  // At the same resident programs (16 warps x 32 registers and 8 warps x 64: 4 per SM), the
+  // warps of a program change nothing.
+  EXPECT_EQ(row_program(8, 64, true).occupancy.blocks_per_sm, 4);
   EXPECT_DOUBLE_EQ(estimate_gpu_time(row_program(16, 32, true), h).time_us,
-                   estimate_gpu_time(row_program(8, 32, true), h).time_us);
+                   estimate_gpu_time(row_program(8, 64, true), h).time_us);
   // Two resident programs (32 warps each) leave the DRAM share idle part of the time.
   const GpuEstimate w32 = estimate_gpu_time(row_program(32, 23, true), h);
   EXPECT_GT(w32.time_us, 1.2 * w4.time_us);

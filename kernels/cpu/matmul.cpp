@@ -17,6 +17,12 @@
 //    one B strip (KC × NR × 4 B = 16 KiB on AVX2) stays in L1 while the A panels stream;
 //  * edges are zero padded in the packed operands and in the thread's fp32 C tile, so the
 //    micro-kernel always runs full tiles; only the final store (with dtype conversion) clips.
+// Small M (M <= SMALL_M; GPT-2 and LLaMA at 64 tokens) takes run_small instead: packing B in a
+// pass of its own cost about as much as the multiply there (M = 64: each B element is used
+// 64 times; 0.56x torch.mm at 64x768x768 on a 2-core Ice Lake). It reads fp32 A in place,
+// multiplies each SKC x NR block of B straight from B's rows in the first micro-panel's pass
+// (which leaves an L1 copy for the other micro-panels), software-prefetches the next B block
+// into L2 while the current one is multiplied, and writes the last K slice straight to C.
 // bf16 inputs on an AVX512-BF16 build (BF16_DOT) keep A and B in bf16, packed as pairs of k
 // (two bf16 in 32 bits), and multiply them with vdpbf16ps: two exact products per fp32 lane
 // and instruction, half the instructions of the fp32 path at the same fp32 accumulation
@@ -56,6 +62,23 @@
 #define NV_TILE 0
 #endif
 
+// @vb-param SMALL_M 128 {0,32,64,128,256}  at most this many rows (M) take the small-M path (0: never), see run_small
+#ifndef SMALL_M
+#define SMALL_M 128
+#endif
+// @vb-param PF_B 1 {0,1}  small-M path: software-prefetch the next B block into L2 while the current one is multiplied
+#ifndef PF_B
+#define PF_B 1
+#endif
+// @vb-param SKC 128 {64,128,192,256,384}  small-M path: depth of one K slice (SKC x NR block of B in L1: 24 KiB on AVX-512)
+#ifndef SKC
+#define SKC 128
+#endif
+// @vb-param SMALL_NG 4 {1,2,4,8}  small-M path: column strips that share one pass over an A slice
+#ifndef SMALL_NG
+#define SMALL_NG 4
+#endif
+
 // @vb-param BF16_DOT 1 {0,1}  bf16 inputs: 1 multiply bf16 pairs with vdpbf16ps (AVX512-BF16 builds; fp32 accumulation), 0 convert to fp32 and use fp32 FMAs
 #ifndef BF16_DOT
 #define BF16_DOT 1
@@ -64,6 +87,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <cstring>
 #include <type_traits>
@@ -132,6 +156,55 @@ HWY_ATTR HWY_INLINE void micro_kernel(i64 kc, const float* HWY_RESTRICT a,
     for (int j = 0; j < NV; ++j) {
       const auto v = first ? acc[i][j] : hn::Add(hn::Load(d, ci + j * V), acc[i][j]);
       hn::Store(v, d, ci + j * V);
+    }
+  }
+}
+
+/// micro_kernel for the small-M path: b is a kc x NR block with row stride ldb floats (B's own
+/// rows read in place, or a packed block with ldb = NR); with kCopy the B vectors are also
+/// stored to bcopy (kc x NR, packed k-major) so that the other micro-panels read them from L1
+/// (packing fused into the first micro-panel's pass). The sum goes to co (row stride ldo):
+/// (first ? 0 : ci) + Σ_p a[p][:] ⊗ b[p][:], ci with row stride NR. Every 8 k steps the loop
+/// issues L2 prefetches for up to rpc rows of the next B block (pf: pf_rows rows of pf_span
+/// bytes, pf_ld bytes apart), so that B streams from memory while the FMAs run.
+template <bool kCopy, bool kRawA>
+HWY_ATTR HWY_INLINE void micro_kernel_s(i64 kc, const float* HWY_RESTRICT a, i64 lda,
+                                        const float* HWY_RESTRICT b, i64 ldb,
+                                        float* HWY_RESTRICT bcopy, const float* ci, bool first,
+                                        float* co, i64 ldo, const char* pf, i64 pf_ld,
+                                        i64 pf_rows, i64 pf_span) {
+  const D d;
+  hn::Vec<D> acc[MR][NV];
+  for (int i = 0; i < MR; ++i)
+    for (int j = 0; j < NV; ++j) acc[i][j] = hn::Zero(d);
+  const float* ar[MR];  // kRawA: A's own rows (row stride lda), else a packed micro-panel
+  for (int i = 0; i < MR; ++i) ar[i] = a + i * lda;
+  const i64 chunks = (kc + 7) / 8, rpc = (pf_rows + chunks - 1) / chunks;
+  for (i64 p0 = 0; p0 < kc; p0 += 8) {
+    for (i64 r = 0; r < rpc && pf_rows > 0; ++r, --pf_rows, pf += pf_ld) {
+      for (i64 off = 0; off < pf_span; off += 64) __builtin_prefetch(pf + off, 0, 2);
+      __builtin_prefetch(pf + pf_span - 1, 0, 2);
+    }
+    const i64 pe = std::min<i64>(p0 + 8, kc);
+    for (i64 p = p0; p < pe; ++p) {
+      hn::Vec<D> bv[NV];
+      for (int j = 0; j < NV; ++j) bv[j] = hn::LoadU(d, b + j * V);
+      if constexpr (kCopy) {
+        for (int j = 0; j < NV; ++j) hn::Store(bv[j], d, bcopy + j * V);
+        bcopy += NR;
+      }
+      for (int i = 0; i < MR; ++i) {
+        const auto ai = hn::Set(d, kRawA ? ar[i][p] : a[i]);
+        for (int j = 0; j < NV; ++j) acc[i][j] = hn::MulAdd(ai, bv[j], acc[i][j]);
+      }
+      if constexpr (!kRawA) a += MR;
+      b += ldb;
+    }
+  }
+  for (int i = 0; i < MR; ++i) {
+    for (int j = 0; j < NV; ++j) {
+      const auto v = first ? acc[i][j] : hn::Add(hn::Load(d, ci + i * NR + j * V), acc[i][j]);
+      hn::StoreU(v, d, co + i * ldo + j * V);
     }
   }
 }
@@ -254,12 +327,12 @@ inline float min_nonzero_abs_bf16(const std::uint16_t* __restrict x, i64 n) {
 /// holds mpad/MR micro-panels of kc×MR floats (k-major); this is panel q of every slice.
 /// tmp: K floats.
 void pack_a_panel(const void* A, Dt dt, i64 M, i64 K, i64 q, i64 mpad, float* HWY_RESTRICT ap,
-                  float* HWY_RESTRICT tmp) {
+                  float* HWY_RESTRICT tmp, i64 kcs) {
   for (i64 i = 0; i < MR; ++i) {
     const i64 r = q * MR + i;
     if (r < M) vbk::load_f32(A, dt, r * K, K, tmp);
-    for (i64 pc = 0; pc < K; pc += KC) {
-      const i64 kc = std::min<i64>(KC, K - pc);
+    for (i64 pc = 0; pc < K; pc += kcs) {
+      const i64 kc = std::min<i64>(kcs, K - pc);
       float* HWY_RESTRICT dst = ap + pc * mpad + q * kc * MR + i;
       if (r < M) {
         for (i64 p = 0; p < kc; ++p) dst[p * MR] = tmp[pc + p];
@@ -342,6 +415,114 @@ HWY_ATTR void run_share(const float* ap, const void* B, void* C, Dt dt, i64 M, i
   }
 }
 
+/// The small-M path (M <= SMALL_M, fp32 FMAs; GPT-2 at 64 tokens). The work items are runs of
+/// consecutive NR-wide column strips, taken in groups of at most SMALL_NG strips; per group and
+/// SKC slice, every MR-row micro-panel of A multiplies the SKC x NR block of B of each strip, so
+/// that the A slice (fp32: A's own rows, read in place; else packed once, SKC slices) stays in
+/// cache across the group's strips. The B block is not packed in a separate pass (for M = 64,
+/// packing all of B cost as much as the multiply): for fp32 and a full strip the first
+/// micro-panel reads B's rows in place and stores the copy that the others read from L1;
+/// otherwise (conversion, the last partial strip) pack_b packs it. While a block is multiplied,
+/// its micro-kernel calls prefetch the next one (the next strip, the next slice, the next group,
+/// or the first strip of the item claimed next) into L2, and the last slice writes fp32 results
+/// straight to C. Items are claimed from an atomic counter (claim); a thread claims its next
+/// item when it reaches the last block of the current one, so that the prefetch runs ahead
+/// into it. ct: SMALL_NG x mpad x NR floats, bbuf: SKC x NR, tmp: NC_MAX. Each C element is
+/// summed in the big path's order (k slices in order, k ascending inside a slice).
+template <class Claim>
+HWY_ATTR void run_small(const float* ap, const float* Araw, const void* B, void* C, Dt dt, i64 M,
+                        i64 N, i64 K, i64 mpad, i64 n_items, i64 st_base, i64 st_extra,
+                        Claim claim, float* ct, float* bbuf, float* tmp) {
+  const i64 m_panels = mpad / MR, full = N / NR, esize = dt == Dt::F32 ? 4 : 2;
+  const char* const Bc = static_cast<const char*>(B);
+  float* const Cf = static_cast<float*>(C);
+  auto strip0 = [&](i64 it) { return it * st_base + std::min(it, st_extra); };
+  i64 cur = claim();
+  while (cur < n_items) {
+    const i64 s0 = strip0(cur), s1 = strip0(cur + 1);
+    i64 nxt = -1;
+    for (i64 g0 = s0; g0 < s1; g0 += SMALL_NG) {
+      const i64 g1 = std::min<i64>(s1, g0 + SMALL_NG);
+      for (i64 pc = 0; pc < K; pc += SKC) {
+        const i64 kc = std::min<i64>(SKC, K - pc);
+        const bool last = pc + SKC >= K;
+        for (i64 s = g0; s < g1; ++s) {
+          const i64 col = s * NR, ncols = std::min<i64>(NR, N - col);
+          const bool in_place = dt == Dt::F32 && s < full;  // B read in place, results into C
+          float* const cts = ct + (s - g0) * mpad * NR;
+          // The next block: (pc, s + 1), (pc + SKC, g0), (0, g1), or (0, next item's first).
+          i64 npc = pc, ns = s + 1;
+          if (ns == g1) {
+            npc = pc + SKC;
+            ns = g0;
+            if (last) {
+              npc = 0;
+              ns = g1;
+              if (g1 == s1) {
+                nxt = claim();
+                ns = nxt < n_items ? strip0(nxt) : -1;
+              }
+            }
+          }
+          const char* pf = nullptr;
+          i64 pf_rows = 0, pf_span = 0;
+          if (PF_B && ns >= 0) {
+            pf = Bc + (npc * N + ns * NR) * esize;
+            pf_rows = std::min<i64>(SKC, K - npc);
+            pf_span = std::min<i64>(NR, N - ns * NR) * esize;
+          }
+          if (!in_place) pack_b(B, dt, N, pc, kc, col, ncols, bbuf, tmp);
+          const float* as = ap + pc * mpad;
+          const i64 per = (pf_rows + m_panels - 1) / m_panels;  // prefetch rows per micro-panel
+          for (i64 q = 0; q < m_panels; ++q) {
+            const i64 r0 = std::min(pf_rows, q * per), r1 = std::min(pf_rows, r0 + per);
+            const char* pq = pf ? pf + r0 * N * esize : nullptr;
+            float* cq = cts + q * MR * NR;
+            // The last slice of a full fp32 strip stores into C (rows < M), else into ct.
+            const bool to_c = in_place && last && (q + 1) * MR <= M;
+            float* co = to_c ? Cf + q * MR * N + col : cq;
+            const i64 ldo = to_c ? N : NR;
+            if (to_c)  // this micro-panel's rows of C, written at the end of the call
+              for (int i = 0; i < MR; ++i) {
+                const char* cr = reinterpret_cast<const char*>(co + i * N);
+                for (int off = 0; off < NR * 4; off += 64) __builtin_prefetch(cr + off, 1, 3);
+                __builtin_prefetch(cr + NR * 4 - 1, 1, 3);
+              }
+            // fp32 A is read in place but for a partial last micro-panel (packed, rows >= M 0).
+            const bool raw_a = Araw && (q + 1) * MR <= M;
+            const float* aq = raw_a ? Araw + q * MR * K + pc : as + q * kc * MR;
+            const bool copy_b = in_place && q == 0;
+            const float* bq = copy_b ? static_cast<const float*>(B) + pc * N + col : bbuf;
+            const i64 ldb = copy_b ? N : NR;
+            if (copy_b) {
+              if (raw_a)
+                micro_kernel_s<true, true>(kc, aq, K, bq, ldb, bbuf, cq, pc == 0, co, ldo, pq,
+                                           N * esize, r1 - r0, pf_span);
+              else
+                micro_kernel_s<true, false>(kc, aq, MR, bq, ldb, bbuf, cq, pc == 0, co, ldo, pq,
+                                            N * esize, r1 - r0, pf_span);
+            } else {
+              if (raw_a)
+                micro_kernel_s<false, true>(kc, aq, K, bq, ldb, nullptr, cq, pc == 0, co, ldo, pq,
+                                            N * esize, r1 - r0, pf_span);
+              else
+                micro_kernel_s<false, false>(kc, aq, MR, bq, ldb, nullptr, cq, pc == 0, co, ldo,
+                                             pq, N * esize, r1 - r0, pf_span);
+            }
+          }
+        }
+      }
+      for (i64 s = g0; s < g1; ++s) {
+        const i64 col = s * NR, ncols = std::min<i64>(NR, N - col);
+        const i64 r_done = dt == Dt::F32 && s < full ? M / MR * MR : 0;  // rows already in C
+        const float* cts = ct + (s - g0) * mpad * NR;
+        for (i64 r = r_done; r < M; ++r) vbk::store_f32(cts + r * NR, dt, C, r * N + col, ncols);
+      }
+    }
+    cur = nxt >= 0 ? nxt : claim();
+  }
+}
+
 }  // namespace
 
 extern "C" int vb_kernel_run(const DLTensor* inputs, int n_inputs, DLTensor* outputs,
@@ -417,6 +598,13 @@ extern "C" int vb_kernel_run(const DLTensor* inputs, int n_inputs, DLTensor* out
   }
 #endif
 
+  // The small-M path (run_small): work items of whole strips, claimed from an atomic counter.
+  const bool small = SMALL_M > 0 && M <= SMALL_M && !bf16_dot;
+  i64 s_items = std::min<i64>(strips, 4 * static_cast<i64>(nth));
+  if (s_items % nth != 0 && s_items + (nth - s_items % nth) <= strips) s_items += nth - s_items % nth;
+  const i64 st_base = strips / s_items, st_extra = strips % s_items;
+  std::atomic<i64> s_next{0};
+
   vbk::Scratch apack(mpad * K);  // A packed once for all threads (bf16 pairs: fewer than K)
   if (!apack.ok()) return vbk::fail("out of memory (packed A)");
   float* const ap = apack.get();
@@ -428,23 +616,25 @@ extern "C" int vb_kernel_run(const DLTensor* inputs, int n_inputs, DLTensor* out
       return;
     }
 #endif
-    pack_a_panel(A, dt, M, K, q, mpad, ap, tmp);
+    pack_a_panel(A, dt, M, K, q, mpad, ap, tmp, small ? SKC : KC);
   };
   // A small A (GPT-2 at 64 tokens: 66 × 768 or 66 × 3072 floats) is packed here, before the
   // parallel region, so that no barrier waits for a thread that the OS has not scheduled yet;
   // a large one cooperatively (dynamic: whichever thread runs packs).
-  const bool serial_a = nth == 1 || mpad * K <= (i64{1} << 18);
+  const bool small_raw_a = small && dt == Dt::F32;
+  const bool serial_a = nth == 1 || mpad * K <= (i64{1} << 18) || small_raw_a;
   if (serial_a) {
     vbk::Scratch rowtmp(K);
     if (!rowtmp.ok()) return vbk::fail("out of memory (conversion row)");
-    for (i64 q = 0; q < m_panels; ++q) pack_a(q, rowtmp.get());
+    // The small path reads full micro-panels of fp32 A in place: only a partial one is packed.
+    for (i64 q = small_raw_a ? M / MR : 0; q < m_panels; ++q) pack_a(q, rowtmp.get());
   }
   bool oom = false;
 #pragma omp parallel num_threads(nth)
   {
     // Thread-local scratch: packed B block, fp32 C tile, conversion row.
-    vbk::Scratch bpack(KC * cs * NR), ctile(rg_panels * MR * cs * NR),
-        rowtmp(std::max<i64>(K, NC_MAX));
+    vbk::Scratch bpack(small ? SKC * NR : KC * cs * NR),
+        ctile(small ? SMALL_NG * mpad * NR : rg_panels * MR * cs * NR), rowtmp(std::max<i64>(K, NC_MAX));
     const bool ok = bpack.ok() && ctile.ok() && rowtmp.ok();
     if (!serial_a) {
 #pragma omp for schedule(dynamic, 1)
@@ -458,6 +648,16 @@ extern "C" int vb_kernel_run(const DLTensor* inputs, int n_inputs, DLTensor* out
       }
       // (implicit barrier: A is packed)
     }
+    if (small) {
+      if (!ok) {
+#pragma omp atomic write
+        oom = true;
+      } else {
+        run_small(ap, small_raw_a ? static_cast<const float*>(A) : nullptr, B, C, dt, M, N, K, mpad, s_items, st_base, st_extra,
+                  [&] { return s_next.fetch_add(1, std::memory_order_relaxed); }, ctile.get(),
+                  bpack.get(), rowtmp.get());
+      }
+    } else {
     // A thread without scratch takes items only to flag them: the call then fails.
 #pragma omp for schedule(dynamic, 1) nowait
     for (i64 item = 0; item < n_items; ++item) {
@@ -476,6 +676,7 @@ extern "C" int vb_kernel_run(const DLTensor* inputs, int n_inputs, DLTensor* out
       else
         run_share<false>(ap, B, C, dt, M, N, K, mpad, q0, q1, c0, c1, bpack.get(), ctile.get(),
                          rowtmp.get());
+    }
     }
   }
   if (oom) return vbk::fail("out of memory (per-thread scratch)");

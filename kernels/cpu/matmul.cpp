@@ -74,9 +74,13 @@
 #ifndef SKC
 #define SKC 128
 #endif
-// @vb-param SMALL_NG 4 {1,2,4,8}  small-M path: column strips that share one pass over an A slice
+// @vb-param SMALL_NG 4 {1,2,4,8,16}  small-M path: column strips that share one pass over an A slice
 #ifndef SMALL_NG
 #define SMALL_NG 4
+#endif
+// @vb-param SMALL_ITEMS 4 {1,2,4,8}  small-M path: work items per thread (runs of strips; fewer: longer runs of B's rows per item, more: better balance under load)
+#ifndef SMALL_ITEMS
+#define SMALL_ITEMS 4
 #endif
 
 // @vb-param BF16_DOT 1 {0,1}  bf16 inputs: 1 multiply bf16 pairs with vdpbf16ps (AVX512-BF16 builds; fp32 accumulation), 0 convert to fp32 and use fp32 FMAs
@@ -600,7 +604,7 @@ extern "C" int vb_kernel_run(const DLTensor* inputs, int n_inputs, DLTensor* out
 
   // The small-M path (run_small): work items of whole strips, claimed from an atomic counter.
   const bool small = SMALL_M > 0 && M <= SMALL_M && !bf16_dot;
-  i64 s_items = std::min<i64>(strips, 4 * static_cast<i64>(nth));
+  i64 s_items = std::min<i64>(strips, SMALL_ITEMS * static_cast<i64>(nth));
   if (s_items % nth != 0 && s_items + (nth - s_items % nth) <= strips) s_items += nth - s_items % nth;
   const i64 st_base = strips / s_items, st_extra = strips % s_items;
   std::atomic<i64> s_next{0};

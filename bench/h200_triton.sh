@@ -16,7 +16,7 @@
 #                time (`--timing-only`: stage 3 checked them), next to PyTorch; writes
 #                triton-aot.json (rows as bench/results/h200-triton-preview.json: kernel, dtype,
 #                size, verdict, latency_us, pytorch_us, tflops, gb_s, pct_peak) and
-#                triton-aot.md. Nothing here has run on a GPU yet (written without one).
+#                triton-aot.md. Types in AOT_TYPES order (default: issue 17's bar types first).
 #   aot-variants the performance variants of the starters' @vb-param tunables (issue 17's bar:
 #                matmul >= 0.9x torch.mm, memory-bound types >= 85 % of copy bandwidth), each
 #                timed through the AOT path like aot-time (--timing-only, one at a time, next
@@ -85,6 +85,12 @@ VARIANTS
 variants_file="${VARIANTS:-$default_variants}"
 stages=("$@"); [ ${#stages[@]} -eq 0 ] && stages=(aot-check aot-time)
 types=(matmul softmax layernorm rmsnorm flash_attention fused_mlp cross_entropy rotary_embedding reduce)
+# aot-time's order: issue 17's bar types first (matmul, then the memory-bound ones), so that a stage
+# cut at its limit has timed those; AOT_TYPES (space-separated) overrides the list.
+read -r -a time_types <<<"${AOT_TYPES:-matmul softmax rmsnorm layernorm cross_entropy reduce rotary_embedding flash_attention fused_mlp}"
+for k in "${time_types[@]}"; do
+  case " ${types[*]} " in *" $k "*) ;; *) echo "h200_triton.sh: AOT_TYPES names '$k', not a kernel type (${types[*]})" >&2; exit 2 ;; esac
+done
 export vb logs
 for st in "${stages[@]}"; do
   case "$st" in preview | interp | aot-check | rank | aot-time | aot-variants | preview-variants) ;;
@@ -113,7 +119,7 @@ for st in "${stages[@]}"; do
       # dtype outermost (bf16 first: the models' dtype), so that a stage cut at its limit has
       # timed every kernel in bf16 before it starts on the others.
       for dt in bf16 fp16 fp32; do
-        for k in "${types[@]}"; do
+        for k in "${time_types[@]}"; do
           # Each run may take its whole 60 s: start one only when it ends within the limit.
           if [ $(( $(date +%s) - t0 + 60 )) -gt "$lim" ]; then echo "$k $dt skipped: stage limit ${lim}s"; continue; fi
           timeout 60 "$vb" bench --backend triton -k "$k" --dtype "$dt" --timing-only --json \

@@ -2005,6 +2005,53 @@ TEST(OptimizeOrchestrator, AFolderTheBudgetNeverReachedStillGetsItsStarterMeasur
   fs::remove_all(ws2);
 }
 
+TEST(OptimizeOrchestrator, AFolderCutByTheRunsBudgetEndsAsBudgetNotActive) {
+  // Run budget 3 s, two equal folders (1.5 s each). The first folder's starter takes 2 s to
+  // measure (an overrun its loop cannot stop), so the second gets the run's remaining ~1 s,
+  // less than its own 1.5 s, and is cut by the run's end. A new user found such a folder left
+  // "active" (which `status` reads as a loop still running) after the run had finished.
+  class FirstSlow : public Measurer {
+   public:
+    Measurement measure(const fs::path& f, EvalMode mode) override {
+      const bool first = fs::absolute(f).string().find("01_softmax") != std::string::npos;
+      std::this_thread::sleep_for(std::chrono::milliseconds(first && !slept_ ? 2000 : 100));
+      if (first) slept_ = true;
+      return inner_.measure(f, mode);
+    }
+    std::string target() const override { return "synthetic, first slow"; }
+
+   private:
+    bool slept_ = false;
+    SyntheticMeasurer inner_{0.0};
+  };
+  const fs::path ws = temp_dir("orchcut");
+  make_kernel_folder(ws);
+  fs::copy(ws / "kernels" / "01_softmax", ws / "kernels" / "02_softmax");
+  FirstSlow m;
+  OrchestratorOptions o;
+  o.budget_s = 3;
+  o.loop.measurer = &m;
+  o.loop.git = false;
+  const auto orch = run_orchestrator(ws, o);
+  ASSERT_EQ(orch["kernels"].size(), 2u);
+  for (const auto& k : orch["kernels"]) {
+    EXPECT_NE(k["status"], "active") << k.dump();
+    EXPECT_NE(k["status"], "running") << k.dump();
+  }
+  EXPECT_EQ(orch["kernels"][0]["status"], "budget") << orch.dump(1);
+  EXPECT_NE(orch["kernels"][0]["reason"].get<std::string>().find("spent its"), std::string::npos)
+      << orch.dump(1);
+  EXPECT_EQ(orch["kernels"][1]["status"], "budget") << orch.dump(1);
+  EXPECT_NE(orch["kernels"][1]["reason"].get<std::string>().find("the run's budget ended during its turn"),
+            std::string::npos)
+      << orch.dump(1);
+  EXPECT_GT(orch["kernels"][1]["experiments"].get<int>(), 0) << orch.dump(1);
+  // The next invocation resumes the cut folder (budget is not a finished state).
+  const auto again = load_entries(ws);
+  EXPECT_EQ(again[1].status, "active");
+  fs::remove_all(ws);
+}
+
 namespace {
 
 TEST(OptimizeLoop, RoundsAddedToAComparisonContinueTheAlternation) {

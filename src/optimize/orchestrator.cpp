@@ -135,7 +135,8 @@ json orchestration_json(const std::vector<KernelEntry>& entries, double budget_s
 namespace {
 
 // The loop's summary into the orchestrator's entry (status and reason by why it stopped).
-void record(KernelEntry& e, const KernelSummary& s, const OrchestratorOptions& o) {
+// `cut_by_run`: the loop's budget was the run's remaining time, less than the folder's own.
+void record(KernelEntry& e, const KernelSummary& s, const OrchestratorOptions& o, bool cut_by_run) {
   e.spent_s += s.seconds;
   e.experiments = s.experiments;
   e.kept = s.kept;
@@ -149,10 +150,17 @@ void record(KernelEntry& e, const KernelSummary& s, const OrchestratorOptions& o
     e.status = "ceiling", e.reason = fmt::format("{:.0f}% of its ceiling", s.pct_peak);
   else if (s.stop_reason == "exhausted")
     e.status = "exhausted", e.reason = "every configuration of its parameter space was tried";
-  else if (s.stop_reason == "budget" && e.spent_s >= e.budget_s - 1)
+  else if (s.stop_reason == "budget" && !cut_by_run)
     e.status = "budget", e.reason = fmt::format("spent its {:.0f} s budget", e.budget_s);
-  else if (s.stop_reason == "budget")
-    e.spent_s = e.budget_s;  // the global budget ran out
+  else if (s.stop_reason == "budget") {
+    // The run's budget ended during its turn: a finished state, not "active" (which `status`
+    // reads as a loop still running); a later invocation resumes it (load_entries).
+    e.status = "budget";
+    e.reason = fmt::format("the run's budget ended during its turn ({:.0f} s of its {:.0f} s spent)",
+                           e.spent_s, e.budget_s);
+    e.spent_s = e.budget_s;
+  } else if (s.stop_reason == "interrupted")
+    e.status = "interrupted", e.reason = "stopped by a stop request (Ctrl-C) during its turn";
   if (s.lost > 0) e.reason += fmt::format("{}{} experiment(s) lost", e.reason.empty() ? "" : "; ", s.lost);
 }
 
@@ -224,6 +232,7 @@ json run_orchestrator(const fs::path& ws_in, const OrchestratorOptions& o) {
     lo.plateau_k = o.plateau_k;
     lo.ceiling_pct = o.ceiling_pct;
     lo.budget_s = std::min(e.budget_s - e.spent_s, o.budget_s - spent());
+    const bool cut_by_run = lo.budget_s < e.budget_s - e.spent_s;
     if (lo.budget_s <= 0) {
       e.status = "budget";
       continue;
@@ -239,7 +248,7 @@ json run_orchestrator(const fs::path& ws_in, const OrchestratorOptions& o) {
       inner(fmt::format("{} | total {:.0f}s left", s, std::max(0.0, left_total - el)));
     };
     const std::size_t idx = *pick;
-    auto work = [&, idx, lo] {
+    auto work = [&, idx, lo, cut_by_run] {
       KernelSummary s;
       std::string err;
       try {
@@ -254,7 +263,7 @@ json run_orchestrator(const fs::path& ws_in, const OrchestratorOptions& o) {
         k.reason = err;
       } else {
         if (k.status == "running") k.status = "active";
-        record(k, s, o);
+        record(k, s, o, cut_by_run);
       }
       --running;
       save(current());

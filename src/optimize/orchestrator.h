@@ -24,7 +24,9 @@ struct KernelEntry {
   int experiments = 0, kept = 0;
   double budget_s = 0, spent_s = 0;  ///< this invocation's per-kernel budget and use
   /// "pending", "active", "running" (one of several folders optimized at once), "plateau",
-  /// "ceiling", "budget", "exhausted", "error"
+  /// "ceiling", "budget" (its own budget spent, or the run's ended during its turn), "exhausted",
+  /// "interrupted" (a stop request ended its turn), "error". A later invocation resumes a
+  /// folder in "budget" or "interrupted" (load_entries); the others stay finished.
   std::string status = "pending";
   std::string reason;
   double speedup() const { return speedup_x; }

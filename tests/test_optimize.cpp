@@ -2005,6 +2005,55 @@ TEST(OptimizeOrchestrator, AFolderTheBudgetNeverReachedStillGetsItsStarterMeasur
   fs::remove_all(ws2);
 }
 
+TEST(OptimizeOrchestrator, AFolderThatFinishesEarlyPassesItsUnspentBudgetOn) {
+  // 01 exhausts its 12 configurations at once (no sleep); 02 has 400 (PAD is ignored by the
+  // measurer) at 20 ms a measurement, so only the budget stops it. Each gets half of the run's
+  // 2 s; 01's unspent part goes to 02, which then runs past its own half (the loop stops when
+  // the time left no longer covers a mean experiment) instead of stopping at it
+  // (a user's 3-minute autotune lost a plateaued folder's unspent budget).
+  class SlowSecond : public Measurer {
+   public:
+    Measurement measure(const fs::path& f, EvalMode mode) override {
+      if (fs::absolute(f).string().find("02_softmax") != std::string::npos)
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      return inner_.measure(f, mode);
+    }
+    std::string target() const override { return "synthetic, second slow"; }
+
+   private:
+    SyntheticMeasurer inner_{0.0};
+  };
+  const fs::path ws = temp_dir("orchpass");
+  make_kernel_folder(ws);
+  const fs::path d2 = ws / "kernels" / "02_softmax";
+  fs::copy(ws / "kernels" / "01_softmax", d2);
+  std::ofstream(d2 / "softmax.cpp", std::ios::trunc)
+      << "// @vb-param UNROLL 1 {1,2,4,8}  unroll factor\n#ifndef UNROLL\n#define UNROLL 1\n#endif\n"
+         "// @vb-param MODE 0 {0}  honest\n#ifndef MODE\n#define MODE 0\n#endif\n"
+         "// @vb-param PAD 0 {0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18,19,20,21,22,23,24,25,"
+         "26,27,28,29,30,31,32,33,34,35,36,37,38,39,40,41,42,43,44,45,46,47,48,49,50,51,52,53,54,"
+         "55,56,57,58,59,60,61,62,63,64,65,66,67,68,69,70,71,72,73,74,75,76,77,78,79,80,81,82,83,"
+         "84,85,86,87,88,89,90,91,92,93,94,95,96,97,98,99}  ignored\n#ifndef PAD\n#define PAD 0\n#endif\n";
+  SlowSecond m;
+  OrchestratorOptions o;
+  o.budget_s = 2;
+  o.plateau_k = 100000;  // only the budget stops 02
+  o.loop.measurer = &m;
+  o.loop.git = false;
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto orch = run_orchestrator(ws, o);
+  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const auto& k1 = orch["kernels"][0];
+  const auto& k2 = orch["kernels"][1];
+  EXPECT_EQ(k1["status"], "exhausted") << orch.dump(1);
+  EXPECT_NEAR(k1["budget_s"].get<double>(), k1["spent_s"].get<double>(), 1e-9) << orch.dump(1);
+  EXPECT_GT(k2["budget_s"].get<double>(), 0.9 * o.budget_s) << orch.dump(1);
+  EXPECT_GT(k2["spent_s"].get<double>(), 0.6 * o.budget_s) << orch.dump(1);
+  EXPECT_NE(k2["status"], "active") << orch.dump(1);
+  EXPECT_GE(wall, 0.6 * o.budget_s);
+  fs::remove_all(ws);
+}
+
 TEST(OptimizeOrchestrator, AFolderCutByTheRunsBudgetEndsAsBudgetNotActive) {
   // Run budget 3 s, two equal folders (1.5 s each). The first folder's starter takes 2 s to
   // measure (an overrun its loop cannot stop), so the second gets the run's remaining ~1 s,

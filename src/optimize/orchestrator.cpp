@@ -134,6 +134,27 @@ json orchestration_json(const std::vector<KernelEntry>& entries, double budget_s
 
 namespace {
 
+// A folder that finished before spending its budget (plateau, ceiling, exhausted, error) passes
+// what it did not spend to the folders not finished yet (pending, active, running), in
+// proportion to their budgets, so that the run's budget is used; which folder runs next is
+// still decided by choose_next's expected gain. A running folder's loop keeps its own budget;
+// record() sends it back to the queue when it ends with budget it was given meanwhile.
+void pass_on_unspent(std::vector<KernelEntry>& entries, std::size_t from) {
+  KernelEntry& f = entries[from];
+  const double left = f.budget_s - f.spent_s;
+  if (!(left > 0)) return;
+  auto open = [](const KernelEntry& e) {
+    return e.status == "pending" || e.status == "active" || e.status == "running";
+  };
+  double sum = 0;
+  for (std::size_t i = 0; i < entries.size(); ++i)
+    if (i != from && open(entries[i])) sum += entries[i].budget_s;
+  if (!(sum > 0)) return;
+  for (std::size_t i = 0; i < entries.size(); ++i)
+    if (i != from && open(entries[i])) entries[i].budget_s += left * entries[i].budget_s / sum;
+  f.budget_s = f.spent_s;
+}
+
 // The loop's summary into the orchestrator's entry (status and reason by why it stopped).
 // `cut_by_run`: the loop's budget was the run's remaining time, less than the folder's own.
 void record(KernelEntry& e, const KernelSummary& s, const OrchestratorOptions& o, bool cut_by_run) {
@@ -150,6 +171,8 @@ void record(KernelEntry& e, const KernelSummary& s, const OrchestratorOptions& o
     e.status = "ceiling", e.reason = fmt::format("{:.0f}% of its ceiling", s.pct_peak);
   else if (s.stop_reason == "exhausted")
     e.status = "exhausted", e.reason = "every configuration of its parameter space was tried";
+  else if (s.stop_reason == "budget" && !cut_by_run && e.spent_s < e.budget_s - 1)
+    e.status = "active";  // given budget by a folder that finished early (pass_on_unspent)
   else if (s.stop_reason == "budget" && !cut_by_run)
     e.status = "budget", e.reason = fmt::format("spent its {:.0f} s budget", e.budget_s);
   else if (s.stop_reason == "budget") {
@@ -265,6 +288,9 @@ json run_orchestrator(const fs::path& ws_in, const OrchestratorOptions& o) {
         if (k.status == "running") k.status = "active";
         record(k, s, o, cut_by_run);
       }
+      if (k.status == "plateau" || k.status == "ceiling" || k.status == "exhausted" ||
+          k.status == "error")
+        pass_on_unspent(entries, idx);
       --running;
       save(current());
       cv.notify_all();

@@ -45,7 +45,9 @@ std::optional<std::size_t> choose_next(const std::vector<KernelEntry>& entries,
 /// Amdahl: the model's speedup when each kernel's share is divided by its achieved speedup.
 double amdahl_speedup(const std::vector<KernelEntry>& entries);
 
-/// Per-kernel budgets: half of `total_s` split evenly, half by time share.
+/// Per-kernel budgets: half of `total_s` split evenly, half by time share. During a run, a
+/// folder that finishes early (plateau, ceiling, exhausted, error) passes its unspent budget to
+/// the folders not finished yet, in proportion to their budgets (run_orchestrator).
 void assign_budgets(std::vector<KernelEntry>& entries, double total_s);
 
 /// Kernel folders of the workspace (workspace/kernels/* holding problem.json), merged with

@@ -124,6 +124,9 @@ struct Api {
   CUresult (*mem_alloc_async)(CUdeviceptr*, std::size_t, void*) = nullptr;
   CUresult (*mem_free_async)(CUdeviceptr, void*) = nullptr;
   CUresult (*memset_d8_async)(CUdeviceptr, unsigned char, std::size_t, void*) = nullptr;
+  // Optional (scratch speed only): the device's default memory pool and its release threshold.
+  CUresult (*device_get_default_mem_pool)(void**, int) = nullptr;
+  CUresult (*mem_pool_set_attribute)(void*, int, void*) = nullptr;
   std::string error;  ///< why the driver could not be resolved, "" when it was
 };
 
@@ -132,6 +135,7 @@ constexpr int kMaxSharedOptin = 97;   // CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_P
 constexpr int kFuncSharedStatic = 1;  // CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES
 constexpr int kFuncMaxDynamicShared = 8;  // CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
 constexpr int kCachePreferShared = 1;     // CU_FUNC_CACHE_PREFER_SHARED
+constexpr int kMemPoolReleaseThreshold = 4;  // CU_MEMPOOL_ATTR_RELEASE_THRESHOLD (cuuint64_t)
 
 template <class F>
 bool resolve(void* lib, F& f, const char* name) {
@@ -167,9 +171,33 @@ inline const Api& api() {
     resolve(lib, a.mem_alloc_async, "cuMemAllocAsync");
     resolve(lib, a.mem_free_async, "cuMemFreeAsync");
     resolve(lib, a.memset_d8_async, "cuMemsetD8Async");
+    resolve(lib, a.device_get_default_mem_pool, "cuDeviceGetDefaultMemPool");
+    resolve(lib, a.mem_pool_set_attribute, "cuMemPoolSetAttribute");
     if (!ok) a.error = "the CUDA driver lacks an entry point the Triton AOT launcher needs";
   });
   return a;
+}
+
+/// Once per device: the default memory pool (where cuMemAllocAsync takes the scratch buffers)
+/// keeps what is freed instead of returning it to the driver at every synchronization (its
+/// release threshold is 0 by default, CUDA Programming Guide, "Stream Ordered Memory
+/// Allocator": then every call's allocation after a sync maps memory anew, which cost a
+/// two-kernel cross_entropy ~270 us per call on an H200, 2026-12-07). A call that fails leaves
+/// the pool as it was: only the speed of scratch allocation depends on it.
+inline void keep_pool_memory(const Api& a) {
+  if (!a.device_get_default_mem_pool || !a.mem_pool_set_attribute || !a.ctx_get_device) return;
+  static std::mutex mu;
+  static std::vector<int> done;
+  int dev = -1;
+  if (a.ctx_get_device(&dev) != 0) return;
+  std::lock_guard<std::mutex> lock(mu);
+  for (int d : done)
+    if (d == dev) return;
+  done.push_back(dev);
+  void* pool = nullptr;
+  if (a.device_get_default_mem_pool(&pool, dev) != 0 || !pool) return;
+  std::uint64_t keep = ~std::uint64_t{0};
+  a.mem_pool_set_attribute(pool, kMemPoolReleaseThreshold, &keep);
 }
 
 inline int driver_fail(const char* what, const char* kernel, CUresult rc) {
@@ -309,6 +337,7 @@ inline int run(const Table& t, const DLTensor* in, int n_in, DLTensor* out, int 
   if (p->n_scratch > 0 && (!a.mem_alloc_async || !a.mem_free_async || !a.memset_d8_async))
     return vbk::fail("this kernel needs scratch memory and the CUDA driver lacks stream-ordered "
                      "allocation (cuMemAllocAsync, CUDA 11.2+); fix: update the NVIDIA driver");
+  if (p->n_scratch > 0) detail::keep_pool_memory(a);
   for (int i = 0; i < p->n_scratch; ++i) {
     detail::CUdeviceptr d = 0;
     if (detail::CUresult rc = a.mem_alloc_async(&d, p->scratch_bytes[i], stream))

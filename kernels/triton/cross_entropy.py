@@ -21,12 +21,12 @@ import triton
 import triton.language as tl
 
 # Tunables (the optimizer's search rewrites these assignments; every value is correct):
-# @vb-param CHUNK 8192 {1024,2048,4096,8192,16384}  logits of a row per phase-1 program (kept in registers)
-CHUNK = 8192
+# @vb-param CHUNK 16384 {1024,2048,4096,8192,16384}  logits of a row per phase-1 program (kept in registers)
+CHUNK = 16384
 # @vb-param CHUNK_NUM_WARPS 8 {2,4,8,16}  warps per phase-1 program
 CHUNK_NUM_WARPS = 8
-# @vb-param FINAL_ROWS 128 {16,32,64,128,256}  rows per step of the final merge and mean
-FINAL_ROWS = 128
+# @vb-param FINAL_ROWS 32 {16,32,64,128,256}  rows per step of the final merge and mean
+FINAL_ROWS = 32
 # @vb-param FINAL_CHUNKS 32 {8,16,32,64}  chunk partials per step of a row's merge
 FINAL_CHUNKS = 32
 # @vb-param MEAN_NUM_WARPS 8 {1,2,4,8,16}  warps of the final merge and mean's single program

@@ -78,14 +78,9 @@
 #ifndef SMALL_NG
 #define SMALL_NG 4
 #endif
-// @vb-param SMALL_ITEMS 2 {1,2,4,8}  small-M path: guided work items, each ceil(strips left / (SMALL_ITEMS x threads)) strips (fewer: longer runs sharing an A slice, more: smaller items)
+// @vb-param SMALL_ITEMS 4 {1,2,4,8}  small-M path: work items per thread (runs of strips; fewer: longer runs of B's rows per item, more: better balance under load)
 #ifndef SMALL_ITEMS
-#define SMALL_ITEMS 2
-#endif
-
-// @vb-param SMALL_RUN 8 {2,4,8,16,32}  small-M path: most column strips in one work item (the first, largest items; see SMALL_ITEMS)
-#ifndef SMALL_RUN
-#define SMALL_RUN 8
+#define SMALL_ITEMS 4
 #endif
 
 // @vb-param BF16_DOT 1 {0,1}  bf16 inputs: 1 multiply bf16 pairs with vdpbf16ps (AVX512-BF16 builds; fp32 accumulation), 0 convert to fp32 and use fp32 FMAs
@@ -138,7 +133,6 @@ static_assert(MR * NV + NV + (kARegs == 1 ? 1 : MR) <= kRegs,
               "vector register file of this target (they would spill)");
 
 constexpr i64 MC_MAX = (MC_ROWS + MR - 1) / MR * MR;  // rows per block
-constexpr i64 kMaxItems = 256;                         // small-M path: work items at most
 constexpr i64 NC_MAX = (NC_COLS + NR - 1) / NR * NR;  // columns per B block / C tile
 
 /// c[0:MR, 0:NR] (row stride ldc floats) = (first ? 0 : c) + Σ_{p<kc} a[p][:] ⊗ b[p][:], with
@@ -441,12 +435,12 @@ HWY_ATTR void run_share(const float* ap, const void* B, void* C, Dt dt, i64 M, i
 /// summed in the big path's order (k slices in order, k ascending inside a slice).
 template <class Claim>
 HWY_ATTR void run_small(const float* ap, const float* Araw, const void* B, void* C, Dt dt, i64 M,
-                        i64 N, i64 K, i64 mpad, i64 n_items, const i64* item_strip,
+                        i64 N, i64 K, i64 mpad, i64 n_items, i64 st_base, i64 st_extra,
                         Claim claim, float* ct, float* bbuf, float* tmp) {
   const i64 m_panels = mpad / MR, full = N / NR, esize = dt == Dt::F32 ? 4 : 2;
   const char* const Bc = static_cast<const char*>(B);
   float* const Cf = static_cast<float*>(C);
-  auto strip0 = [&](i64 it) { return item_strip[it]; };
+  auto strip0 = [&](i64 it) { return it * st_base + std::min(it, st_extra); };
   i64 cur = claim();
   while (cur < n_items) {
     const i64 s0 = strip0(cur), s1 = strip0(cur + 1);
@@ -610,25 +604,9 @@ extern "C" int vb_kernel_run(const DLTensor* inputs, int n_inputs, DLTensor* out
 
   // The small-M path (run_small): work items of whole strips, claimed from an atomic counter.
   const bool small = SMALL_M > 0 && M <= SMALL_M && !bf16_dot;
-  // Guided sizes: each item takes ceil(remaining / (SMALL_ITEMS x threads)) strips, at most
-  // SMALL_RUN: long runs while much work is left (the A slice shared by more strips), single
-  // strips at the end, so that the threads finish together even when one starts late or is
-  // descheduled (a fixed split into SMALL_ITEMS x threads runs left one thread waiting for the
-  // other's last run of up to N / (SMALL_ITEMS x threads) columns).
-  i64 s_items = 0;
-  i64 item_strip[kMaxItems + 1];
-  if (small) {
-    const i64 div = std::max<i64>(1, SMALL_ITEMS * static_cast<i64>(nth));
-    const i64 max_run = std::max<i64>(1, (strips + kMaxItems - 1) / kMaxItems);  // items fit
-    for (i64 s = 0; s < strips && s_items < kMaxItems; ++s_items) {
-      item_strip[s_items] = s;
-      const i64 left = strips - s;
-      i64 run = std::clamp<i64>((left + div - 1) / div, 1, std::max<i64>(SMALL_RUN, max_run));
-      if (s_items + 1 == kMaxItems) run = left;
-      s += run;
-    }
-    item_strip[s_items] = strips;
-  }
+  i64 s_items = std::min<i64>(strips, SMALL_ITEMS * static_cast<i64>(nth));
+  if (s_items % nth != 0 && s_items + (nth - s_items % nth) <= strips) s_items += nth - s_items % nth;
+  const i64 st_base = strips / s_items, st_extra = strips % s_items;
   std::atomic<i64> s_next{0};
 
   vbk::Scratch apack(mpad * K);  // A packed once for all threads (bf16 pairs: fewer than K)
@@ -679,7 +657,7 @@ extern "C" int vb_kernel_run(const DLTensor* inputs, int n_inputs, DLTensor* out
 #pragma omp atomic write
         oom = true;
       } else {
-        run_small(ap, small_raw_a ? static_cast<const float*>(A) : nullptr, B, C, dt, M, N, K, mpad, s_items, item_strip,
+        run_small(ap, small_raw_a ? static_cast<const float*>(A) : nullptr, B, C, dt, M, N, K, mpad, s_items, st_base, st_extra,
                   [&] { return s_next.fetch_add(1, std::memory_order_relaxed); }, ctile.get(),
                   bpack.get(), rowtmp.get());
       }

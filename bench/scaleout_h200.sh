@@ -10,7 +10,9 @@
 #   there: bash bench/scaleout_h200.sh            (carry .h200 and .whl)
 #   here, without a GPU: SCALE_BACKEND=cpu SCALE_BUDGET=45s bash bench/scaleout_h200.sh
 #   any:   bash bench/scaleout_h200.sh --dry-run  (checks the prerequisites, prints the commands)
-# Env: SCALE_BUDGET (default 3m per run: both runs fit one 10-minute device call),
+# Env: SCALE_BUDGET (default 3m per run; the call also needs ~40-60 s of setup and calibration,
+#      so a call limit under 2 x budget + 60 s cuts the pool run: the table is rewritten after
+#      each run, so a cut call still returns the runs that finished),
 #      SCALE_WORKERS (default: 1 per GPU + 8 build workers, at most the cores - 2),
 #      SCALE_BACKEND (cuda, or cpu for the path testable here), SCALE_RUNS ("seq pool" by default).
 # GPU busy: nvidia-smi utilization sampled every 0.5 s (share of samples > 0 and the mean), and
@@ -122,15 +124,14 @@ if [ $dry = 1 ]; then
   echo "pool: $vb optimize --workspace WS --budget $budget --plateau 100000 --ceiling 100 --no-git --json --workers $workers"
   exit 0
 fi
-warm_ceilings
 for r in $runs; do
-  case "$r" in
-    seq) run_one seq ;;
-    pool) run_one pool --workers "$workers" ;;
-    *) echo "scaleout_h200.sh: unknown run $r (seq, pool)" >&2; exit 2 ;;
-  esac
+  case "$r" in seq | pool) ;; *) echo "scaleout_h200.sh: unknown run $r (seq, pool)" >&2; exit 2 ;; esac
 done
-"$py" - "$tmp" "$out" "$backend" "$budget" "$workers" "$runs" <<'PY'
+# The table of the runs finished so far ($1), written to $out with the raw files packed: called
+# after every run, so that a device call cut short (2026-12-07 19:00Z: the call's `timeout 340`
+# killed the pool run of a 150 s budget and nothing came back) still brings back what finished.
+summarize() {
+"$py" - "$tmp" "$out" "$backend" "$budget" "$workers" "$1" <<'PY'
 import json, os, re, sys, datetime, statistics
 tmp, out, backend, budget, workers, runs = sys.argv[1:7]
 res = {"date": f"{datetime.datetime.utcnow():%Y-%m-%d %H:%M} UTC", "backend": backend,
@@ -213,3 +214,15 @@ open(os.path.join(out, "scaleout.md"), "w").write("\n".join(L) + "\n")
 print("\n".join(L))
 PY
 tar -C "$tmp" -czf "$out/scaleout-runs.tar.gz" --exclude=vb-cache . 2>/dev/null || true
+}
+warm_ceilings
+done_runs=""
+for r in $runs; do
+  case "$r" in
+    seq) run_one seq ;;
+    pool) run_one pool --workers "$workers" ;;
+  esac
+  done_runs="$done_runs $r"
+  summarize "$done_runs" >"$tmp/summary.txt"
+done
+cat "$tmp/summary.txt"

@@ -248,9 +248,14 @@ void run_autotune(AutotuneArgs a) {
   std::string stage_name;
   Clock::time_point stage_t0;
   // The highest 1-minute load average seen at the stage boundaries: above the core count + 1
-  // (this run's own threads count too), other work competed with the measurements.
+  // (this run's own threads count too), other work competed with the measurements. Only from
+  // the run's first minute on: before it, the average is mostly what ran before this run (a
+  // new user got the busy warning from README's first command, whose setup.sh build had just
+  // loaded both cores); the timings' own contention checks cover that minute.
   double max_load = 0;
-  auto sample_load = [&] { max_load = std::max(max_load, system_load_average()); };
+  auto sample_load = [&] {
+    if (since(t0) >= 60) max_load = std::max(max_load, system_load_average());
+  };
   auto begin = [&](const std::string& name, const std::string& what) {
     sample_load();
     ++stage_no;

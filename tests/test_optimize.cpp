@@ -2169,6 +2169,59 @@ TEST(OptimizeLoop, RoundsAddedToAComparisonContinueTheAlternation) {
   fs::remove_all(ws);
 }
 
+TEST(OptimizeLoop, AComparisonAddsNoRoundsOnceTheFoldersBudgetHasEnded) {
+  // The candidate of the test above (20 % faster, rounds spread widely: undecided after the
+  // first 3 rounds), but the first rounds end after the folder's budget: no more rounds are
+  // timed, it is not kept, and the row says why (a new user's GPT-2 LM head spent 84 s of a
+  // 65 s budget adding rounds to one comparison).
+  class SlowSpread : public SyntheticMeasurer {
+   public:
+    SlowSpread() : SyntheticMeasurer(0.0) {}
+    Measurement measure(const fs::path& f, EvalMode mode) override {
+      Measurement m = SyntheticMeasurer::measure(f, mode);
+      if (comparing_ && m.timed) {
+        const int pair = pair_calls_++ / 2;
+        m.median_us *= 1.0 + 0.6 * ((pair * 5) % 7) / 6.0;
+        m.noise = 0.3;
+      }
+      return m;
+    }
+    Interleaved interleave(const fs::path& best, const fs::path& cand, int rounds,
+                           int first_round) override {
+      firsts.push_back(first_round);
+      std::this_thread::sleep_for(std::chrono::milliseconds(600));
+      comparing_ = true;
+      Interleaved r = Measurer::interleave(best, cand, rounds, first_round);
+      comparing_ = false;
+      return r;
+    }
+    std::vector<int> firsts;
+
+   private:
+    bool comparing_ = false;
+    int pair_calls_ = 0;
+  } spread;
+  const fs::path ws = temp_dir("cmpbudget");
+  std::string src = kSource;
+  src.replace(src.find("{1,2,4,8}"), 9, "{1,4}");
+  src.replace(src.find("{0,1,2}"), 7, "{0}");
+  const fs::path d = make_kernel_folder(ws, src);
+  OptimizeOptions o;
+  o.budget_s = 0.3;
+  o.max_experiments = 1;
+  o.measurer = &spread;
+  o.git = false;
+  o.rounds = 3;
+  const KernelSummary s = optimize_kernel(d, o);
+  EXPECT_EQ(s.kept, 0);
+  EXPECT_EQ(spread.firsts, (std::vector<int>{0}));
+  bool said = false;
+  for (const auto& r : rows_of(ws / "results.tsv"))
+    if (r[1] != "baseline") said = said || r[9].find("when the folder's budget ended") != std::string::npos;
+  EXPECT_TRUE(said) << read_file(ws / "results.tsv");
+  fs::remove_all(ws);
+}
+
 }  // namespace
 
 TEST(OptimizeReport, HandedOverListNamesTheShapesOfATypeServedAtSomeOnly) {

@@ -975,9 +975,11 @@ class Loop {
       if (iv.error.empty() && !iv.lost && !iv.cancelled)
         d = decide_keep(iv.best, iv.cand, opt_.strictness, max_rounds);
       // Undecided (a loaded machine: consistent wins that the noise threshold cannot confirm):
-      // more rounds, until the signed-rank test keeps it or can no longer.
+      // more rounds, until the signed-rank test keeps it or can no longer, or the folder's
+      // budget ends (a new user's GPT-2 LM head spent 84 s of a 65 s budget in one such
+      // comparison, and the third folder got no experiment).
       while (iv.error.empty() && !iv.lost && !iv.cancelled && !d.keep && d.more_rounds &&
-             !stopping()) {
+             !stopping() && elapsed() < opt_.budget_s) {
         const int add = std::min<int>(opt_.rounds, max_rounds - static_cast<int>(iv.best.size()));
         const Interleaved more =
             meas_->interleave(best_file_, cand, add, static_cast<int>(iv.best.size()));
@@ -992,6 +994,11 @@ class Loop {
         if (iv.error.empty() && !iv.lost && !iv.cancelled)
           d = decide_keep(iv.best, iv.cand, opt_.strictness, max_rounds, false);
       }
+      if (!d.keep && d.more_rounds && iv.error.empty() && !iv.lost && !iv.cancelled &&
+          elapsed() >= opt_.budget_s)
+        d.reason += fmt::format("; undecided after {} rounds when the folder's budget ended "
+                                "(more rounds might have kept it): not kept",
+                                iv.best.size());
       // A keep decided on rounds in which other tasks competed for the cores may be the
       // contention's doing: a version with fewer threads wins while a core is busy (a new
       // user's GPT-2 run kept NUM_THREADS 1 at "2.38x" while a build ran beside it; the

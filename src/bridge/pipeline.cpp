@@ -363,6 +363,10 @@ std::string format_verify(const json& res, const json& prof, const fs::path& ws)
   s += fmt::format("end to end ({}): eager {}, torch.compile {}, VladBud {}, VladBud + compile {}\n",
                    e.value("protocol", ""), ms("eager_ms"), ms("compile_ms"), ms("vladbud_ms"),
                    ms("vladbud_compile_ms"));
+  // A new user read "torch.compile -" with no reason: say it was not asked for, and how to.
+  if (std::isnan(num(e, "compile_ms")))
+    s += "  (torch.compile not timed: verify --compile / autotune --compile on times it; autotune's "
+         "default, auto, does so on a GPU only)\n";
   const std::string in = opt::handed_over_list(res);
   const json ci = e.value("ci", json::array({1.0, 1.0}));
   const std::string base = e.value("baseline", "eager") == "compile" ? "torch.compile" : "eager PyTorch";

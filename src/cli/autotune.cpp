@@ -555,7 +555,8 @@ void run_autotune(AutotuneArgs a) {
       "forward){}\n",
       // With nothing handed over the model is PyTorch's own: a bare "PASS" would claim a check
       // of kernels that are not in it (a new user read it so).
-      in.empty() ? std::string("nothing to check, the model is PyTorch's own")
+      in.empty() ? fmt::format("{} on {} seed(s), of PyTorch's own model (nothing handed over)",
+                               ver.value("verdict", ""), ver.value("seeds", json::array()).size())
                  : fmt::format("{} on {} seed(s)", ver.value("verdict", ""),
                                ver.value("seeds", json::array()).size()),
       in.empty() ? "nothing (no kernel made the model faster beyond the noise)" : in,

@@ -71,6 +71,18 @@ def test_no_shape_faster_alone_drops_the_type(kernel_lib, monkeypatch):
     assert "in_model_speedup" not in c and res["kernels_in"] == []
 
 
+def test_a_selection_not_confirmed_in_new_rounds_is_dropped_saying_what_was_timed_again(kernel_lib, monkeypatch):
+    # The LM head wins alone, but the selection timed again together ("+matmul") is no faster:
+    # dropped, and the reason says these were new rounds of the shapes that won alone.
+    _canned(monkeypatch, {LM: 90.0, FC: 110.0, "+matmul": 100.0, "vladbud": 100.0})
+    res = run(_matmul_req(kernel_lib, _shapes(None, None), reps=6))
+    c = res["candidates"][0]
+    assert "faster beyond the noise: N50257xK64" in c["shape_note"]
+    assert c["decision"] == "dropped", c
+    assert "the shapes faster alone, N50257xK64, timed again together in new rounds" in c["reason"], c
+    assert res["kernels_in"] == []
+
+
 def test_only_the_extracted_shapes_are_replaced(kernel_lib, monkeypatch):
     # Both extracted shapes faster: both go in, and the model's other linears (c_attn, the
     # attention and MLP projections of the other shapes) stay PyTorch's: 3 of its 9 calls.

@@ -377,7 +377,13 @@ def evaluate_candidate(k, base, req, seeds, tol, x, dev, base_variant, select):
                 c.update(decision="in", reason=f"faster in the model: {_fmt_ci(d)}"
                                                + (f" (at {_keys_text(c['only'][t])})" if c.get("only") else ""))
             else:
-                c.update(decision="dropped", reason=f"not faster in the model beyond the noise: {_fmt_ci(d)}")
+                # With a shape selection, say that these are new rounds of the shapes that won
+                # alone (a new user read "faster beyond the noise: N50257xK768" and then
+                # "dropped" as a contradiction): a second, independent test of the selection.
+                again = (f" (the shapes faster alone, {_keys_text(c['only'][t])}, timed again "
+                         f"together in new rounds)") if c.get("only") else ""
+                c.update(decision="dropped",
+                         reason=f"not faster in the model beyond the noise: {_fmt_ci(d)}{again}")
     # Kept for the combination (eager winners) and for the compiled model's own decision.
     c["_model"] = repl if c.get("eligible") else None
     return c

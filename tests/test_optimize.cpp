@@ -453,6 +453,42 @@ TEST(OptimizeOrchestrator, ChoosesByExpectedEndToEndGain) {
   EXPECT_GT(e[1].budget_s, e[0].budget_s);
 }
 
+TEST(OptimizeOrchestrator, ALoopsEndSetsItsFoldersStatusByWhyItStopped) {
+  OrchestratorOptions o;
+  auto end = [&](double spent, const char* why, bool cut, double given) {
+    KernelEntry e;
+    e.dir = "01_matmul";
+    e.budget_s = 60 + given;
+    e.status = "active";
+    KernelSummary s;
+    s.seconds = spent;
+    s.stop_reason = why;
+    record_loop_end(e, s, o, cut, given);
+    return e;
+  };
+  // Its own budget spent.
+  EXPECT_EQ(end(60.5, "budget", false, 0).status, "budget");
+  EXPECT_EQ(end(60.5, "budget", false, 0).reason, "spent its 60 s budget");
+  // Stopped early because its last 20 s would not cover another experiment: finished for this
+  // run, not picked again (a review found such a folder re-picked, its setup re-run, in a loop
+  // that starved the others once unspent budget could be passed on).
+  const KernelEntry early = end(40, "budget", false, 0);
+  EXPECT_EQ(early.status, "budget");
+  EXPECT_NE(early.reason.find("would not cover another experiment"), std::string::npos) << early.reason;
+  EXPECT_FALSE(choose_next({early}));
+  // Given 30 s by a folder that finished early while it ran: its turn comes again.
+  const KernelEntry given = end(61, "budget", false, 30);
+  EXPECT_EQ(given.status, "active");
+  EXPECT_TRUE(choose_next({given}));
+  // Cut by the run's end.
+  const KernelEntry cut = end(20, "budget", true, 0);
+  EXPECT_EQ(cut.status, "budget");
+  EXPECT_NE(cut.reason.find("the run's budget ended during its turn"), std::string::npos) << cut.reason;
+  EXPECT_EQ(end(20, "plateau", false, 0).status, "plateau");
+  EXPECT_EQ(end(20, "exhausted", false, 0).status, "exhausted");
+  EXPECT_EQ(end(20, "interrupted", false, 0).status, "interrupted");
+}
+
 TEST(OptimizeOrchestrator, ReadsAHandMadeWorkspace) {
   const fs::path ws = temp_dir("ws");
   auto mk = [&](const std::string& name, const std::string& k, const std::string& dims, double sh) {

@@ -155,9 +155,13 @@ void pass_on_unspent(std::vector<KernelEntry>& entries, std::size_t from) {
   f.budget_s = f.spent_s;
 }
 
+}  // namespace
+
 // The loop's summary into the orchestrator's entry (status and reason by why it stopped).
 // `cut_by_run`: the loop's budget was the run's remaining time, less than the folder's own.
-void record(KernelEntry& e, const KernelSummary& s, const OrchestratorOptions& o, bool cut_by_run) {
+// `given_s`: budget other folders passed on to it while its loop ran (pass_on_unspent).
+void record_loop_end(KernelEntry& e, const KernelSummary& s, const OrchestratorOptions& o, bool cut_by_run,
+            double given_s) {
   e.spent_s += s.seconds;
   e.experiments = s.experiments;
   e.kept = s.kept;
@@ -171,10 +175,17 @@ void record(KernelEntry& e, const KernelSummary& s, const OrchestratorOptions& o
     e.status = "ceiling", e.reason = fmt::format("{:.0f}% of its ceiling", s.pct_peak);
   else if (s.stop_reason == "exhausted")
     e.status = "exhausted", e.reason = "every configuration of its parameter space was tried";
-  else if (s.stop_reason == "budget" && !cut_by_run && e.spent_s < e.budget_s - 1)
-    e.status = "active";  // given budget by a folder that finished early (pass_on_unspent)
-  else if (s.stop_reason == "budget" && !cut_by_run)
-    e.status = "budget", e.reason = fmt::format("spent its {:.0f} s budget", e.budget_s);
+  else if (s.stop_reason == "budget" && !cut_by_run && given_s >= 1 && e.spent_s < e.budget_s - 1)
+    e.status = "active";  // given budget by a folder that finished early: its turn comes again
+  else if (s.stop_reason == "budget" && !cut_by_run) {
+    // Its own budget: spent, or what was left could not cover another experiment (the loop
+    // starts none it cannot judge in time). Not picked again in this run either way.
+    e.status = "budget";
+    e.reason = e.spent_s >= e.budget_s - 1
+                   ? fmt::format("spent its {:.0f} s budget", e.budget_s)
+                   : fmt::format("its last {:.0f} s of {:.0f} s would not cover another experiment",
+                                 e.budget_s - e.spent_s, e.budget_s);
+  }
   else if (s.stop_reason == "budget") {
     // The run's budget ended during its turn: a finished state, not "active" (which `status`
     // reads as a loop still running); a later invocation resumes it (load_entries).
@@ -187,7 +198,6 @@ void record(KernelEntry& e, const KernelSummary& s, const OrchestratorOptions& o
   if (s.lost > 0) e.reason += fmt::format("{}{} experiment(s) lost", e.reason.empty() ? "" : "; ", s.lost);
 }
 
-}  // namespace
 
 json run_orchestrator(const fs::path& ws_in, const OrchestratorOptions& o) {
   const fs::path ws = fs::absolute(ws_in).lexically_normal();
@@ -271,7 +281,8 @@ json run_orchestrator(const fs::path& ws_in, const OrchestratorOptions& o) {
       inner(fmt::format("{} | total {:.0f}s left", s, std::max(0.0, left_total - el)));
     };
     const std::size_t idx = *pick;
-    auto work = [&, idx, lo, cut_by_run] {
+    const double budget_at_start = e.budget_s;
+    auto work = [&, idx, lo, cut_by_run, budget_at_start] {
       KernelSummary s;
       std::string err;
       try {
@@ -286,7 +297,7 @@ json run_orchestrator(const fs::path& ws_in, const OrchestratorOptions& o) {
         k.reason = err;
       } else {
         if (k.status == "running") k.status = "active";
-        record(k, s, o, cut_by_run);
+        record_loop_end(k, s, o, cut_by_run, k.budget_s - budget_at_start);
       }
       if (k.status == "plateau" || k.status == "ceiling" || k.status == "exhausted" ||
           k.status == "error")

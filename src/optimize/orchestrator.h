@@ -70,6 +70,15 @@ struct OrchestratorOptions {
   int parallel = 1;
 };
 
+/// A folder's loop has ended: its summary `s` into its entry `e` (spent time, figures, status
+/// and reason). Status by the loop's stop reason: "plateau", "ceiling", "exhausted",
+/// "interrupted"; for "budget": "budget" with "the run's budget ended during its turn" when
+/// `cut_by_run` (its loop was given the run's remaining time, less than its own), "active"
+/// (picked again) when other folders passed it >= 1 s (`given_s`) it has not spent, else
+/// "budget" ("spent its N s budget", or its last seconds would not cover another experiment).
+void record_loop_end(KernelEntry& e, const KernelSummary& s, const OrchestratorOptions& o,
+                     bool cut_by_run, double given_s);
+
 /// Runs the orchestrator; returns the final orchestration.json content. A folder the budget
 /// never reached (no baseline yet) still gets its starter, and PyTorch at its shape, measured
 /// once after the budget is spent (status "budget", reason "the budget ran out before its

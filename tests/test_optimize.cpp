@@ -487,6 +487,11 @@ TEST(OptimizeOrchestrator, ALoopsEndSetsItsFoldersStatusByWhyItStopped) {
   EXPECT_EQ(end(20, "plateau", false, 0).status, "plateau");
   EXPECT_EQ(end(20, "exhausted", false, 0).status, "exhausted");
   EXPECT_EQ(end(20, "interrupted", false, 0).status, "interrupted");
+  // The --max-experiments cap: finished for this run (it was left "active" and re-picked).
+  const KernelEntry capped = end(20, "max_experiments", false, 0);
+  EXPECT_EQ(capped.status, "budget");
+  EXPECT_NE(capped.reason.find("--max-experiments"), std::string::npos) << capped.reason;
+  EXPECT_FALSE(choose_next({capped}));
 }
 
 TEST(OptimizeOrchestrator, ReadsAHandMadeWorkspace) {
@@ -2255,6 +2260,11 @@ TEST(OptimizeLoop, AComparisonAddsNoRoundsOnceTheFoldersBudgetHasEnded) {
   for (const auto& r : rows_of(ws / "results.tsv"))
     if (r[1] != "baseline") said = said || r[9].find("when the folder's budget ended") != std::string::npos;
   EXPECT_TRUE(said) << read_file(ws / "results.tsv");
+  // Not a decision to replay: a later run with more budget compares it again (a review found
+  // the cut "not kept" cached and replayed).
+  const fs::path cache = ws / "cache" / "measurements.jsonl";
+  ASSERT_TRUE(fs::exists(cache));  // the screens are cached there
+  EXPECT_EQ(read_file(cache).find("cmp2|"), std::string::npos) << read_file(cache);
   fs::remove_all(ws);
 }
 

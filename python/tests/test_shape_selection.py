@@ -83,6 +83,15 @@ def test_a_selection_not_confirmed_in_new_rounds_is_dropped_saying_what_was_time
     assert res["kernels_in"] == []
 
 
+def test_a_single_shape_dropped_does_not_claim_it_was_timed_alone(kernel_lib, monkeypatch):
+    # One extracted shape: nothing is timed per shape, so the reason must not say "faster alone".
+    _canned(monkeypatch, {"+matmul": 100.0, "vladbud": 100.0})
+    res = run(_matmul_req(kernel_lib, _shapes(None, None)[:1], reps=6))
+    c = res["candidates"][0]
+    assert c["decision"] == "dropped" and "shape_note" not in c, c
+    assert "faster alone" not in c["reason"], c
+
+
 def test_only_the_extracted_shapes_are_replaced(kernel_lib, monkeypatch):
     # Both extracted shapes faster: both go in, and the model's other linears (c_attn, the
     # attention and MLP projections of the other shapes) stay PyTorch's: 3 of its 9 calls.

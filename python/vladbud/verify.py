@@ -381,7 +381,7 @@ def evaluate_candidate(k, base, req, seeds, tol, x, dev, base_variant, select):
                 # alone (a new user read "faster beyond the noise: N50257xK768" and then
                 # "dropped" as a contradiction): a second, independent test of the selection.
                 again = (f" (the shapes faster alone, {_keys_text(c['only'][t])}, timed again "
-                         f"together in new rounds)") if c.get("only") else ""
+                         f"together in new rounds)") if c.get("only") and c.get("shape_note") else ""
                 c.update(decision="dropped",
                          reason=f"not faster in the model beyond the noise: {_fmt_ci(d)}{again}")
     # Kept for the combination (eager winners) and for the compiled model's own decision.

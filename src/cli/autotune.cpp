@@ -555,8 +555,14 @@ void run_autotune(AutotuneArgs a) {
       "forward){}\n",
       // With nothing handed over the model is PyTorch's own: a bare "PASS" would claim a check
       // of kernels that are not in it (a new user read it so).
-      in.empty() ? fmt::format("{} on {} seed(s), of PyTorch's own model (nothing handed over)",
-                               ver.value("verdict", ""), ver.value("seeds", json::array()).size())
+      // A FAIL with nothing handed over is a dropped candidate's (wrong in the model, or a
+      // failed intercept or combination check), not PyTorch's model's.
+      in.empty() ? (ver.value("verdict", "") == "PASS"
+                        ? fmt::format("PASS on {} seed(s), of PyTorch's own model (nothing handed over)",
+                                      ver.value("seeds", json::array()).size())
+                        : fmt::format("{}: a candidate failed in the model (verify above says which) "
+                                      "and was dropped; nothing handed over, the model is PyTorch's own",
+                                      ver.value("verdict", "")))
                  : fmt::format("{} on {} seed(s)", ver.value("verdict", ""),
                                ver.value("seeds", json::array()).size()),
       in.empty() ? "nothing (no kernel made the model faster beyond the noise)" : in,

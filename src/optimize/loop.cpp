@@ -994,8 +994,11 @@ class Loop {
         if (iv.error.empty() && !iv.lost && !iv.cancelled)
           d = decide_keep(iv.best, iv.cand, opt_.strictness, max_rounds, false);
       }
-      if (!d.keep && d.more_rounds && iv.error.empty() && !iv.lost && !iv.cancelled &&
-          elapsed() >= opt_.budget_s)
+      // Cut by the budget: not a decision to replay from the cache (a later run, with more
+      // budget, decides it again).
+      const bool budget_cut = !d.keep && d.more_rounds && iv.error.empty() && !iv.lost &&
+                              !iv.cancelled && elapsed() >= opt_.budget_s;
+      if (budget_cut)
         d.reason += fmt::format("; undecided after {} rounds when the folder's budget ended "
                                 "(more rounds might have kept it): not kept",
                                 iv.best.size());
@@ -1113,7 +1116,7 @@ class Loop {
       // A keep decided under contention is not replayed from the cache: a later run decides
       // it again; nor is a comparison left undecided by a slow best.
       if (contended_keep) cmp["contended"] = true;
-      else if (slow_rounds) cmp["undecided"] = true;
+      else if (slow_rounds || budget_cut) cmp["undecided"] = true;
       else cache_->put(ck, cmp);
     }
     const std::string note = hit_c ? " [replayed from the cache]" : "";

@@ -138,7 +138,7 @@ namespace {
 // what it did not spend to the folders not finished yet (pending, active, running), in
 // proportion to their budgets, so that the run's budget is used; which folder runs next is
 // still decided by choose_next's expected gain. A running folder's loop keeps its own budget;
-// record() sends it back to the queue when it ends with budget it was given meanwhile.
+// record_loop_end() sends it back to the queue when it ends with budget it was given meanwhile.
 void pass_on_unspent(std::vector<KernelEntry>& entries, std::size_t from) {
   KernelEntry& f = entries[from];
   const double left = f.budget_s - f.spent_s;
@@ -193,6 +193,12 @@ void record_loop_end(KernelEntry& e, const KernelSummary& s, const OrchestratorO
     e.reason = fmt::format("the run's budget ended during its turn ({:.0f} s of its {:.0f} s spent)",
                            e.spent_s, e.budget_s);
     e.spent_s = e.budget_s;
+  } else if (s.stop_reason == "max_experiments") {
+    // The user's cap (--max-experiments) reached: finished for this run, never picked again
+    // (it was left "active" and re-picked, its setup re-run, each turn N more experiments).
+    e.status = "budget";
+    e.reason = fmt::format("reached the cap of {} experiment(s) per run (--max-experiments)",
+                           o.loop.max_experiments);
   } else if (s.stop_reason == "interrupted")
     e.status = "interrupted", e.reason = "stopped by a stop request (Ctrl-C) during its turn";
   if (s.lost > 0) e.reason += fmt::format("{}{} experiment(s) lost", e.reason.empty() ? "" : "; ", s.lost);
@@ -268,9 +274,11 @@ json run_orchestrator(const fs::path& ws_in, const OrchestratorOptions& o) {
     const bool cut_by_run = lo.budget_s < e.budget_s - e.spent_s;
     if (lo.budget_s <= 0) {
       e.status = "budget";
+      e.reason = "no budget left for its turn";
       continue;
     }
     e.status = par > 1 ? "running" : "active";
+    e.reason.clear();  // a resumed or re-picked folder's last reason no longer holds
     save(par > 1 ? current() : e.dir);
     const double left_total = o.budget_s - spent();
     auto inner = o.loop.progress;
@@ -300,7 +308,7 @@ json run_orchestrator(const fs::path& ws_in, const OrchestratorOptions& o) {
         record_loop_end(k, s, o, cut_by_run, k.budget_s - budget_at_start);
       }
       if (k.status == "plateau" || k.status == "ceiling" || k.status == "exhausted" ||
-          k.status == "error")
+          k.status == "error" || (err.empty() && s.stop_reason == "max_experiments"))
         pass_on_unspent(entries, idx);
       --running;
       save(current());
@@ -317,6 +325,15 @@ json run_orchestrator(const fs::path& ws_in, const OrchestratorOptions& o) {
   }
   // Budget spent or stopped: the running loops see their own budgets (or the stop flag) end.
   while (running > 0) cv.wait(lk);
+  // A folder sent back to the queue (given budget while it ran) whose turn the run's end took:
+  // finished for this run, not "active" (which `status` reads as a loop still running).
+  for (auto& e : entries)
+    if ((e.status == "active" || e.status == "running") && e.baseline_us > 0) {
+      const bool stopped = o.loop.stop && o.loop.stop->load();
+      e.status = stopped ? "interrupted" : "budget";
+      e.reason = stopped ? "stopped by a stop request (Ctrl-C) before its next turn"
+                         : "the run's budget ended before its next turn";
+    }
   lk.unlock();
   for (auto& t : threads) t.join();
   // Folders the budget never reached still get their starter (and PyTorch, at the folder's

@@ -72,7 +72,7 @@ struct OrchestratorOptions {
 
 /// A folder's loop has ended: its summary `s` into its entry `e` (spent time, figures, status
 /// and reason). Status by the loop's stop reason: "plateau", "ceiling", "exhausted",
-/// "interrupted"; for "budget": "budget" with "the run's budget ended during its turn" when
+/// "interrupted"; "budget" for "max_experiments" (the --max-experiments cap); for "budget": "budget" with "the run's budget ended during its turn" when
 /// `cut_by_run` (its loop was given the run's remaining time, less than its own), "active"
 /// (picked again) when other folders passed it >= 1 s (`given_s`) it has not spent, else
 /// "budget" ("spent its N s budget", or its last seconds would not cover another experiment).

@@ -25,8 +25,9 @@ struct KernelEntry {
   double budget_s = 0, spent_s = 0;  ///< this invocation's per-kernel budget and use
   /// "pending", "active", "running" (one of several folders optimized at once), "plateau",
   /// "ceiling", "budget" (its own budget spent, or the run's ended during its turn), "exhausted",
-  /// "interrupted" (a stop request ended its turn), "error". A later invocation resumes a
-  /// folder in "budget" or "interrupted" (load_entries); the others stay finished.
+  /// "interrupted" (a stop request ended its turn), "error". A later invocation tries a folder
+  /// in "budget", "interrupted" or "error" again (load_entries); "plateau", "ceiling" and
+  /// "exhausted" stay finished.
   std::string status = "pending";
   std::string reason;
   double speedup() const { return speedup_x; }

@@ -160,8 +160,8 @@ void pass_on_unspent(std::vector<KernelEntry>& entries, std::size_t from) {
 // The loop's summary into the orchestrator's entry (status and reason by why it stopped).
 // `cut_by_run`: the loop's budget was the run's remaining time, less than the folder's own.
 // `given_s`: budget other folders passed on to it while its loop ran (pass_on_unspent).
-void record_loop_end(KernelEntry& e, const KernelSummary& s, const OrchestratorOptions& o, bool cut_by_run,
-            double given_s) {
+void record_loop_end(KernelEntry& e, const KernelSummary& s, const OrchestratorOptions& o,
+                     bool cut_by_run, double given_s) {
   e.spent_s += s.seconds;
   e.experiments = s.experiments;
   e.kept = s.kept;
@@ -185,8 +185,7 @@ void record_loop_end(KernelEntry& e, const KernelSummary& s, const OrchestratorO
                    ? fmt::format("spent its {:.0f} s budget", e.budget_s)
                    : fmt::format("its last {:.0f} s of {:.0f} s would not cover another experiment",
                                  e.budget_s - e.spent_s, e.budget_s);
-  }
-  else if (s.stop_reason == "budget") {
+  } else if (s.stop_reason == "budget") {
     // The run's budget ended during its turn: a finished state, not "active" (which `status`
     // reads as a loop still running); a later invocation resumes it (load_entries).
     e.status = "budget";
@@ -203,7 +202,6 @@ void record_loop_end(KernelEntry& e, const KernelSummary& s, const OrchestratorO
     e.status = "interrupted", e.reason = "stopped by a stop request (Ctrl-C) during its turn";
   if (s.lost > 0) e.reason += fmt::format("{}{} experiment(s) lost", e.reason.empty() ? "" : "; ", s.lost);
 }
-
 
 json run_orchestrator(const fs::path& ws_in, const OrchestratorOptions& o) {
   const fs::path ws = fs::absolute(ws_in).lexically_normal();

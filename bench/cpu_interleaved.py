@@ -109,6 +109,8 @@ def main():
     ap.add_argument("--kernels", default=",".join(SIZES))
     ap.add_argument("--out", default=os.path.join(HERE, "bench", "results", "cpu-interleaved.md"))
     a = ap.parse_args()
+    # The output folder first: a typo in --out must not cost the whole run at its end.
+    os.makedirs(os.path.dirname(os.path.abspath(a.out)), exist_ok=True)
     kernels = [k for k in a.kernels.split(",") if k]
     bad = [k for k in kernels if k not in SIZES]
     if bad or a.pairs < 1:

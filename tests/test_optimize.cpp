@@ -2268,6 +2268,77 @@ TEST(OptimizeLoop, AComparisonAddsNoRoundsOnceTheFoldersBudgetHasEnded) {
   fs::remove_all(ws);
 }
 
+/// `M`'s answers, but each interleave() call first sleeps 600 ms (past the 0.3 s budget of the
+/// tests below) and records the round it starts at.
+template <class M>
+class RoundsPastTheBudget : public M {
+ public:
+  using M::M;
+  Interleaved interleave(const fs::path& best, const fs::path& cand, int rounds,
+                         int first_round) override {
+    firsts.push_back(first_round);
+    std::this_thread::sleep_for(std::chrono::milliseconds(600));
+    return Measurer::interleave(best, cand, rounds, first_round);
+  }
+  std::vector<int> firsts;
+};
+
+TEST(OptimizeLoop, TheQuietRoundsOfAContendedKeepAreNotTimedOnceTheFoldersBudgetHasEnded) {
+  // Contended throughout, and the first rounds end after the folder's budget: the keep is not
+  // confirmed on quiet rounds (up to 3 x 3 more rounds were timed past the budget); it stands
+  // flagged, as when no quiet rounds come, and the row says the budget ended first.
+  RoundsPastTheBudget<ContentionFavoursMeasurer> m(1000, false);
+  const fs::path ws = temp_dir("quietbudget");
+  const fs::path d = make_kernel_folder(ws, kTwoWaySource);
+  OptimizeOptions o;
+  o.budget_s = 0.3;
+  o.max_experiments = 1;
+  o.measurer = &m;
+  o.git = false;
+  o.rounds = 3;
+  const KernelSummary s = optimize_kernel(d, o);
+  EXPECT_EQ(m.firsts, (std::vector<int>{0}));
+  EXPECT_EQ(s.kept, 1);
+  const auto rows = rows_of(ws / "results.tsv");
+  ASSERT_FALSE(rows.empty());
+  EXPECT_EQ(rows.back()[1], "keep");
+  EXPECT_NE(rows.back()[9].find("KEPT UNDER CONTENTION"), std::string::npos) << rows.back()[9];
+  EXPECT_NE(rows.back()[9].find("before the folder's budget ended"), std::string::npos)
+      << rows.back()[9];
+  const auto meta = nlohmann::json::parse(read_file(d / "best" / "best.json"));
+  EXPECT_TRUE(meta["kept_contended"].get<bool>());
+  fs::remove_all(ws);
+}
+
+TEST(OptimizeLoop, ASlowBestIsNotReTimedOnceTheFoldersBudgetHasEnded) {
+  // The best ran 4x its record in the first rounds (the candidate "8x" faster) and those rounds
+  // end after the folder's budget: no fresh rounds are timed (they were, past the budget), so
+  // nothing is kept, the row says why, and the comparison is not cached (a later run decides
+  // it again).
+  RoundsPastTheBudget<SlowIncumbentMeasurer> m(3, 50);
+  const fs::path ws = temp_dir("slowbudget");
+  const fs::path d = make_kernel_folder(ws, kTwoWaySource);
+  OptimizeOptions o;
+  o.budget_s = 0.3;
+  o.max_experiments = 1;
+  o.measurer = &m;
+  o.git = false;
+  o.rounds = 3;
+  const KernelSummary s = optimize_kernel(d, o);
+  EXPECT_EQ(m.firsts, (std::vector<int>{0}));
+  EXPECT_EQ(s.kept, 0);
+  EXPECT_NEAR(s.speedup(), 1.0, 1e-9);
+  const auto rows = rows_of(ws / "results.tsv");
+  ASSERT_FALSE(rows.empty());
+  EXPECT_EQ(rows.back()[1], "revert");
+  EXPECT_NE(rows.back()[9].find("budget ended before fresh rounds"), std::string::npos)
+      << rows.back()[9];
+  // (With budget left the fresh rounds are timed and decide, as before:
+  // OptimizeLoop.AKeepOverAnIncumbentTimedFarAboveItsRecordIsReDecidedOrNotMade.)
+  EXPECT_EQ(read_file(ws / "cache" / "measurements.jsonl").find("cmp2|"), std::string::npos);
+  fs::remove_all(ws);
+}
+
 }  // namespace
 
 TEST(OptimizeReport, HandedOverListNamesTheShapesOfATypeServedAtSomeOnly) {

@@ -1009,7 +1009,9 @@ class Loop {
       // contention: up to kQuietBatches x `rounds` more rounds are timed, and once `rounds`
       // uncontended pairs exist the decision is made on them alone (the noise threshold and
       // signed-rank tests as above, one look). When no quiet rounds come, the keep stands
-      // and says it was decided under contention.
+      // and says it was decided under contention. No batch starts once the folder's budget
+      // has ended (as the comparison's added rounds above): the keep then stands flagged, as
+      // when no quiet rounds come, and says the budget ended first.
       bool contended_keep = false;
       std::string contention_note;
       auto contended = [](const std::vector<TimingSample>& v) {
@@ -1021,7 +1023,12 @@ class Loop {
         std::vector<TimingSample> qb, qc;
         quiet_pairs(iv, &qb, &qc);
         const int need = std::max(opt_.rounds, 3);
+        bool quiet_cut = false;  // the budget ended before enough quiet rounds came
         for (int b = 0; b < kQuietBatches && static_cast<int>(qb.size()) < need && !stopping(); ++b) {
+          if (elapsed() >= opt_.budget_s) {
+            quiet_cut = true;
+            break;
+          }
           say(fmt::format("{}: the keep was decided while other tasks competed for the "
                                "cores; timing {} more rounds to confirm it without them",
                                kdir_, opt_.rounds));
@@ -1050,8 +1057,9 @@ class Loop {
             contended_keep = true;
             contention_note = fmt::format(
                 "; KEPT UNDER CONTENTION: {} of {} timings had other tasks on the cores and "
-                "only {} uncontended pair(s) came; re-run on a quiet machine to confirm",
-                busy, iv.best.size() + iv.cand.size(), qb.size());
+                "only {} uncontended pair(s) came{}; re-run on a quiet machine to confirm",
+                busy, iv.best.size() + iv.cand.size(), qb.size(),
+                quiet_cut ? " before the folder's budget ended (no more rounds timed)" : "");
           }
         }
       }
@@ -1060,10 +1068,23 @@ class Loop {
       // showed; a new user's GPT-2 run kept a matmul at "4.47x" with the best at 6814 us in the
       // rounds against its recorded 1699 us, the candidate at 1524 us) makes the gain and the
       // speedup these rounds give meaningless. Such a keep is re-decided on `rounds` fresh
-      // rounds; when the best is that slow there too, nothing is kept.
+      // rounds; when the best is that slow there too, nothing is kept. Once the folder's
+      // budget has ended no fresh rounds are timed (as the comparison's added rounds above):
+      // the keep is not made, not cached, and the row says so.
       bool slow_rounds = false;  // not decided: the best ran slow in both sets of rounds
       if (d.keep && iv.error.empty() && !iv.lost && !iv.cancelled && best_us_ > 0 &&
-          d.base_us >= kSlowPhase * best_us_ && !stopping()) {
+          d.base_us >= kSlowPhase * best_us_ && !stopping() && elapsed() >= opt_.budget_s) {
+        slow_rounds = true;
+        d.keep = false;
+        d.reason = fmt::format(
+            "not decided: the best ran {:.2f} us in the rounds against its recorded {:.2f} us "
+            "(>= {:.1f}x: a slow phase or a slowed incumbent), and the folder's budget ended "
+            "before fresh rounds could re-decide it; nothing kept",
+            d.base_us, best_us_, kSlowPhase);
+        contention_note.clear();
+        contended_keep = false;
+      } else if (d.keep && iv.error.empty() && !iv.lost && !iv.cancelled && best_us_ > 0 &&
+                 d.base_us >= kSlowPhase * best_us_ && !stopping()) {
         const double first_base = d.base_us;
         say(fmt::format("{}: the best ran {:.2f} us in the rounds, {:.1f}x its recorded {:.2f} us; "
                         "timing {} fresh rounds before deciding",

@@ -2142,6 +2142,134 @@ TEST(OptimizeOrchestrator, AFolderCutByTheRunsBudgetEndsAsBudgetNotActive) {
   fs::remove_all(ws);
 }
 
+TEST(OptimizeOrchestrator, AFolderPickedAgainWithAGiftOfBudgetDoesNotMeasureItsBestAgain) {
+  // Three folders, two at once, 3 s of run budget (2 s each). 01 and 03 try all 12
+  // configurations at once and pass their unspent budget to 02 (400 configurations, 20 ms a
+  // measurement) while its loop runs; its turn ends at its own 2 s and it is picked again for
+  // the run's last second. That second turn used to start by measuring its best again (the
+  // setup of a new run): nothing changed since its first turn ended, so it must not.
+  class Counting : public Measurer {
+   public:
+    Measurement measure(const fs::path& f, EvalMode mode) override {
+      const std::string p = fs::absolute(f).string();
+      const bool second = p.find("02_softmax") != std::string::npos;
+      if (second) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      std::lock_guard<std::mutex> lk(mu_);
+      if (second && mode == EvalMode::Quick && p.find("/best/") != std::string::npos) ++best_quick;
+      return inner_.measure(f, mode);
+    }
+    std::string target() const override { return "synthetic, counting"; }
+    int best_quick = 0;  ///< quick measurements of 02's best/ version
+
+   private:
+    SyntheticMeasurer inner_{0.0};
+    std::mutex mu_;
+  };
+  const fs::path ws = temp_dir("orchgift");
+  make_kernel_folder(ws);
+  fs::copy(ws / "kernels" / "01_softmax", ws / "kernels" / "03_softmax");
+  const fs::path d2 = ws / "kernels" / "02_softmax";
+  fs::copy(ws / "kernels" / "01_softmax", d2);
+  std::string pad = "0";
+  for (int i = 1; i < 100; ++i) pad += fmt::format(",{}", i);
+  std::ofstream(d2 / "softmax.cpp", std::ios::trunc)
+      << "// @vb-param UNROLL 1 {1,2,4,8}  unroll factor\n#ifndef UNROLL\n#define UNROLL 1\n#endif\n"
+         "// @vb-param MODE 0 {0}  honest\n#ifndef MODE\n#define MODE 0\n#endif\n"
+         "// @vb-param PAD 0 {" + pad + "}  ignored\n#ifndef PAD\n#define PAD 0\n#endif\n";
+  Counting m;
+  OrchestratorOptions o;
+  o.budget_s = 3;
+  o.parallel = 2;
+  o.plateau_k = 100000;  // only the budget stops 02
+  o.loop.measurer = &m;
+  o.loop.git = false;
+  std::vector<std::string> lines;
+  std::mutex lines_mu;
+  o.loop.progress = [&](const std::string& l) {
+    std::lock_guard<std::mutex> lk(lines_mu);
+    lines.push_back(l);
+  };
+  const auto orch = run_orchestrator(ws, o);
+  const auto& k2 = orch["kernels"][1];
+  // The second turn happened: the run's end cut it (its first turn ended at its own budget).
+  ASSERT_NE(k2["reason"].get<std::string>().find("the run's budget ended during its turn"),
+            std::string::npos)
+      << orch.dump(1);
+  EXPECT_EQ(m.best_quick, 0) << orch.dump(1);
+  bool said = false;
+  for (const auto& l : lines) said = said || (l.rfind("02_softmax: as its last turn left it", 0) == 0);
+  EXPECT_TRUE(said);
+  fs::remove_all(ws);
+}
+
+TEST(OptimizeLoop, ATurnTakesItsLastTurnsFiguresOnlyWhenTheFolderIsAsThatTurnLeftIt) {
+  class Counting : public SyntheticMeasurer {
+   public:
+    Counting() : SyntheticMeasurer(0.0) {}
+    Measurement measure(const fs::path& f, EvalMode mode) override {
+      if (mode == EvalMode::Quick && f.parent_path().filename() == "best") ++best_quick;
+      return SyntheticMeasurer::measure(f, mode);
+    }
+    int best_quick = 0;
+  };
+  const fs::path ws = temp_dir("carry");
+  const fs::path d = make_kernel_folder(ws);
+  OptimizeOptions o;
+  o.git = false;
+  o.budget_s = 60;
+  o.max_experiments = 2;
+  Counting m;
+  o.measurer = &m;
+  const KernelSummary first = optimize_kernel(d, o);
+  EXPECT_FALSE(first.carried);
+  EXPECT_EQ(first.carry.experiments, 2);
+  EXPECT_GT(first.carry.screen_us, 0);
+  // As the first turn left it: the best is not measured, its figures are that turn's.
+  o.carry = first.carry;
+  o.max_experiments = 1;
+  m.best_quick = 0;
+  const KernelSummary second = optimize_kernel(d, o);
+  EXPECT_TRUE(second.carried);
+  EXPECT_EQ(m.best_quick, 0);
+  EXPECT_NEAR(second.baseline_us, first.baseline_us, 1e-9);
+  EXPECT_EQ(second.experiments, 3);
+  // Stale, foreign or empty carries are not taken, nor one over a figure flagged for a
+  // re-check: the best is measured as in a new run. (Each call below runs one experiment.)
+  KernelSummary last = second;
+  auto measured_with = [&](const LoopCarry& c) {
+    o.carry = c;
+    m.best_quick = 0;
+    last = optimize_kernel(d, o);
+    return !last.carried && m.best_quick >= 1;
+  };
+  LoopCarry behind = last.carry;  // the folder moved on since (another process's turn)
+  behind.experiments -= 1;
+  EXPECT_TRUE(measured_with(behind));
+  LoopCarry other = last.carry;  // another best version
+  other.best_hash = "0000000000000000";
+  EXPECT_TRUE(measured_with(other));
+  LoopCarry empty = last.carry;  // no screen figure on record
+  empty.screen_us = 0;
+  EXPECT_TRUE(measured_with(empty));
+  EXPECT_FALSE(measured_with(last.carry));  // the valid one still is taken
+  EXPECT_TRUE(last.carried);
+  {
+    const LoopCarry c = last.carry;
+    auto meta = nlohmann::json::parse(read_file(d / "best" / "best.json"));
+    meta[read_kernel_state(d).value("kept", 0) > 0 ? "kept_contended" : "baseline_contended"] = true;
+    std::ofstream(d / "best" / "best.json", std::ios::trunc) << meta.dump(2);
+    EXPECT_TRUE(measured_with(c));
+  }
+  {
+    const LoopCarry c = last.carry;  // best.json names another version than best/ holds
+    auto meta = nlohmann::json::parse(read_file(d / "best" / "best.json"));
+    meta["hash"] = "0000000000000000";
+    std::ofstream(d / "best" / "best.json", std::ios::trunc) << meta.dump(2);
+    EXPECT_TRUE(measured_with(c));
+  }
+  fs::remove_all(ws);
+}
+
 namespace {
 
 TEST(OptimizeLoop, RoundsAddedToAComparisonContinueTheAlternation) {

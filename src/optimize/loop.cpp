@@ -371,6 +371,13 @@ class Loop {
     s.speedup_vs_starter = speedup_;
     s.pct_peak = best_pct_;
     s.seconds = elapsed();
+    s.carried = carried_;
+    s.carry.best_hash = content_hash(best_text_);
+    s.carry.experiments = experiments_;
+    s.carry.screen_us = best_quick_us_;
+    s.carry.experiment_s =
+        judged_ > 0 ? std::chrono::duration<double>(Clock::now() - loop_start_).count() / judged_
+                    : setup_quick_s_;
     return s;
   }
 
@@ -505,6 +512,14 @@ class Loop {
       kept_ = st.value("kept", 0);
       last_keep_ = st.value("last_keep", 0);
       experiments_ = std::max(experiments_, max_experiment_in_rows(kernel_rows(results_, kdir_)));
+      const bool same = meta.value("hash", "") == content_hash(best_text_);
+      baseline_contended_ = meta.value("baseline_contended", false);
+      const bool replace = kept_ == 0 && baseline_contended_;
+      kept_contended_ = meta.contains("kept_contended") && meta["kept_contended"].is_boolean() &&
+                        meta["kept_contended"].get<bool>();
+      if (meta.contains("starter_history") && meta["starter_history"].is_string())
+        starter_history_ = meta["starter_history"].get<std::string>();
+      if (reuse_carry(meta, same, replace)) return finish_setup(st);
       // The machine may be busier or quieter than when the run stopped: measure the best now.
       if (window_size_ > 1) meas_->prefetch({best_file_}, EvalMode::Quick);
       const auto t_quick = Clock::now();
@@ -516,9 +531,6 @@ class Loop {
             "remove {} to start over from the editable source",
             best_file_.string(), q.verdict, q.guard, q.reason, best_dir.string()));
       best_quick_us_ = q.median_us;
-      const bool same = meta.value("hash", "") == content_hash(best_text_);
-      baseline_contended_ = meta.value("baseline_contended", false);
-      const bool replace = kept_ == 0 && baseline_contended_;
       // The figures at the problem's size: the screen's own, or (reduced screens) a timing at
       // the problem's size, taken only when one is needed.
       Measurement m = q;
@@ -541,10 +553,6 @@ class Loop {
         replace_baseline(m, fmt::format("the starting source {} measured {:.2f} us before, while "
                                         "other tasks competed for the cores; {:.2f} us now with none",
                                         src_.filename().string(), baseline_us_, m.median_us));
-      kept_contended_ = meta.contains("kept_contended") && meta["kept_contended"].is_boolean() &&
-                        meta["kept_contended"].get<bool>();
-      if (meta.contains("starter_history") && meta["starter_history"].is_string())
-        starter_history_ = meta["starter_history"].get<std::string>();
       if (kept_contended_ && kept_ > 0 && !stopping()) reconfirm_contended_keep();
     } else {
       best_text_ = read_file(src_);
@@ -634,6 +642,36 @@ class Loop {
                         "; reproduce: " + reproduce_cmd(src_);
       append_results_row(results_, row);
     }
+    finish_setup(st);
+  }
+
+  // True (and the best's figures set) when the previous turn of this run left the folder as it
+  // is now (OptimizeOptions::carry): the same best version (`same`: best.json names it too) and
+  // experiment count, nothing flagged for a re-check (`replace`: a baseline timed under
+  // contention with nothing kept; kept_contended_), and the figures on record. The best is
+  // then not measured again: the screens' reference is the one that turn ended with, as if
+  // its loop had gone on (a small gift of budget re-ran the whole setup before), and the
+  // first estimate of an experiment's time is that turn's mean.
+  bool reuse_carry(const json& meta, bool same, bool replace) {
+    if (!opt_.carry) return false;
+    const LoopCarry& c = *opt_.carry;
+    const double best_us = meta.value("best_us", 0.0);
+    if (!same || c.best_hash != content_hash(best_text_) || c.experiments != experiments_ ||
+        replace || (kept_contended_ && kept_ > 0) || !(c.screen_us > 0) || !(best_us > 0) ||
+        !(baseline_us_ > 0) || !(best_pct_ > 0))
+      return false;
+    best_quick_us_ = c.screen_us;
+    best_us_ = best_us;
+    setup_quick_s_ = std::max(c.experiment_s, 0.0);
+    carried_ = true;
+    say(fmt::format("{}: as its last turn left it: the best's figures carried over ({:.2f} us, "
+                    "screens against {:.2f} us), not measured again",
+                    kdir_, best_us_, best_quick_us_));
+    return true;
+  }
+
+  // The end of setup() on either path: the branch, the proposer and state.json.
+  void finish_setup(const json& st) {
     experiments_at_start_ = experiments_;
     branch_ = st.value("branch", "");
     if (branch_.empty()) {
@@ -1388,6 +1426,7 @@ class Loop {
   bool cancelled_ = false;       ///< a measurement was given up at the deadline
   int judged_ = 0;               ///< experiments judged in this call (not cancelled)
   double setup_quick_s_ = 0;     ///< wall time of setup()'s screen of the starting version
+  bool carried_ = false;         ///< setup() took the best's figures from OptimizeOptions::carry
   double baseline_us_ = 0, best_us_ = 0, best_quick_us_ = 0, best_pct_ = 0, speedup_ = 1.0;
   /// The baseline was timed while other tasks competed for the cores (Measurement::
   /// other_runnable): flagged in best.json, replaced by a quieter measurement at the next run.

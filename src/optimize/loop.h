@@ -28,6 +28,18 @@ namespace vb::opt {
 
 class Pool;
 
+/// What one turn of the loop on a folder leaves for the folder's next turn in the same run
+/// (the orchestrator re-picks a folder that was given budget while its loop ran): the figures
+/// its setup would otherwise measure again. Valid only while the folder is as that turn left
+/// it (same best version, same experiment count); the next turn checks that itself.
+struct LoopCarry {
+  std::string best_hash;    ///< content_hash of the best version when the turn ended
+  int experiments = 0;      ///< the folder's experiment count then (state.json "experiments")
+  double screen_us = 0;     ///< the screens' reference then: the best's quick latency, us
+  double experiment_s = 0;  ///< mean wall time per judged experiment of that turn, seconds
+                            ///< (its setup's screen time when it judged none)
+};
+
 /// Knobs of one optimize_kernel call.
 struct OptimizeOptions {
   double budget_s = 1800;           ///< wall-clock budget of this call, seconds
@@ -76,6 +88,13 @@ struct OptimizeOptions {
   std::function<void(const std::string&)> eval_progress;
   /// Polled between phases; true = stop now (Ctrl-C). nullptr = never.
   const std::atomic<bool>* stop = nullptr;
+  /// The previous turn's KernelSummary::carry for this folder in the same run (the
+  /// orchestrator's re-pick of a folder given budget while it ran). When the folder is as that
+  /// turn left it (same best hash, in best.json too; same experiment count) and no figure is
+  /// flagged for a re-check (a baseline timed under contention with nothing kept, a keep
+  /// flagged kept_contended), setup takes the best's figures from it and best.json instead of
+  /// measuring the best again; otherwise (and with nullopt, a new run) it measures as before.
+  std::optional<LoopCarry> carry;
 };
 
 /// Where one kernel stands (also the orchestrator's per-kernel record).
@@ -93,6 +112,11 @@ struct KernelSummary {
   double seconds = 0;      ///< time spent in this call
   std::string stop_reason;  ///< "budget", "plateau", "ceiling", "exhausted", "max_experiments",
                             ///< "interrupted"
+  /// For the folder's next turn in the same run (OptimizeOptions::carry).
+  LoopCarry carry;
+  /// True when this call's setup took the best's figures from OptimizeOptions::carry instead
+  /// of measuring the best again.
+  bool carried = false;
   double speedup() const { return speedup_vs_starter; }
 };
 

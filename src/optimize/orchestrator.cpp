@@ -249,6 +249,9 @@ json run_orchestrator(const fs::path& ws_in, const OrchestratorOptions& o) {
         // the folder's loop reports its bad problem.json
       }
     }
+  // What each folder's last turn in this run left for its next (LoopCarry): a folder re-picked
+  // with budget given while it ran does not measure its best again when nothing changed.
+  std::vector<std::optional<LoopCarry>> carries(entries.size());
   int running = 0;
   std::vector<std::thread> threads;
   std::unique_lock<std::mutex> lk(mu);
@@ -268,6 +271,7 @@ json run_orchestrator(const fs::path& ws_in, const OrchestratorOptions& o) {
     lo.workspace = ws;
     lo.plateau_k = o.plateau_k;
     lo.ceiling_pct = o.ceiling_pct;
+    lo.carry = carries[*pick];
     lo.budget_s = std::min(e.budget_s - e.spent_s, o.budget_s - spent());
     const bool cut_by_run = lo.budget_s < e.budget_s - e.spent_s;
     if (lo.budget_s <= 0) {
@@ -301,9 +305,11 @@ json run_orchestrator(const fs::path& ws_in, const OrchestratorOptions& o) {
       if (!err.empty()) {
         k.status = "error";
         k.reason = err;
+        carries[idx].reset();
       } else {
         if (k.status == "running") k.status = "active";
         record_loop_end(k, s, o, cut_by_run, k.budget_s - budget_at_start);
+        carries[idx] = s.carry;
       }
       if (k.status == "plateau" || k.status == "ceiling" || k.status == "exhausted" ||
           k.status == "error" || (err.empty() && s.stop_reason == "max_experiments"))

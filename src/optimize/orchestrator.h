@@ -80,7 +80,10 @@ struct OrchestratorOptions {
 void record_loop_end(KernelEntry& e, const KernelSummary& s, const OrchestratorOptions& o,
                      bool cut_by_run, double given_s);
 
-/// Runs the orchestrator; returns the final orchestration.json content. A folder the budget
+/// Runs the orchestrator; returns the final orchestration.json content. A folder picked again
+/// in the same run (given budget while its loop ran) starts its next turn from what its last
+/// turn left (OptimizeOptions::carry): its best is not measured again when nothing changed.
+/// A folder the budget
 /// never reached (no baseline yet) still gets its starter, and PyTorch at its shape, measured
 /// once after the budget is spent (status "budget", reason "the budget ran out before its
 /// turn..."), so every folder has a baseline in the report; the stage may thus run past

@@ -131,6 +131,11 @@ TEST(AutotuneCli, WholePipelineOnATinyGpt2WritesEveryStagesOutput) {
       << r.out;
   // CPU default (--compile auto): torch.compile not timed, and the output says how to time it.
   EXPECT_NE(r.out.find("torch.compile not timed"), std::string::npos) << r.out;
+  // The load the run saw, whatever its length (a run under a minute reported 0 before).
+  if (fs::exists("/proc/loadavg")) {
+    EXPECT_NE(r.out.find("load average (1 min): "), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find(" at the start, up to "), std::string::npos) << r.out;
+  }
   fs::remove_all(d);
 }
 

@@ -18,6 +18,7 @@
 #include "core/paths.h"
 #include "targets/ceilings.h"
 #include "targets/cpu_info.h"
+#include "targets/load_record.h"
 #include "targets/roofline.h"
 
 namespace fs = std::filesystem;
@@ -114,6 +115,94 @@ TEST(CpuInfo, ContentionWarningOnlyAboveTheCoresPlusOne) {
   EXPECT_EQ(contention_warning(17.0, 16), "");
   EXPECT_NE(contention_warning(17.5, 16), "");
   EXPECT_THROW(contention_warning(3.0, 0), std::invalid_argument);
+}
+
+TEST(LoadRecord, ARunShorterThanTheCheckWindowReportsTheLoadItSawNotZero) {
+  // autotune reported max_load_average 0 for any run under a minute: it sampled only from the
+  // first minute on. The figures seen are reported; only the busy check waits for the minute.
+  LoadRecord r(60);
+  r.add(0, 1.5);
+  r.add(20, 2.5);
+  r.add(40, 2.0);
+  EXPECT_EQ(r.samples(), 3);
+  EXPECT_EQ(r.at_start(), 1.5);
+  EXPECT_EQ(r.max(), 2.5);
+  EXPECT_FALSE(r.max_checked());
+  const json j = r.to_json();
+  EXPECT_EQ(j["max"], 2.5);
+  EXPECT_EQ(j["at_start"], 1.5);
+  EXPECT_TRUE(j["max_checked"].is_null());
+  EXPECT_EQ(j["checked_samples"], 0);
+  EXPECT_NE(j["note"].get<std::string>().find("did not apply"), std::string::npos) << j.dump();
+  EXPECT_NE(r.summary().find("1.50 at the start, up to 2.50 over 3 sample(s)"), std::string::npos)
+      << r.summary();
+  EXPECT_NE(r.summary().find("busy-machine check did not apply"), std::string::npos) << r.summary();
+  // From the first minute on, the samples feed the check too.
+  r.add(61, 4.25);
+  r.add(90, 3.0);
+  EXPECT_EQ(r.max_checked(), 4.25);
+  EXPECT_EQ(r.max(), 4.25);
+  EXPECT_EQ(r.to_json()["checked_samples"], 2);
+  EXPECT_EQ(r.to_json()["note"], "");
+  EXPECT_EQ(r.summary().find("did not apply"), std::string::npos) << r.summary();
+  // A quiet machine's 0.00 is a figure, not "unknown".
+  LoadRecord quiet(0);
+  quiet.add(0, 0.0);
+  EXPECT_EQ(quiet.samples(), 1);
+  EXPECT_EQ(quiet.max_checked(), 0.0);
+  EXPECT_EQ(quiet.to_json()["max"], 0.0);
+}
+
+TEST(LoadRecord, UnreadableSamplesAreNotTakenAsZeroAndBadSettingsAreRefused) {
+  LoadRecord r(60);
+  r.add(0, std::nullopt);
+  r.add(70, -1.0);
+  r.add(70, std::numeric_limits<double>::quiet_NaN());
+  r.add(70, std::numeric_limits<double>::infinity());
+  EXPECT_EQ(r.samples(), 0);
+  EXPECT_EQ(r.unreadable(), 4);
+  EXPECT_FALSE(r.max());
+  EXPECT_FALSE(r.at_start());
+  const json j = r.to_json();
+  EXPECT_TRUE(j["max"].is_null());
+  EXPECT_TRUE(j["at_start"].is_null());
+  EXPECT_NE(j["note"].get<std::string>().find("not sampled"), std::string::npos) << j.dump();
+  EXPECT_NE(r.summary().find("not sampled"), std::string::npos) << r.summary();
+  EXPECT_THROW(LoadRecord(-1), std::invalid_argument);
+  EXPECT_THROW(LoadRecord(std::numeric_limits<double>::quiet_NaN()), std::invalid_argument);
+  EXPECT_THROW(LoadRecord(std::numeric_limits<double>::infinity()), std::invalid_argument);
+}
+
+TEST(LoadRecord, ReadsTheFirstFieldOfLoadavgAndRefusesADamagedOne) {
+  const fs::path d = make_temp_dir("loadavg");
+  auto with = [&](const std::string& text) {
+    std::ofstream(d / "loadavg", std::ios::trunc) << text;
+    return read_load_average(d / "loadavg");
+  };
+  EXPECT_EQ(with("0.42 0.30 0.20 1/123 4567\n"), 0.42);
+  EXPECT_EQ(with("0.00 0.01 0.05 1/99 12\n"), 0.0);
+  EXPECT_FALSE(with(""));
+  EXPECT_FALSE(with("load high\n"));
+  EXPECT_FALSE(with("-3 0 0 1/1 1\n"));
+  EXPECT_FALSE(with("nan 0 0 1/1 1\n"));
+  EXPECT_FALSE(read_load_average(d / "missing"));
+  fs::remove_all(d);
+  if (fs::exists("/proc/loadavg")) {
+    EXPECT_TRUE(read_load_average());
+  }
+}
+
+TEST(LoadRecord, SamplesFromSeveralThreadsAreAllCounted) {
+  LoadRecord r(1);
+  std::vector<std::thread> ts;
+  for (int t = 0; t < 4; ++t)
+    ts.emplace_back([&r, t] {
+      for (int i = 0; i < 250; ++i) r.add(i % 3, t + 0.5);
+    });
+  for (auto& t : ts) t.join();
+  EXPECT_EQ(r.samples(), 1000);
+  EXPECT_EQ(r.max(), 3.5);
+  EXPECT_EQ(r.to_json()["checked_samples"].get<int>(), 4 * 166);
 }
 
 TEST(CpuInfo, ParsesX86Cpuinfo) {

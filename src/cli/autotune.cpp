@@ -27,6 +27,7 @@
 #include "optimize/pool.h"
 #include "optimize/report_md.h"
 #include "targets/cpu_info.h"
+#include "targets/load_record.h"
 
 namespace vb::cli {
 
@@ -247,15 +248,16 @@ void run_autotune(AutotuneArgs a) {
   int stage_no = 0;
   std::string stage_name;
   Clock::time_point stage_t0;
-  // The highest 1-minute load average seen at the stage boundaries: above the core count + 1
-  // (this run's own threads count too), other work competed with the measurements. Only from
-  // the run's first minute on: before it, the average is mostly what ran before this run (a
-  // new user got the busy warning from README's first command, whose setup.sh build had just
-  // loaded both cores); the timings' own contention checks cover that minute.
-  double max_load = 0;
-  auto sample_load = [&] {
-    if (since(t0) >= 60) max_load = std::max(max_load, system_load_average());
-  };
+  // The 1-minute load average at the start, at the stage boundaries and at each progress line
+  // of the optimize stage. Above the core count + 1 (this run's own threads count too), other
+  // work competed with the measurements: the warning reads the samples from the run's first
+  // minute on only (before it, the average is mostly what ran before this run: a new user got
+  // the busy warning from README's first command, whose setup.sh build had just loaded both
+  // cores; the timings' own contention checks cover that minute). The summary and --json give
+  // every figure seen, so a run shorter than a minute no longer reports 0.
+  LoadRecord loads(60);
+  loads.sample(0);
+  auto sample_load = [&] { loads.sample(since(t0)); };
   auto begin = [&](const std::string& name, const std::string& what) {
     sample_load();
     ++stage_no;
@@ -364,7 +366,10 @@ void run_autotune(AutotuneArgs a) {
   oo.loop.seed = a.seed;
   oo.loop.git = !a.no_git;
   if (!a.no_pytorch) oo.loop.pytorch_baseline = opt::time_pytorch_baseline;
-  oo.loop.progress = live_line(log);
+  oo.loop.progress = [live = live_line(log), &loads, t0](const std::string& line) {
+    loads.sample(std::chrono::duration<double>(Clock::now() - t0).count());
+    live(line);
+  };
   g_autotune_stop = false;
   oo.loop.stop = &g_autotune_stop;
   std::unique_ptr<opt::Pool> pool;
@@ -571,7 +576,8 @@ void run_autotune(AutotuneArgs a) {
       ver.value("speedup", 0.0) >= 1.0 ? "" : " -- below 1.0x: please report it");
   log << "report: " << rep.report_md.string()
       << (rep.png_written ? " and " + rep.progress_png.string() : std::string()) << "\n";
-  const std::string busy = contention_warning(max_load, detect_cpu().logical_cores);
+  log << loads.summary() << "\n";
+  const std::string busy = contention_warning(loads.max_checked().value_or(0), detect_cpu().logical_cores);
   // Folders whose kept version was decided under contention with no quiet rounds to confirm
   // it (best.json's kept_contended, written by the optimizer's loop).
   std::string kept_busy;
@@ -595,7 +601,10 @@ void run_autotune(AutotuneArgs a) {
                       {"stages", stages},
                       {"kernels", kernels},
                       {"amdahl_speedup", orch.value("amdahl_speedup", 1.0)},
-                      {"max_load_average", max_load},
+                      // The highest 1-minute load average seen (null: not sampled); the
+                      // details, and the figure the busy-machine check read, in load_average.
+                      {"max_load_average", loads.max() ? json(*loads.max()) : json(nullptr)},
+                      {"load_average", loads.to_json()},
                       {"contended", contended},
                       {"verify", {{"verdict", ver.value("verdict", "")},
                                   {"speedup", ver.value("speedup", 0.0)},

@@ -464,6 +464,26 @@ TEST(LaunchRecord, TheLaunchersHostCodeRunsUnprivileged) {
   EXPECT_EQ(rec["launches"].size(), 1u) << rec.dump();
 }
 
+TEST(LaunchRecord, DriverEntryPointsAreAnsweredByVersionAndABadQueryIsRefused) {
+  // cudaGetDriverEntryPointByVersion (CUDA >= 12.5) is answered as the older call is, an entry
+  // point the stand-in lacks is listed under the call that asked for it (it was listed as
+  // cudaGetDriverEntryPoint's, the deprecated call the stand-in forwarded to), and a query with
+  // no place for its answer is refused as invalid (it crashed the recorder).
+  REQUIRE_NVCC();
+  ClimbOptions o;
+  o.max_rung = 1;
+  o.dtype = DType::BF16;
+  const ClimbResult r = ladder::nvidia_climb_source(fixture("launch_entry_points.cu"),
+                                                    *find_kernel_type("softmax"), spec("h200"), o);
+  ASSERT_FALSE(r.rejected) << r.stop_reason;
+  const auto& rec = rung(r, 1).data["launch_record"];
+  if (!rec["available"].get<bool>()) GTEST_SKIP() << rec["why"].get<std::string>();
+  ASSERT_TRUE(rec["ok"].get<bool>()) << rec.dump();  // the launcher returned 0: every answer held
+  EXPECT_EQ(rec["launches"].size(), 1u) << rec.dump();
+  EXPECT_EQ(rec["unanswered"], nlohmann::json::array({"cudaGetDriverEntryPointByVersion(cuVbNoSuchEntryPoint)"}))
+      << rec.dump();
+}
+
 TEST(LaunchRecord, ALauncherThatReadsDeviceMemoryIsReportedAndTheModelFallsBack) {
   REQUIRE_NVCC();
   const KernelType& type = *find_kernel_type("softmax");

@@ -150,6 +150,27 @@ int fake_encode_tensor_map(void* map, ...) {
   return 0;  // CUDA_SUCCESS
 }
 
+// The answer of both driver entry point queries, cudaGetDriverEntryPoint (deprecated since
+// CUDA 12.5) and cudaGetDriverEntryPointByVersion (its replacement), whichever the library
+// calls (kernels/include/vb_cuda_wgmma.cuh picks by CUDART_VERSION): the tensor-map encoders
+// are the stand-in above; any other symbol is refused and recorded as unanswered under the
+// name of the call `api` that asked. No place for the answer (`fn` null) is
+// cudaErrorInvalidValue, as the runtime answers it.
+cudaError_t answer_driver_entry_point(const char* api, const char* sym, void** fn,
+                                      cudaDriverEntryPointQueryResult* q) {
+  if (!fn) return cudaErrorInvalidValue;
+  const std::string s = sym ? sym : "";
+  if (s == "cuTensorMapEncodeTiled" || s == "cuTensorMapEncodeIm2col") {
+    *fn = reinterpret_cast<void*>(&fake_encode_tensor_map);
+    if (q) *q = cudaDriverEntryPointSuccess;
+    return cudaSuccess;
+  }
+  st().unanswered.push_back(std::string(api) + "(" + s + ")");
+  *fn = nullptr;
+  if (q) *q = cudaDriverEntryPointSymbolNotFound;
+  return cudaErrorSymbolNotFound;
+}
+
 }  // namespace
 
 extern "C" {
@@ -303,23 +324,15 @@ cudaError_t cudaMemsetAsync(void*, int, size_t bytes, cudaStream_t) {
 cudaError_t cudaMemset(void* p, int v, size_t bytes) {
   return cudaMemsetAsync(p, v, bytes, nullptr);
 }
+// Both entry point queries are defined: a library built against CUDA < 12.5 calls the first,
+// a newer one the second; neither calls the other (the first is deprecated).
 cudaError_t cudaGetDriverEntryPoint(const char* sym, void** fn, unsigned long long,
                                     cudaDriverEntryPointQueryResult* q) {
-  const std::string s = sym ? sym : "";
-  if (s == "cuTensorMapEncodeTiled" || s == "cuTensorMapEncodeIm2col") {
-    *fn = reinterpret_cast<void*>(&fake_encode_tensor_map);
-    if (q) *q = cudaDriverEntryPointSuccess;
-    return cudaSuccess;
-  }
-  st().unanswered.push_back("cudaGetDriverEntryPoint(" + s + ")");
-  *fn = nullptr;
-  if (q) *q = cudaDriverEntryPointSymbolNotFound;
-  return cudaErrorSymbolNotFound;
+  return answer_driver_entry_point("cudaGetDriverEntryPoint", sym, fn, q);
 }
 cudaError_t cudaGetDriverEntryPointByVersion(const char* sym, void** fn, unsigned int,
-                                             unsigned long long flags,
-                                             cudaDriverEntryPointQueryResult* q) {
-  return cudaGetDriverEntryPoint(sym, fn, flags, q);
+                                             unsigned long long, cudaDriverEntryPointQueryResult* q) {
+  return answer_driver_entry_point("cudaGetDriverEntryPointByVersion", sym, fn, q);
 }
 
 }  // extern "C"

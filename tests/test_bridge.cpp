@@ -4,10 +4,12 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "bridge/bridge.h"
 #include "bridge/kernelbench.h"
+#include "bridge/pipeline.h"
 #include "core/paths.h"
 #include "support.h"
 
@@ -248,6 +250,36 @@ TEST(Bridge, Tf32SourceCopyDefinesTheSwitchAndPointsBackToTheSource) {
   write_file_atomic(d / "other" / "matmul.cu", "int y;\n");
   EXPECT_NE(kb_tf32_source(d / "other" / "matmul.cu", d / "scratch"), c);
   EXPECT_THROW(kb_tf32_source(d / "missing.cu", d / "scratch"), std::exception);
+  fs::remove_all(d);
+}
+
+// Issue 16: a best figure timed under contention carries a flag in best/best.json, and verify's
+// own-shape screen must not drop a kernel on it (the in-model rounds decide). The flag that
+// counts is the starter's for experiment 0 and the kept version's otherwise; a missing or
+// malformed best.json takes the figure as it is.
+TEST(Bridge, BestFigureContendedReadsTheFlagOfTheVersionThatIsBest) {
+  const auto d = temp_dir("contended");
+  auto put = [&](const std::string& text) {
+    fs::create_directories(d / "best");
+    std::ofstream(d / "best" / "best.json") << text;
+  };
+  EXPECT_FALSE(best_figure_contended(d));  // no best/ at all
+  put(R"({"experiment": 0, "baseline_contended": true, "kept_contended": false})");
+  EXPECT_TRUE(best_figure_contended(d));
+  put(R"({"experiment": 0, "baseline_contended": false, "kept_contended": false})");
+  EXPECT_FALSE(best_figure_contended(d));
+  // A kept version re-timed quietly: the starter's old contended figure no longer matters.
+  put(R"({"experiment": 7, "baseline_contended": true, "kept_contended": false})");
+  EXPECT_FALSE(best_figure_contended(d));
+  put(R"({"experiment": 7, "baseline_contended": false, "kept_contended": true})");
+  EXPECT_TRUE(best_figure_contended(d));
+  // Bad input: truncated JSON, a flag of the wrong type, an array: not contended, no throw.
+  put(R"({"experiment": 0, "baseline_contended": tr)");
+  EXPECT_FALSE(best_figure_contended(d));
+  put(R"({"experiment": 0, "baseline_contended": "yes"})");
+  EXPECT_FALSE(best_figure_contended(d));
+  put(R"([1, 2])");
+  EXPECT_FALSE(best_figure_contended(d));
   fs::remove_all(d);
 }
 

@@ -25,7 +25,9 @@ the model faster beyond the noise. Per kernel type, alone:
  2. intercept check: the op calls per forward equal the profile's instances of that type
     (replace.intercept_check); a mismatch fails verify naming the group;
  3. a kernel measured slower than PyTorch at its own shape (own_shape_speedup < 1) is dropped
-    without an in-model run. matmul, whose calls span several shapes, is decided **per shape**
+    without an in-model run (own_shape_speedup is null, and the in-model rounds decide, when
+    the optimizer timed that folder's best while other work competed for the cores: its
+    best/best.json flag, vladbud::best_figure_contended). matmul, whose calls span several shapes, is decided **per shape**
     instead ("shapes"): it is replaced only at the weight shapes (N, K) of its extracted folders,
     each served by that folder's own best kernel (its "library", vladbud.kernels.bind_shape),
     every other matmul call staying PyTorch's (replace.py, "Shape selection"); steps 1 and 2

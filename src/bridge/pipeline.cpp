@@ -151,10 +151,18 @@ fs::path best_source(const fs::path& dir, const ModelProblem& mp, const Backend&
 
 // PyTorch's median at a folder's own shape over the kernel's best median there (both from the
 // optimizer: problem.json's pytorch_us, orchestration.json's best_us for that folder), or null
-// when either was not measured.
+// when either was not measured or the best's figure was timed under contention
+// (best_figure_contended): verify's own-shape screen then leaves the decision to the in-model
+// rounds.
 json own_shape_speedup(const fs::path& ws, const fs::path& dir, const json& problem) {
   const double pt = problem.value("pytorch_us", 0.0);
   if (pt <= 0 || !fs::exists(ws / "orchestration.json")) return nullptr;
+  if (best_figure_contended(dir)) {
+    fmt::print("  {}: its best was timed while other work competed for the cores: no own-shape "
+               "figure, the in-model rounds decide\n",
+               dir.filename().string());
+    return nullptr;
+  }
   try {
     const json orch = json::parse(read_file(ws / "orchestration.json"));
     for (const auto& k : orch.value("kernels", json::array()))
@@ -171,6 +179,18 @@ json own_shape_speedup(const fs::path& ws, const fs::path& dir, const json& prob
 }
 
 }  // namespace
+
+bool best_figure_contended(const fs::path& dir) {
+  const fs::path bj = dir / "best" / "best.json";
+  if (!fs::exists(bj)) return false;
+  try {
+    const json b = json::parse(read_file(bj));
+    const bool starter = b.value("experiment", 0) == 0;
+    return starter ? b.value("baseline_contended", false) : b.value("kept_contended", false);
+  } catch (const std::exception&) {
+    return false;  // unreadable: the figure is taken as it is (the in-model rounds still decide)
+  }
+}
 
 json verify_model(const VerifyRequest& a) {
   const fs::path ws = a.workspace, pj = ws / "profile.json";
@@ -266,8 +286,9 @@ json verify_model(const VerifyRequest& a) {
     // The type's folders: dims, PyTorch's median over the folder's own best kernel there, and
     // that kernel (a folder whose best does not build is listed without one: not measured).
     json shapes = json::array();
+    const json own = own_shape_speedup(ws, c.dir, c.problem);
     shapes.push_back({{"folder", c.dir.string()}, {"dims", c.problem.value("dims", json::object())},
-                      {"own_shape_speedup", own_shape_speedup(ws, c.dir, c.problem)},
+                      {"own_shape_speedup", own},
                       {"source", c.src.string()},
                       {"library", fs::absolute(c.br.library).string()}});
     for (const auto& r : rows) {
@@ -282,7 +303,7 @@ json verify_model(const VerifyRequest& a) {
     kernels.push_back({{"type", c.type}, {"library", fs::absolute(c.br.library).string()},
                        {"source", c.src.string()}, {"backend", c.backend},
                        {"torch_device", c.be->device().torch_device()}, {"folder", c.dir.string()},
-                       {"own_shape_speedup", own_shape_speedup(ws, c.dir, c.problem)},
+                       {"own_shape_speedup", own},
                        {"shapes", shapes}});
   }
   const auto& m = prof.at("model");

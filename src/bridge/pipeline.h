@@ -103,6 +103,15 @@ struct KernelBuildError : std::runtime_error {
 /// Python fails.
 nlohmann::json verify_model(const VerifyRequest& r);
 
+/// Whether a kernel folder's best figure was timed while other work competed for the cores,
+/// from `folder`/best/best.json (written by the optimizer): for the starter (experiment 0) its
+/// "baseline_contended" flag, for a kept version its "kept_contended" flag. Issue 16 stores such
+/// a figure only with that flag; verify's own-shape screen then has no figure for the folder
+/// and the in-model rounds decide (a 52 us layernorm timed at 7557 us under load would
+/// otherwise be dropped as 0.005x PyTorch without being tried in the model). A missing or
+/// unreadable best.json gives false (the figure is taken as it is). Never throws.
+bool best_figure_contended(const std::filesystem::path& folder);
+
 /// The text `vladbud verify` prints for verify.json `res` of the model in `profile`: the
 /// kernels plugged in, the tolerance, one line per seed, the latencies and speedup, the
 /// warnings, the diagnosis, the verdict and where it was written.

@@ -75,7 +75,8 @@ struct OrchestratorOptions {
 /// and reason). Status by the loop's stop reason: "plateau", "ceiling", "exhausted",
 /// "interrupted"; "budget" for "max_experiments" (the --max-experiments cap); for "budget": "budget" with "the run's budget ended during its turn" when
 /// `cut_by_run` (its loop was given the run's remaining time, less than its own), "active"
-/// (picked again) when other folders passed it >= 1 s (`given_s`) it has not spent, else
+/// (picked again, its next turn starting from this one's KernelSummary::carry rather than
+/// measuring its best again) when other folders passed it >= 1 s (`given_s`) it has not spent, else
 /// "budget" ("spent its N s budget", or its last seconds would not cover another experiment).
 void record_loop_end(KernelEntry& e, const KernelSummary& s, const OrchestratorOptions& o,
                      bool cut_by_run, double given_s);

@@ -28,6 +28,15 @@ constexpr double kMmaSyncWarpsPerSmsp = 4;  // warps per sub-partition mma.sync 
 // Model 5: an L2 hit's latency in SM clocks (pointer chase: 200 cycles V100..H100, Table 3 of
 // PMC10448217; 222-339, mean 279, across the SMs of an L40, arXiv 2606.22588; the upper middle).
 constexpr double kL2HitClk = 300;
+// Model 6 (see the header): the unloaded DRAM latency of the mean-value analysis's delay station
+// (pointer chase on H100 ~500-700 ns, Luo et al. 2024: the middle); the share of the spec's L2 a
+// row's re-reads can use (two partitions, a far line held twice: 1 / 1.5, heuristic, derived);
+// warp instructions issued per clock per SM (4 sub-partitions x 1, Volta..Hopper whitepapers);
+// MUFU results per clock per SM (CUDA C++ Programming Guide, arithmetic instruction throughput).
+constexpr double kRowDramLatencyNs = 600;
+constexpr double kL2ReuseShare = 2.0 / 3.0;
+constexpr double kIssuePerClkPerSm = 4;
+constexpr double kMufuPerClkPerSm = 16;
 
 // Model 5: exact mean-value analysis of a closed network with one queueing station (the SM's
 // share of DRAM bandwidth, demand `d` ns per program cycle) and one delay station (`z` ns of
@@ -42,6 +51,47 @@ double mva_utilisation(int n, double d, double z) {
     q = x * r;
   }
   return x * d;
+}
+
+// Model 6: the row program's terms (see the header). `g` has tile_bytes > 0 and valid steps;
+// `m` has global loads; `n` resident programs, `busy` SMs, `programs` per busy SM.
+RowProgramTerms row_program_terms(const LaunchGeometry& g, const SassMix& m, const TargetSpec& t,
+                                  int n, double busy, double programs) {
+  RowProgramTerms r;
+  r.resident = n;
+  r.programs = programs;
+  const double clock = t.clock_ghz > 0 ? t.clock_ghz : 1.5;
+  const double steps = g.dram_steps;
+  r.passes = 1 + static_cast<int>(std::lround(static_cast<double>(g.cached_steps) / steps));
+  const double per_thread = g.tile_bytes / std::max(1, g.threads);
+  if (m.load_loops > 0 && m.load_loop_min_ldg_bytes > 0)
+    r.unroll = std::max(1, static_cast<int>(std::lround(m.load_loop_min_ldg_bytes / per_thread)));
+  r.rounds = std::max(1, static_cast<int>(std::ceil(steps / r.unroll - 1e-9)));
+  const double read = steps * g.tile_bytes, written = g.write_bytes;
+  if (r.passes > 1) {
+    r.l2_capacity_bytes = t.limits ? t.limits->l2_mb * 1e6 * kL2ReuseShare : 0;
+    r.reuse_distance_bytes = n * busy * (read + written);
+    if (r.l2_capacity_bytes > 0)
+      r.l2_hit = std::min(1.0, r.l2_capacity_bytes / r.reuse_distance_bytes);
+  }
+  r.dram_bytes = read * (1 + (r.passes - 1) * (1 - r.l2_hit)) + written;
+  const double bw_sm = t.memory_bandwidth_gbs / t.compute_units * kStream;  // bytes per ns
+  r.demand_ns = r.dram_bytes / bw_sm;
+  r.latency_ns = r.rounds * kRowDramLatencyNs +
+                 r.rounds * (r.passes - 1) *
+                     (r.l2_hit * kL2HitClk / clock + (1 - r.l2_hit) * kRowDramLatencyNs);
+  r.utilisation = mva_utilisation(n, r.demand_ns, r.latency_ns);
+  const double warps = std::ceil(g.threads / 32.0);
+  const double trips = steps / r.unroll;  // iterations of each load loop
+  r.instructions_per_warp = static_cast<double>(m.total);
+  r.mufu_per_warp = static_cast<double>(m.mufu);
+  if (m.load_loops > 0 && m.load_loop_total > 0) {
+    r.instructions_per_warp += (trips - 1) * static_cast<double>(m.load_loop_total);
+    r.mufu_per_warp += (trips - 1) * static_cast<double>(m.load_loop_mufu);
+  }
+  r.issue_us = programs * warps * r.instructions_per_warp / (kIssuePerClkPerSm * clock * 1e3);
+  r.mufu_us = programs * warps * r.mufu_per_warp * 32 / (kMufuPerClkPerSm * clock * 1e3);
+  return r;
 }
 
 bool is_unverified(const TargetSpec& t, const std::string& field) {
@@ -77,6 +127,17 @@ GpuEstimate estimate_gpu_time(const GpuEstimateInput& in, const TargetSpec& t) {
         "estimate: a row program needs tile_bytes > 0 (finite), dram_steps >= 1 and cached_steps "
         ">= 0 (got {} B, {} and {})",
         in.launch->tile_bytes, in.launch->dram_steps, in.launch->cached_steps));
+  if (in.launch && (!std::isfinite(in.launch->write_bytes) || in.launch->write_bytes < 0))
+    throw std::invalid_argument(fmt::format(
+        "estimate: a program's write_bytes must be finite and >= 0 (got {})", in.launch->write_bytes));
+  if (in.mix && (in.mix->load_loops < 0 || in.mix->load_loop_total < 0 || in.mix->load_loop_mufu < 0 ||
+                 in.mix->load_loop_min_ldg_bytes < 0 || in.mix->load_loop_total > in.mix->total ||
+                 in.mix->load_loop_mufu > in.mix->mufu))
+    throw std::invalid_argument(fmt::format(
+        "estimate: malformed SASS load-loop counts ({} loops, {} of {} instructions, {} of {} MUFU, "
+        "{} B per thread)",
+        in.mix->load_loops, in.mix->load_loop_total, in.mix->total, in.mix->load_loop_mufu,
+        in.mix->mufu, in.mix->load_loop_min_ldg_bytes));
 
   GpuEstimate e;
   const int sm = sm_number(in.arch);
@@ -116,22 +177,41 @@ GpuEstimate estimate_gpu_time(const GpuEstimateInput& in, const TargetSpec& t) {
     if (m.ldgsts > 0 || m.tma > 0) {
       src = "heuristic: cp.async/TMA staging is asynchronous, not limited by registers";
     } else if (m.ldg > 0 && g && g->tile_bytes > 0) {
-      // Model 5: resident programs, each a chain of dependent load steps (see the header).
-      const double bw_sm = bw / t.compute_units;  // bytes per ns per SM
+      // Model 6: resident programs, each rounds of dependent loads per pass, its DRAM bytes the
+      // reads, the re-reads L2 lost and the writes (see the header).
       const double clock = t.clock_ghz > 0 ? t.clock_ghz : 1.5;
-      const double d = g->dram_steps * g->tile_bytes / bw_sm;
-      const double z = g->dram_steps * kDramLatencyNs + g->cached_steps * kL2HitClk / clock;
+      const double bw_sm = bw / t.compute_units;  // bytes per ns per SM
       const int n = std::max(1, static_cast<int>(std::lround(resident_blocks)));
-      const double u = mva_utilisation(n, d, z);
+      const RowProgramTerms r = row_program_terms(*g, m, t, n, busy_sms,
+                                                  static_cast<double>(g->blocks) / busy_sms);
+      e.row_program = r;
       const double per_sm_cap = kSmL2BytesPerClk * clock / bw_sm;
-      in_flight = std::clamp(std::min(u, per_sm_cap) * busy_sms / t.compute_units, 0.02, 1.0);
+      in_flight =
+          std::clamp(std::min(r.utilisation, per_sm_cap) * busy_sms / t.compute_units, 0.02, 1.0);
       src = fmt::format(
-          "model 5, mean-value analysis (Reiser & Lavenberg 1980): {} resident programs per SM, "
-          "each {} DRAM step(s) of {:.0f} B (demand {:.0f} ns at {:.1f} GB/s per SM) + latency "
-          "{:.0f} ns ({} x {:.0f} ns DRAM, {} x {:.0f} clk L2 re-reads): SM's DRAM share {:.0f} % "
-          "busy; {:.0f} of {} SMs busy",
-          n, g->dram_steps, g->tile_bytes, d, bw_sm, z, g->dram_steps, kDramLatencyNs,
-          g->cached_steps, kL2HitClk, u * 100, busy_sms, t.compute_units);
+          "model 6, mean-value analysis (Reiser & Lavenberg 1980): {} resident programs per SM, "
+          "each {:.0f} DRAM B (demand {:.0f} ns at {:.1f} GB/s per SM x stream) + latency {:.0f} "
+          "ns ({} pass(es) of {} round(s): {} step(s) of {:.0f} B, {} issued together, {:.0f} ns "
+          "DRAM, re-reads {:.0f} % from L2 at {:.0f} clk); SM's DRAM share {:.0f} % busy; {:.0f} "
+          "of {} SMs busy",
+          n, r.dram_bytes, r.demand_ns, bw_sm, r.latency_ns, r.passes, r.rounds, g->dram_steps,
+          g->tile_bytes, r.unroll, kRowDramLatencyNs, r.l2_hit * 100, kL2HitClk,
+          r.utilisation * 100, busy_sms, t.compute_units);
+      if (r.passes > 1) {
+        const double written = g->write_bytes, read = g->dram_steps * g->tile_bytes;
+        mem_eff *= factor(
+            "l2_reuse", (read + written) / r.dram_bytes,
+            r.l2_capacity_bytes > 0
+                ? fmt::format("model 6: {} later pass(es) re-read {:.0f} B per program; "
+                              "{:.1f} MB enter L2 during a program's life ({} resident x {:.0f} "
+                              "SMs x {:.0f} B) vs {:.1f} MB usable (2/3 of the spec's L2, "
+                              "heuristic): {:.0f} % hit (LRU stack distance, Mattson et al. 1970)",
+                              r.passes - 1, read, r.reuse_distance_bytes / 1e6, n, busy_sms,
+                              read + written, r.l2_capacity_bytes / 1e6, r.l2_hit * 100)
+                : std::string("model 6: the spec records no L2 size; every re-read taken as an "
+                              "L2 hit"));
+        if (r.l2_capacity_bytes <= 0) widen("no L2 size in the spec: re-reads assumed L2 hits");
+      }
     } else if (m.ldg > 0) {
       const double needed = bw / t.compute_units * kDramLatencyNs;  // bytes per SM
       const long loads = g ? std::clamp<long>(m.ldg, 1, 8) : std::clamp<long>(m.ldg, 1, 4);
@@ -285,7 +365,7 @@ GpuEstimate estimate_gpu_time(const GpuEstimateInput& in, const TargetSpec& t) {
     e.peak_tflops = *fp32;
     e.peak_key = "fp32";
     comp_eff *= factor("path", kFfmaPath, "measured H200 FFMA probe 65.3 of 67 TFLOP/s");
-    if (in.mix) {
+    if (in.mix && !e.row_program) {
       const SassMix& m = *in.mix;
       const double clock = t.clock_ghz > 0 ? t.clock_ghz : 1.5;
       const double lanes_per_smsp = *fp32 * 1e3 / (2 * clock * t.compute_units * 4);
@@ -316,6 +396,21 @@ GpuEstimate estimate_gpu_time(const GpuEstimateInput& in, const TargetSpec& t) {
   }
   e.ideal_compute_us = in.flops / (e.peak_tflops * 1e6);
   e.compute_us = e.ideal_compute_us / comp_eff;
+  if (e.row_program) {
+    // Model 6: the instruction roofline of the row program (issue and MUFU), replacing "mix".
+    const RowProgramTerms& r = *e.row_program;
+    const double issue = std::max(r.issue_us, r.mufu_us);
+    const double eff = issue > e.compute_us && issue > 0 ? e.compute_us / issue : 1.0;
+    comp_eff *= factor(
+        "row_issue", eff,
+        fmt::format("model 6, instruction roofline (Ding & Williams 2019): {:.0f} programs per SM "
+                    "x {:.0f} warps x {:.0f} instructions ({:.0f} MUFU) per warp at 4 per clock "
+                    "per SM (whitepapers) = {:.3g} us, MUFU at 16 per clock per SM (CUDA C++ "
+                    "Programming Guide) = {:.3g} us",
+                    r.programs, std::ceil((g ? g->threads : 32) / 32.0), r.instructions_per_warp,
+                    r.mufu_per_warp, r.issue_us, r.mufu_us));
+    e.compute_us = e.ideal_compute_us / comp_eff;
+  }
 
   if (!in.mix) widen("no SASS instruction mix (cuobjdump not available)");
   if (in.block_size_assumed) widen("block size assumed (256 threads)");
@@ -398,14 +493,34 @@ GpuEstimate estimate_gpu_call(const std::vector<GpuEstimateInput>& parts, const 
 nlohmann::json to_json(const GpuEstimate& e) {
   nlohmann::json f = nlohmann::json::array();
   for (const auto& x : e.factors) f.push_back({{"name", x.name}, {"value", x.value}, {"source", x.source}});
-  return {{"estimate_us", e.time_us},     {"low_us", e.low_us},
-          {"high_us", e.high_us},         {"memory_us", e.memory_us},
-          {"compute_us", e.compute_us},   {"launch_us", e.launch_us},
-          {"roofline_memory_us", e.ideal_memory_us},
-          {"roofline_compute_us", e.ideal_compute_us},
-          {"peak_tflops", e.peak_tflops}, {"peak", e.peak_key},
-          {"bound", e.bound},             {"factors", f},
-          {"band_widened_by", e.widened_by}, {"basis", e.basis}};
+  nlohmann::json j = {{"estimate_us", e.time_us},     {"low_us", e.low_us},
+                      {"high_us", e.high_us},         {"memory_us", e.memory_us},
+                      {"compute_us", e.compute_us},   {"launch_us", e.launch_us},
+                      {"roofline_memory_us", e.ideal_memory_us},
+                      {"roofline_compute_us", e.ideal_compute_us},
+                      {"peak_tflops", e.peak_tflops}, {"peak", e.peak_key},
+                      {"bound", e.bound},             {"factors", f},
+                      {"band_widened_by", e.widened_by}, {"basis", e.basis}};
+  if (e.row_program) {
+    const RowProgramTerms& r = *e.row_program;
+    j["row_program_model"] = {{"resident", r.resident},
+                              {"programs_per_sm", r.programs},
+                              {"unroll", r.unroll},
+                              {"rounds", r.rounds},
+                              {"passes", r.passes},
+                              {"l2_hit", r.l2_hit},
+                              {"l2_capacity_bytes", r.l2_capacity_bytes},
+                              {"reuse_distance_bytes", r.reuse_distance_bytes},
+                              {"dram_bytes", r.dram_bytes},
+                              {"demand_ns", r.demand_ns},
+                              {"latency_ns", r.latency_ns},
+                              {"utilisation", r.utilisation},
+                              {"instructions_per_warp", r.instructions_per_warp},
+                              {"mufu_per_warp", r.mufu_per_warp},
+                              {"issue_us", r.issue_us},
+                              {"mufu_us", r.mufu_us}};
+  }
+  return j;
 }
 
 }  // namespace vb::analysis

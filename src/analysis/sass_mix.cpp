@@ -183,8 +183,18 @@ void find_hot_loop(SassMix& m, const std::vector<Instr>& ins) {
   }
 }
 
-// Fills m.load_loops: the loops (backward branches) whose body holds a global load (LDG, not
-// LDGSTS / LDGDEPBAR) and encloses no other such loop.
+// Bytes one thread loads with a global load opcode (LDG.E.128 16, .64 8, .256 32, else 4; as
+// SassMix::mean_load_bytes).
+long ldg_bytes(const std::string& op) {
+  if (has_modifier(op, "256")) return 32;
+  if (has_modifier(op, "128")) return 16;
+  if (has_modifier(op, "64")) return 8;
+  return 4;
+}
+
+// Fills m.load_loops (the loops, i.e. backward branches, whose body holds a global load: LDG,
+// not LDGSTS / LDGDEPBAR, and that enclose no other such loop) and, over those loops, the
+// instructions and MUFUs of their bodies and the fewest LDG bytes per thread of one body.
 void count_load_loops(SassMix& m, const std::vector<Instr>& ins) {
   auto is_ldg = [](const std::string& op) {
     return op.rfind("LDG", 0) == 0 && op.rfind("LDGSTS", 0) != 0 && op.rfind("LDGDEPBAR", 0) != 0;
@@ -203,7 +213,20 @@ void count_load_loops(SassMix& m, const std::vector<Instr>& ins) {
     bool encloses = false;
     for (const auto& b : loops)
       if (&a != &b && a.first <= b.first && b.second <= a.second && a != b) encloses = true;
-    if (!encloses) ++n;
+    if (encloses) continue;
+    ++n;
+    long body = 0, mufu = 0, bytes = 0;
+    for (std::size_t i = a.first; i <= a.second; ++i) {
+      const std::string base = ins[i].op.substr(0, ins[i].op.find('.'));
+      if (base == "NOP") continue;
+      ++body;
+      if (base == "MUFU") ++mufu;
+      if (is_ldg(ins[i].op)) bytes += ldg_bytes(ins[i].op);
+    }
+    m.load_loop_total += body;
+    m.load_loop_mufu += mufu;
+    if (m.load_loop_min_ldg_bytes == 0 || bytes < m.load_loop_min_ldg_bytes)
+      m.load_loop_min_ldg_bytes = bytes;
   }
   m.load_loops = n;
 }
@@ -331,7 +354,9 @@ nlohmann::json to_json(const SassMix& m) {
           {"smem_read_bytes", m.smem_read_bytes}, {"hmma_flops", m.hmma_flops},
           {"mean_load_bytes", m.mean_load_bytes()}, {"loop_total", m.loop_total},
           {"loop_tensor", m.loop_tensor}, {"loop_hmma_flops", m.loop_hmma_flops},
-          {"load_loops", m.load_loops}};
+          {"load_loops", m.load_loops}, {"load_loop_total", m.load_loop_total},
+          {"load_loop_mufu", m.load_loop_mufu},
+          {"load_loop_min_ldg_bytes", m.load_loop_min_ldg_bytes}};
 }
 
 nlohmann::json to_json(const KernelAttributes& a) {

@@ -73,6 +73,16 @@ struct SassMix {
   /// Model 5: loops (backward branches) whose body holds an LDG and that enclose no other such
   /// loop: the passes a chunked row program makes over its row (0 when the loads are not in a loop).
   long load_loops = 0;
+  /// Model 6: instructions in the bodies of those innermost load loops, summed (NOP excluded),
+  /// and their MUFU instructions: what a warp issues per iteration of each pass, added over the
+  /// passes. 0 when there is no load loop.
+  long load_loop_total = 0;
+  long load_loop_mufu = 0;
+  /// Model 6: the fewest bytes one thread loads per iteration among those loops (LDG.128 16,
+  /// .64 8, .256 32, others 4, as mean_load_bytes). Against the bytes one thread loads per step of
+  /// the program's tile it gives the unroll factor ptxas applied (4 steps' loads issued before
+  /// the first is used: one latency for 4 steps). 0 when there is no load loop.
+  long load_loop_min_ldg_bytes = 0;
 
   /// Any tensor-core MMA instruction (hmma + hgmma + imma + qgmma + other_mma).
   long tensor_core() const { return hmma + hgmma + imma + qgmma + other_mma; }

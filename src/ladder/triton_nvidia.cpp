@@ -272,11 +272,12 @@ ClimbResult TritonNvidiaClimber::climb(const KernelType& type, const Variant& va
                    static_cast<double>(dtype_size(p.inputs[0].dtype));
   gm.operand_bytes_per_flop = type.operand_bytes_per_flop(p, static_cast<double>(gm.blocks));
   gm.smem_per_block = static_cast<double>(main->ptxas.smem_bytes + main->dynamic_smem);
-  // Model 5 (row programs): kernels without tensor-core MMAs or async copies, not tiled
-  // contractions. A program reads input 0's bytes / grid; one step loads the tile of the
-  // launch's tile constexprs (the product of BLOCK, BLOCK_*, CHUNK and ROWS, Triton's block-size
-  // convention in the starters; none: the program's bytes in one step); the SASS's innermost
-  // load loops are the passes over those bytes, the first from DRAM, the rest L2 re-reads.
+  // Row programs (model 5's geometry, model 6's estimate): kernels without tensor-core MMAs or
+  // async copies, not tiled contractions. A program reads input 0's bytes / grid and writes the
+  // outputs' bytes / grid; one step loads the tile of the launch's tile constexprs (the product
+  // of BLOCK, BLOCK_*, CHUNK and ROWS, Triton's block-size convention in the starters; none: the
+  // program's bytes in one step); the SASS's innermost load loops are the passes over those
+  // bytes, the first from DRAM, the rest re-reads (L2 hits while the row is still there).
   const bool plain = main->mix && main->mix->tensor_core() == 0 && main->mix->ldgsts == 0 &&
                      main->mix->tma == 0 && main->mix->ldg > 0;
   if (plain && gm.operand_bytes_per_flop <= 0 && gm.blocks > 0 && !p.inputs.empty()) {
@@ -301,6 +302,14 @@ ClimbResult TritonNvidiaClimber::climb(const KernelType& type, const Variant& va
       gm.tile_bytes = tile;
       gm.dram_steps = steps;
       gm.cached_steps = static_cast<int>((passes - 1) * steps);
+      // Model 6: a program's share of the call's outputs (what it writes back through L2).
+      double out_bytes = 0;
+      for (const auto& o : p.outputs) {
+        double b = static_cast<double>(dtype_size(o.dtype));
+        for (const auto d : o.shape) b *= static_cast<double>(d);
+        out_bytes += b;
+      }
+      gm.write_bytes = out_bytes / static_cast<double>(gm.blocks);
     }
   }
   analysis::GpuEstimateInput in;
@@ -321,13 +330,13 @@ ClimbResult TritonNvidiaClimber::climb(const KernelType& type, const Variant& va
     d3["bytes"] = in.bytes;
     if (gm.tile_bytes > 0)
       d3["row_program"] = {{"tile_bytes", gm.tile_bytes}, {"dram_steps", gm.dram_steps},
-                           {"cached_steps", gm.cached_steps},
+                           {"cached_steps", gm.cached_steps}, {"write_bytes", gm.write_bytes},
                            {"load_loops", main->mix ? main->mix->load_loops : 0}};
     auto e3 = make_evidence(kAnalytical, "pass", "roofline from the spec DB + rung-1 efficiency model",
                        fmt::format("{:.4g} us [{:.4g}..{:.4g}] at {} {}: {}", est.time_us, est.low_us,
                                    est.high_us, size.label, dtype_name(opts.dtype), est.basis),
                        d3);
-    e3.tool_version = gm.tile_bytes > 0 ? "vb-nvidia-model-5" : "vb-nvidia-model-4";
+    e3.tool_version = gm.tile_bytes > 0 ? "vb-nvidia-model-6" : "vb-nvidia-model-4";
     r.evidence.push_back(e3);
     Estimate out;
     out.time_us = est.time_us;

@@ -11,7 +11,12 @@ fp32 scratch; the program whose chunk holds the row's target also copies that lo
 the rows keeps enough bytes in flight on a GPU when B is small next to V (512 x 128256: 8192
 programs rather than 512). Phase 2, one program: per row the chunks' (m, s) merged in a fixed
 order, the row's loss m + log(s) - logits[r, target] (0 for the logit of a target outside
-[0, V)), then the mean over the non-ignored rows. No atomics: bitwise deterministic.
+[0, V)), then the mean over the non-ignored rows. With MERGE_PARALLEL = 1 phase 2 is instead
+a program per FINAL_ROWS rows writing each row's loss and keep flag to fp32 scratch, and a
+phase 3 of one program sums those B values (MEAN_BLOCK at a time, in order): the single
+program of phase 2 walks B / FINAL_ROWS row blocks one after another, each a dependent
+round trip to memory (16 at 512 x 128256), which the parallel merge replaces by one step per
+program and a final pass over B floats. No atomics either way: bitwise deterministic.
 
 Python ABI: vb_kernel_run(inputs, outputs, attrs) with contiguous torch tensors in the type's
 order and the attributes as floats; raises ValueError for a bad call.
@@ -31,6 +36,10 @@ FINAL_ROWS = 32
 FINAL_CHUNKS = 32
 # @vb-param MEAN_NUM_WARPS 8 {1,2,4,8,16}  warps of the final merge and mean's single program
 MEAN_NUM_WARPS = 8
+# @vb-param MERGE_PARALLEL 0 {0,1}  1: the merge as a program per FINAL_ROWS rows, then a one-program mean over B row losses; 0: one program merges and averages every row
+MERGE_PARALLEL = 0
+# @vb-param MEAN_BLOCK 1024 {256,512,1024,2048,4096}  MERGE_PARALLEL: row losses per step of the one-program mean
+MEAN_BLOCK = 1024
 
 
 @triton.jit
@@ -53,41 +62,76 @@ def _chunk_stats(x_ptr, t_ptr, m_ptr, s_ptr, xt_ptr, V, NCH, CHUNK: tl.constexpr
 
 
 @triton.jit
+def _row_losses(m_ptr, s_ptr, xt_ptr, t_ptr, r, B, V, NCH, ignore_index,
+                ROWS: tl.constexpr, CHUNKS: tl.constexpr, ONE_STEP: tl.constexpr):
+    """Rows r (ROWS of them): each row's loss (0 for a row past B or ignored) and its keep flag
+    (1.0 / 0.0), merging the row's NCH chunk partials (m, s) in a fixed order."""
+    chunks = tl.arange(0, CHUNKS)
+    live = r < B
+    t = tl.load(t_ptr + r, mask=live, other=ignore_index)
+    keep = live & (t != ignore_index)
+    xt = tl.load(xt_ptr + r, mask=keep & (t >= 0) & (t < V), other=0.0)
+    if ONE_STEP:  # every row's partials in one tile: the row loop is innermost (pipelined)
+        mask = live[:, None] & (chunks[None, :] < NCH)
+        off = r[:, None].to(tl.int64) * NCH + chunks[None, :]
+        mi = tl.load(m_ptr + off, mask=mask, other=-float("inf"))
+        si = tl.load(s_ptr + off, mask=mask, other=0.0)
+        m = tl.max(mi, 1)
+        base = tl.where(m == -float("inf"), 0.0, m)
+        s = tl.sum(si * tl.exp(mi - base[:, None]), 1)
+    else:
+        m = tl.full([ROWS], -float("inf"), tl.float32)
+        s = tl.zeros([ROWS], tl.float32)
+        for c0 in range(0, NCH, CHUNKS):
+            c = c0 + chunks
+            mask = live[:, None] & (c[None, :] < NCH)
+            off = r[:, None].to(tl.int64) * NCH + c[None, :]
+            mi = tl.load(m_ptr + off, mask=mask, other=-float("inf"))
+            si = tl.load(s_ptr + off, mask=mask, other=0.0)
+            m_new = tl.maximum(m, tl.max(mi, 1))
+            base = tl.where(m_new == -float("inf"), 0.0, m_new)
+            s = s * tl.exp(m - base) + tl.sum(si * tl.exp(mi - base[:, None]), 1)
+            m = m_new
+    return tl.where(keep, m + tl.log(s) - xt, 0.0), tl.where(keep, 1.0, 0.0)
+
+
+@triton.jit
 def _merge_mean(m_ptr, s_ptr, xt_ptr, t_ptr, out_ptr, B, V, NCH, ignore_index,
                 ROWS: tl.constexpr, CHUNKS: tl.constexpr, ONE_STEP: tl.constexpr):
     rows = tl.arange(0, ROWS)
-    chunks = tl.arange(0, CHUNKS)
     total = tl.zeros([ROWS], tl.float32)
     count = tl.zeros([ROWS], tl.float32)
     for r0 in range(0, B, ROWS):
-        r = r0 + rows
-        live = r < B
-        t = tl.load(t_ptr + r, mask=live, other=ignore_index)
-        keep = live & (t != ignore_index)
-        xt = tl.load(xt_ptr + r, mask=keep & (t >= 0) & (t < V), other=0.0)
-        if ONE_STEP:  # every row's partials in one tile: the row loop is innermost (pipelined)
-            mask = live[:, None] & (chunks[None, :] < NCH)
-            off = r[:, None].to(tl.int64) * NCH + chunks[None, :]
-            mi = tl.load(m_ptr + off, mask=mask, other=-float("inf"))
-            si = tl.load(s_ptr + off, mask=mask, other=0.0)
-            m = tl.max(mi, 1)
-            base = tl.where(m == -float("inf"), 0.0, m)
-            s = tl.sum(si * tl.exp(mi - base[:, None]), 1)
-        else:
-            m = tl.full([ROWS], -float("inf"), tl.float32)
-            s = tl.zeros([ROWS], tl.float32)
-            for c0 in range(0, NCH, CHUNKS):
-                c = c0 + chunks
-                mask = live[:, None] & (c[None, :] < NCH)
-                off = r[:, None].to(tl.int64) * NCH + c[None, :]
-                mi = tl.load(m_ptr + off, mask=mask, other=-float("inf"))
-                si = tl.load(s_ptr + off, mask=mask, other=0.0)
-                m_new = tl.maximum(m, tl.max(mi, 1))
-                base = tl.where(m_new == -float("inf"), 0.0, m_new)
-                s = s * tl.exp(m - base) + tl.sum(si * tl.exp(mi - base[:, None]), 1)
-                m = m_new
-        total += tl.where(keep, m + tl.log(s) - xt, 0.0)
-        count += tl.where(keep, 1.0, 0.0)
+        loss, kept = _row_losses(m_ptr, s_ptr, xt_ptr, t_ptr, r0 + rows, B, V, NCH, ignore_index,
+                                 ROWS, CHUNKS, ONE_STEP)
+        total += loss
+        count += kept
+    tl.store(out_ptr, tl.sum(total, 0) / tl.sum(count, 0))
+
+
+@triton.jit
+def _merge_rows(m_ptr, s_ptr, xt_ptr, t_ptr, loss_ptr, kept_ptr, B, V, NCH, ignore_index,
+                ROWS: tl.constexpr, CHUNKS: tl.constexpr, ONE_STEP: tl.constexpr):
+    """MERGE_PARALLEL phase 2: program p writes the losses and keep flags of rows
+    [p * ROWS, (p + 1) * ROWS) to fp32 scratch."""
+    r = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
+    loss, kept = _row_losses(m_ptr, s_ptr, xt_ptr, t_ptr, r, B, V, NCH, ignore_index,
+                             ROWS, CHUNKS, ONE_STEP)
+    tl.store(loss_ptr + r, loss, mask=r < B)
+    tl.store(kept_ptr + r, kept, mask=r < B)
+
+
+@triton.jit
+def _mean_rows(loss_ptr, kept_ptr, out_ptr, B, BLOCK: tl.constexpr):
+    """MERGE_PARALLEL phase 3, one program: the sum of the B row losses over the number of kept
+    rows, BLOCK at a time in order (fixed summation order)."""
+    offs = tl.arange(0, BLOCK)
+    total = tl.zeros([BLOCK], tl.float32)
+    count = tl.zeros([BLOCK], tl.float32)
+    for r0 in range(0, B, BLOCK):
+        r = r0 + offs
+        total += tl.load(loss_ptr + r, mask=r < B, other=0.0)
+        count += tl.load(kept_ptr + r, mask=r < B, other=0.0)
     tl.store(out_ptr, tl.sum(total, 0) / tl.sum(count, 0))
 
 
@@ -112,5 +156,13 @@ def vb_kernel_run(inputs, outputs, attrs):
     if B > 0 and V > 0:
         _chunk_stats[(B * nch,)](x, t, m, s, xt, V, nch, CHUNK=chunk, num_warps=CHUNK_NUM_WARPS)
     chunks = min(FINAL_CHUNKS, triton.next_power_of_2(max(nch, 1)))
-    _merge_mean[(1,)](m, s, xt, t, out, B, V, nch, int(ignore), ROWS=FINAL_ROWS, CHUNKS=chunks,
-                      ONE_STEP=nch <= chunks, num_warps=MEAN_NUM_WARPS)
+    if MERGE_PARALLEL and B > 0:
+        loss = torch.empty(B, dtype=torch.float32, device=x.device)
+        kept = torch.empty(B, dtype=torch.float32, device=x.device)
+        _merge_rows[(triton.cdiv(B, FINAL_ROWS),)](m, s, xt, t, loss, kept, B, V, nch, int(ignore),
+                                                   ROWS=FINAL_ROWS, CHUNKS=chunks,
+                                                   ONE_STEP=nch <= chunks, num_warps=4)
+        _mean_rows[(1,)](loss, kept, out, B, BLOCK=MEAN_BLOCK, num_warps=MEAN_NUM_WARPS)
+    else:
+        _merge_mean[(1,)](m, s, xt, t, out, B, V, nch, int(ignore), ROWS=FINAL_ROWS, CHUNKS=chunks,
+                          ONE_STEP=nch <= chunks, num_warps=MEAN_NUM_WARPS)

@@ -9,7 +9,9 @@ bench/ranking_score.py to score against the committed prediction.
 For every variant <VARIANTS>/<type>/<name>.py: the module is imported, its vb_kernel_run is called
 on seeded bf16 inputs of the ranking problem (the GPU benchmark sizes of src/kernels/<type>.cpp:
 softmax, rmsnorm, layernorm and reduce 8192x8192 with eps 1e-6 (rmsnorm) and 1e-5
-(layernorm), cross_entropy 512x128256 with ignore_index -100 on every 7th row, matmul 4096^3), the output is compared with a
+(layernorm), cross_entropy 512x128256 with ignore_index -100 on every 7th row, matmul 4096^3,
+flash_attention b2h16s4096d128 causal with sm_scale 1/sqrt(D), fused_mlp b512d4096h11008 with
+weights scaled by 1/sqrt(fan-in)), the output is compared with a
 PyTorch reference computed in fp32 and rounded to bf16 (max |out - ref| <= 2e-2 + 2e-2 |ref|;
 one shape, one dtype: not VladBud's five stages, hence verdict "UNVERIFIED" on a match, "FAIL"
 otherwise, "ERROR" when the call raises), then timed with triton.testing.do_bench (it flushes L2
@@ -23,7 +25,8 @@ Output (the format of bench/ranking_cuda.sh --measure): {"date", "target", "mach
 --check-only skips the timing (and needs no GPU with TRITON_INTERPRET=1); --fp32 checks in fp32
 (tolerance 1e-4; with --check-only only); --small uses small
 shapes (softmax/rmsnorm 4x8192, which still takes the two-pass path where MAX_BLOCK < 8192;
-matmul 256x256x128 in fp16, since the interpreter computes bf16 dots wrongly) for such a check.
+matmul 256x256x128 in fp16, since the interpreter computes bf16 dots wrongly; flash_attention
+b1h2s256d64, fused_mlp b64d256h512) for such a check.
 """
 import argparse
 import datetime
@@ -41,13 +44,17 @@ SIZES = {"softmax": ("8192x8192", {"R": 8192, "C": 8192}),
          "matmul": ("4096x4096x4096", {"M": 4096, "N": 4096, "K": 4096}),
          "layernorm": ("8192x8192", {"B": 8192, "D": 8192}),
          "cross_entropy": ("512x128256", {"B": 512, "V": 128256}),
-         "reduce": ("8192x8192", {"M": 8192, "N": 8192})}
+         "reduce": ("8192x8192", {"M": 8192, "N": 8192}),
+         "flash_attention": ("b2h16s4096d128", {"B": 2, "H": 16, "S": 4096, "D": 128}),
+         "fused_mlp": ("b512d4096h11008", {"B": 512, "D": 4096, "H": 11008})}
 SMALL = {"softmax": ("4x8192", {"R": 4, "C": 8192}),
          "rmsnorm": ("4x8192", {"M": 4, "N": 8192}),
          "matmul": ("256x256x128", {"M": 256, "N": 256, "K": 128}),
          "layernorm": ("4x8192", {"B": 4, "D": 8192}),
          "cross_entropy": ("3x40000", {"B": 3, "V": 40000}),
-         "reduce": ("8x8192", {"M": 8, "N": 8192})}
+         "reduce": ("8x8192", {"M": 8, "N": 8192}),
+         "flash_attention": ("b1h2s256d64", {"B": 1, "H": 2, "S": 256, "D": 64}),
+         "fused_mlp": ("b64d256h512", {"B": 64, "D": 256, "H": 512})}
 EPS = 1e-6  # rmsnorm's default eps (DESIGN §2)
 LN_EPS = 1e-5  # layernorm's default eps (PyTorch LayerNorm)
 
@@ -82,6 +89,20 @@ def problem(kind, dims, dtype, device, seed):
         x = rand(dims["M"], dims["N"])
         y = torch.empty(dims["M"], device=device, dtype=dtype)
         return [x], [y], [], lambda: x.float().sum(-1).to(dtype)
+    if kind == "flash_attention":  # causal, sm_scale 1/sqrt(D), no GQA (HKV = H)
+        q, k, v = (rand(dims["B"], dims["H"], dims["S"], dims["D"]) for _ in range(3))
+        scale = dims["D"] ** -0.5
+        ref = lambda: torch.nn.functional.scaled_dot_product_attention(
+            q.float(), k.float(), v.float(), is_causal=True, scale=scale).to(dtype)
+        return [q, k, v], [torch.empty_like(q)], [1.0, scale], ref
+    if kind == "fused_mlp":  # weights scaled by 1/sqrt(fan-in) (nn.Linear's scale): y stays O(1)
+        x = rand(dims["B"], dims["D"])
+        wg = (rand(dims["H"], dims["D"]).float() * dims["D"] ** -0.5).to(dtype)
+        wu = (rand(dims["H"], dims["D"]).float() * dims["D"] ** -0.5).to(dtype)
+        wd = (rand(dims["D"], dims["H"]).float() * dims["H"] ** -0.5).to(dtype)
+        ref = lambda: ((torch.nn.functional.silu(x.float() @ wg.float().T) * (x.float() @ wu.float().T))
+                       @ wd.float().T).to(dtype)
+        return [x, wg, wu, wd], [torch.empty_like(x)], [], ref
     if kind == "matmul":
         a, b = rand(dims["M"], dims["K"]), rand(dims["K"], dims["N"])
         c = torch.empty(dims["M"], dims["N"], device=device, dtype=dtype)
@@ -167,7 +188,7 @@ def main():
            "types": {}}
     for kind in a.types.split(","):
         label, dims = (SMALL if a.small else SIZES)[kind]
-        dtype = torch.float16 if (a.small and kind == "matmul") else torch.bfloat16
+        dtype = torch.float16 if (a.small and kind in ("matmul", "flash_attention", "fused_mlp")) else torch.bfloat16
         if a.fp32:
             dtype = torch.float32
         doc["types"][kind] = {}

@@ -16,13 +16,19 @@ At the ranking problem (the GPU benchmark sizes, bf16: softmax and rmsnorm 8192x
 below were chosen near the defaults so that most pairs lie within 2x of each other, and are
 never changed after the prediction is committed: the study's files are frozen copies.
 
-    python3 bench/triton_variants.py [--study 1|2] [--out DIR] [--check]
+    python3 bench/triton_variants.py [--study 1|2|3] [--out DIR] [--check]
 
 --check verifies that the files on disk are what this script writes from the starters the study
-was generated from: study 1 from the starters at commit edd5510 (git show; the starters have
-changed since: softmax gained @vb-param NUM_WARPS/SMALL_NUM_WARPS/CHUNK), study 2 from today's.
-Exits 1 when a starter no longer has the text a substitution expects (the study is then
-regenerated from a new commit, not patched).
+was generated from (git show STARTER_COMMITS[study]:kernels/triton/<type>.py): study 1 from
+edd5510 (softmax gained @vb-param NUM_WARPS/SMALL_NUM_WARPS/CHUNK since), study 2 from 98612da
+(375607f changed cross_entropy's defaults since), study 3 from e087558. Exits 1 when a starter no
+longer has the text a substitution expects (the study is then regenerated from a new commit, not
+patched).
+
+Study 3 (model 6's blind test) adds flash_attention (b2h16s4096d128 causal) and fused_mlp
+(b512d4096h11008) variants of their starters' tile @vb-params, and layernorm, cross_entropy
+and reduce configurations neither study 1 nor 2 took; softmax and rmsnorm have only 4 left at
+8192 columns (see CHUNKED3).
 
 Study 2's sizes (the GPU benchmark sizes of src/kernels/<type>.cpp, bf16): softmax, rmsnorm,
 layernorm and reduce 8192x8192, cross_entropy 512x128256. Study 1 used every one-pass warp count
@@ -65,7 +71,6 @@ MATMUL = {
     "v10_128x128x64_w8_s3_group1": {"GROUP_M": 1},
 }
 SETS = {"softmax": ROWWISE, "rmsnorm": ROWWISE, "matmul": MATMUL}
-STUDY1_COMMIT = "edd5510"  # the starters study 1 was rendered from (git show COMMIT:PATH)
 
 # Study 2 (issue 20): only @vb-param values (the starter's search space), Triton's default
 # num_stages. softmax/rmsnorm: C = 8192 > MAX_BLOCK 4096 sends rows through the chunked path
@@ -113,11 +118,90 @@ REDUCE2 = {
     "v07_b2048_t16384_w16": {"MAX_BLOCK": 2048, "TILE": 16384, "NUM_WARPS": 16},
     "v08_b512_t2048_w4": {"MAX_BLOCK": 512, "TILE": 2048, "NUM_WARPS": 4},
 }
+# Study 3 (issue 20, model 6's blind test): only @vb-param values again, none the configuration
+# of a study-1 or study-2 variant, from the starters at STARTER_COMMITS[3]. softmax/rmsnorm at
+# 8192 columns have 17 configurations (3 one-pass warp counts, 14 chunk x warps); studies 1 and 2
+# took all but 4 (CHUNK 512/1024 with 1 or 4 warps; study 1's 512w4/1024w4 ran num_stages 4/2,
+# these the default 3), so those two types have 4 variants each here.
+CHUNKED3 = {
+    "v01_chunk512_w1": {"MAX_BLOCK": 4096, "CHUNK": 512, "SMALL_NUM_WARPS": 1},
+    "v02_chunk512_w4": {"MAX_BLOCK": 4096, "CHUNK": 512, "SMALL_NUM_WARPS": 4},
+    "v03_chunk1024_w1": {"MAX_BLOCK": 4096, "CHUNK": 1024, "SMALL_NUM_WARPS": 1},
+    "v04_chunk1024_w4": {"MAX_BLOCK": 4096, "CHUNK": 1024, "SMALL_NUM_WARPS": 4},
+}
+# layernorm D = 8192, three passes over chunks: the chunk x warps pairs study 2 did not take.
+LAYERNORM3 = {
+    "v01_chunk512_w2": {"MAX_BLOCK": 4096, "CHUNK": 512, "SMALL_NUM_WARPS": 2},
+    "v02_chunk512_w4": {"MAX_BLOCK": 4096, "CHUNK": 512, "SMALL_NUM_WARPS": 4},
+    "v03_chunk512_w8": {"MAX_BLOCK": 4096, "CHUNK": 512, "SMALL_NUM_WARPS": 8},
+    "v04_chunk1024_w1": {"MAX_BLOCK": 4096, "CHUNK": 1024, "SMALL_NUM_WARPS": 1},
+    "v05_chunk1024_w2": {"MAX_BLOCK": 4096, "CHUNK": 1024, "SMALL_NUM_WARPS": 2},
+    "v06_chunk1024_w8": {"MAX_BLOCK": 4096, "CHUNK": 1024, "SMALL_NUM_WARPS": 8},
+    "v07_chunk2048_w16": {"MAX_BLOCK": 4096, "CHUNK": 2048, "NUM_WARPS": 16},
+    "v08_chunk4096_w4": {"MAX_BLOCK": 4096, "CHUNK": 4096, "NUM_WARPS": 4},
+}
+# cross_entropy 512 x 128256: phase-1 chunk x warps pairs study 2 did not take, the merge at the
+# starter's defaults (FINAL_ROWS 32, FINAL_CHUNKS 32, MEAN_NUM_WARPS 8); CHUNK 16384 with 2 warps
+# spills (255 registers + 36 B), so the eighth is the starter's phase 1 (study 2's v08) with a
+# 4-warp merge.
+CROSS_ENTROPY3 = {
+    "v01_c2048_w2": {"CHUNK": 2048, "CHUNK_NUM_WARPS": 2},
+    "v02_c2048_w8": {"CHUNK": 2048, "CHUNK_NUM_WARPS": 8},
+    "v03_c2048_w16": {"CHUNK": 2048, "CHUNK_NUM_WARPS": 16},
+    "v04_c4096_w2": {"CHUNK": 4096, "CHUNK_NUM_WARPS": 2},
+    "v05_c4096_w16": {"CHUNK": 4096, "CHUNK_NUM_WARPS": 16},
+    "v06_c8192_w2": {"CHUNK": 8192, "CHUNK_NUM_WARPS": 2},
+    "v07_c16384_w4": {"CHUNK": 16384, "CHUNK_NUM_WARPS": 4},
+    "v08_c16384_w8_mean_w4": {"MEAN_NUM_WARPS": 4},
+}
+# reduce 8192 x 8192: (block = MAX_BLOCK, rows = TILE // block, warps) triples study 2 did not take.
+REDUCE3 = {
+    "v01_b8192_t16384_w8": {"TILE": 16384},
+    "v02_b8192_t16384_w16": {"TILE": 16384, "NUM_WARPS": 16},
+    "v03_b4096_t4096_w4": {"MAX_BLOCK": 4096, "TILE": 4096, "NUM_WARPS": 4},
+    "v04_b4096_t16384_w8": {"MAX_BLOCK": 4096, "TILE": 16384},
+    "v05_b4096_t8192_w16": {"MAX_BLOCK": 4096, "NUM_WARPS": 16},
+    "v06_b2048_t2048_w4": {"MAX_BLOCK": 2048, "TILE": 2048, "NUM_WARPS": 4},
+    "v07_b1024_t8192_w8": {"MAX_BLOCK": 1024},
+    "v08_b2048_t16384_w8": {"MAX_BLOCK": 2048, "TILE": 16384},
+}
+# flash_attention b2h16s4096d128 causal (no Triton study before): (BLOCK_M, BLOCK_N, warps,
+# stages) near the bf16 default (128, 64, 8, 3); (128, 64, 4, 3) spills on sm_90a (255 registers
+# + 124 B), so not drawn.
+FLASH3 = {
+    "v01_default": {},
+    "v02_m64n64_w8": {"BLOCK_M": 64},
+    "v03_m128n32_w8": {"BLOCK_N": 32},
+    "v04_m128n128_w8_s2": {"BLOCK_N": 128, "NUM_STAGES": 2},
+    "v05_m64n64_w4": {"BLOCK_M": 64, "NUM_WARPS": 4},
+    "v06_m64n128_w4_s2": {"BLOCK_M": 64, "BLOCK_N": 128, "NUM_WARPS": 4, "NUM_STAGES": 2},
+    "v07_m128n64_w8_s2": {"NUM_STAGES": 2},
+    "v08_m128n64_w16": {"NUM_WARPS": 16},
+}
+# fused_mlp b512d4096h11008 (no Triton study before): (BLOCK_M, BLOCK_N, BLOCK_K, warps, stages,
+# GROUP_M) near the bf16 default (64, 128, 64, 8, 3, 8).
+MLP3 = {
+    "v01_default": {},
+    "v02_m128n128k64": {"BLOCK_M": 128},
+    "v03_m64n256k64": {"BLOCK_N": 256},
+    "v04_m64n128k64_w4_s4": {"NUM_WARPS": 4, "NUM_STAGES": 4},
+    "v05_m64n128k32_s4": {"BLOCK_K": 32, "NUM_STAGES": 4},
+    "v06_m128n128k32_s4": {"BLOCK_M": 128, "BLOCK_K": 32, "NUM_STAGES": 4},
+    "v07_m64n64k64_w4": {"BLOCK_N": 64, "NUM_WARPS": 4},
+    "v08_group4": {"GROUP_M": 4},
+}
 STUDIES = {
     1: ("triton-blind1", SETS),
     2: ("triton-blind2", {"softmax": CHUNKED2, "rmsnorm": CHUNKED2, "layernorm": LAYERNORM2,
                           "cross_entropy": CROSS_ENTROPY2, "reduce": REDUCE2}),
+    3: ("triton-blind3", {"softmax": CHUNKED3, "rmsnorm": CHUNKED3, "layernorm": LAYERNORM3,
+                          "cross_entropy": CROSS_ENTROPY3, "reduce": REDUCE3,
+                          "flash_attention": FLASH3, "fused_mlp": MLP3}),
 }
+# The starters each study was rendered from (git show COMMIT:PATH): study 1 before the starters
+# gained their @vb-param spaces, study 2 before 375607f changed cross_entropy's defaults,
+# study 3 at the commit it was generated on.
+STARTER_COMMITS = {1: "edd5510", 2: "98612da", 3: "e087558"}
 
 # What each starter's configuration looks like, and the explicit form it is rewritten to:
 # (old text, new text) pairs, each of which must occur exactly once in the starter.
@@ -141,15 +225,14 @@ EXPLICIT = {
 
 
 def starter(kernel: str, study: int) -> str:
-    """The starter's text the study is rendered from (study 1: at STUDY1_COMMIT)."""
+    """The starter's text the study is rendered from: kernels/triton/<kernel>.py at
+    STARTER_COMMITS[study] (git show); exits when git cannot show it."""
     rel = f"kernels/triton/{kernel}.py"
-    if study == 1:
-        r = subprocess.run(["git", "-C", str(ROOT), "show", f"{STUDY1_COMMIT}:{rel}"],
-                           capture_output=True, text=True)
-        if r.returncode != 0:
-            sys.exit(f"triton_variants: git show {STUDY1_COMMIT}:{rel} failed: {r.stderr.strip()}")
-        return r.stdout
-    return (ROOT / rel).read_text()
+    commit = STARTER_COMMITS[study]
+    r = subprocess.run(["git", "-C", str(ROOT), "show", f"{commit}:{rel}"], capture_output=True, text=True)
+    if r.returncode != 0:
+        sys.exit(f"triton_variants: git show {commit}:{rel} failed: {r.stderr.strip()}")
+    return r.stdout
 
 
 def render(kernel: str, name: str, cfg: dict, study: int = 1) -> str:

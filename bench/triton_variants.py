@@ -200,7 +200,9 @@ STUDIES = {
 }
 # The starters each study was rendered from (git show COMMIT:PATH): study 1 before the starters
 # gained their @vb-param spaces, study 2 before 375607f changed cross_entropy's defaults,
-# study 3 at the commit it was generated on.
+# study 3 at e087558 (9cb806a, committed by another session while study 3 was being drawn, added
+# cross_entropy's MERGE_PARALLEL / MEAN_BLOCK with defaults that keep the e087558 behaviour;
+# study 3's cross_entropy files have neither).
 STARTER_COMMITS = {1: "edd5510", 2: "98612da", 3: "e087558"}
 
 # What each starter's configuration looks like, and the explicit form it is rewritten to:

@@ -209,6 +209,10 @@ void count_load_loops(SassMix& m, const std::vector<Instr>& ins) {
     if (ldg) loops.emplace_back(s, e);
   }
   long n = 0;
+  // Loops may overlap without nesting (ptxas's CUDA row kernels: two backward branches whose
+  // bodies share instructions): an instruction counts once in load_loop_total / _mufu, so they
+  // never exceed the kernel's totals.
+  std::vector<bool> counted(ins.size(), false);
   for (const auto& a : loops) {
     bool encloses = false;
     for (const auto& b : loops)
@@ -219,9 +223,11 @@ void count_load_loops(SassMix& m, const std::vector<Instr>& ins) {
     for (std::size_t i = a.first; i <= a.second; ++i) {
       const std::string base = ins[i].op.substr(0, ins[i].op.find('.'));
       if (base == "NOP") continue;
+      if (is_ldg(ins[i].op)) bytes += ldg_bytes(ins[i].op);  // per body: this loop's own loads
+      if (counted[i]) continue;
+      counted[i] = true;
       ++body;
       if (base == "MUFU") ++mufu;
-      if (is_ldg(ins[i].op)) bytes += ldg_bytes(ins[i].op);
     }
     m.load_loop_total += body;
     m.load_loop_mufu += mufu;

@@ -836,6 +836,30 @@ TEST(SassMix, LoadLoopBodiesGiveTheirInstructionsMufuAndFewestBytesPerThread) {
   EXPECT_EQ(none.load_loop_min_ldg_bytes, 0);
 }
 
+TEST(SassMix, OverlappingLoadLoopsCountAnInstructionOnce) {
+  // Two load loops that overlap without nesting (0x10-0x50 and 0x30-0x70 share 0x30-0x50; the
+  // CUDA rmsnorm's SASS has such loops and counted 1920 of its 928 instructions before): each
+  // body instruction counts once, so the loops' totals stay within the kernel's.
+  const std::string text =
+      "code for sm_90a\n"
+      "\t\tFunction : rows\n"
+      "        /*0000*/                   MOV R1, c[0x0][0x28] ;\n"
+      "        /*0010*/                   LDG.E.128 R4, desc[UR4][R2.64] ;\n"
+      "        /*0020*/                   MUFU.EX2 R8, R4 ;\n"
+      "        /*0030*/                   LDG.E.128 R12, desc[UR4][R10.64] ;\n"
+      "        /*0040*/                   FADD R9, R9, R12 ;\n"
+      "        /*0050*/               @P0 BRA 0x10 ;\n"
+      "        /*0060*/                   MUFU.EX2 R16, R12 ;\n"
+      "        /*0070*/               @P1 BRA 0x30 ;\n"
+      "        /*0080*/                   EXIT ;\n";
+  const SassMix m = parse_sass_mix(text).at(0);
+  EXPECT_EQ(m.load_loops, 2);
+  EXPECT_EQ(m.load_loop_total, 7);  // 0x10-0x70 once each
+  EXPECT_EQ(m.load_loop_mufu, 2);
+  EXPECT_LE(m.load_loop_total, m.total);
+  EXPECT_EQ(m.load_loop_min_ldg_bytes, 16);  // the second loop's own body: one LDG.128
+}
+
 // A two-pass rmsnorm row program on the H200 at 8192 x 8192 bf16 (16 KB rows), as blind Triton
 // study 2 compiled it (bench/variants/triton-blind2/rmsnorm): `warps` per program, `resident`
 // programs per SM, CHUNK `chunk` columns per step (2 B each), the passes' loops with `unroll`

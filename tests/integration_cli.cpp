@@ -300,6 +300,15 @@ TEST(Cli, RunJsonHasTargetsWithKernels) {
   EXPECT_GT(k.at("latency_us").get<double>(), 0);
   EXPECT_GT(k.at("pct_peak").get<double>(), 0);
   EXPECT_LE(k.at("pct_peak").get<double>(), 100);
+  // Whether other work competed for the cores while it was timed is in the JSON; when it did,
+  // the run ends with a warning naming the row (a new user's run --all showed such figures
+  // unflagged) and the exit code stays the verdicts'.
+  ASSERT_TRUE(k.contains("contended")) << k.dump(1);
+  EXPECT_EQ(k.at("contended").get<bool>(), k.at("other_runnable_tasks").get<int>() >= 1);
+  EXPECT_EQ(r.err.find("warning: reduce on local-cpu") != std::string::npos,
+            k.at("contended").get<bool>())
+      << r.err;
+  EXPECT_EQ(j.contains("warnings"), k.at("contended").get<bool>()) << j.dump(1);
 }
 
 TEST(Cli, RunAddsTheLocalGpuOrSaysWhyItIsSkipped) {

@@ -125,11 +125,16 @@ void run_run(const RunArgs& a) {
     time_pytorch(r);
     std::cerr << fmt::format(
         "[{}/{}] {:<17} {:<8} {:>6.1f} s{}\n", i + 1, types.size(), r.kernel, r.verdict, r.seconds,
-        r.timing ? fmt::format("  {:.1f} us, {:.1f}% of {} ceiling{}", r.timing->median_us,
+        r.timing ? fmt::format("  {:.1f} us, {:.1f}% of {} ceiling{}{}", r.timing->median_us,
                                r.timing->roofline.pct_peak, r.timing->roofline.bound,
                                r.pytorch_us ? fmt::format(", {:.2f}x PyTorch",
                                                           *r.pytorch_us / r.timing->median_us)
-                                            : "")
+                                            : "",
+                               timed_under_contention(r)
+                                   ? fmt::format(" (timed while {} other task(s) competed for "
+                                                 "the cores: not trustworthy)",
+                                                 r.timing->other_runnable)
+                                   : "")
                  : "");
     try {
       append_results_row(a.results, results_row(r, target_id, "run"));
@@ -206,6 +211,9 @@ void run_run(const RunArgs& a) {
     std::cout << format_run_table(targets, false);
     if (!remote.empty()) std::cout << ladder::format_remote_table(remote, climbs);
   }
+  // Rows timed while other work competed for the cores are marked in the table and the JSON;
+  // the run ends saying which and how to re-time them (the exit code is the verdicts' alone).
+  if (const std::string w = run_contention_warning(targets); !w.empty()) std::cerr << w << "\n";
   int worst = 0;
   for (const auto& t : targets)
     for (const auto& r : t.kernels) worst = std::max(worst, exit_code_for(r.verdict));

@@ -170,6 +170,8 @@ json report_to_json(const EvalReport& r) {
     j["pct_peak"] = t.roofline.pct_peak;
     j["load_average"] = t.load_average;
     j["other_runnable_tasks"] = t.other_runnable;
+    // Other work competed for the cores while timing: the latency and % of peak are suspect.
+    j["contended"] = t.other_runnable >= 1;
   } else {
     j["latency_us"] = nullptr;
     j["pct_peak"] = nullptr;
@@ -200,6 +202,8 @@ ResultsRow results_row(const EvalReport& r, const std::string& target, const std
       row.speedup_vs_pytorch = fmt::format("{:.3f}", *r.pytorch_us / r.timing->median_us);
   }
   if (r.verdict != "PASS") d += " failed=" + r.failed_stage + " guard=" + r.guard;
+  if (r.timing && r.timing->other_runnable >= 1)  // its figures are suspect: say so in the row
+    d += fmt::format(" contended={}", r.timing->other_runnable);
   row.description = d;
   return row;
 }

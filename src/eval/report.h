@@ -15,7 +15,9 @@ namespace vb {
 /// bandwidth_gb_s, arithmetic_intensity, ridge_point, bound, pct_peak, ...
 std::string format_key_values(const EvalReport& r);
 
-/// The same content as JSON (stable field names, numbers as numbers).
+/// The same content as JSON (stable field names, numbers as numbers). A timed report carries
+/// "other_runnable_tasks" and "contended" (true when other work competed for the cores while
+/// timing: its latency and % of peak are not trustworthy).
 nlohmann::json report_to_json(const EvalReport& r);
 
 /// One results.tsv row. Columns (DESIGN §7: AutoKernel's, then VladBud's):
@@ -34,7 +36,8 @@ struct ResultsRow {
   double bandwidth_gb_s = 0;
 };
 
-/// Builds the row for an evaluation on target `target` with tag `tag`.
+/// Builds the row for an evaluation on target `target` with tag `tag`. A timing under
+/// contention (TimingResult::other_runnable >= 1) ends its description with "contended=N".
 ResultsRow results_row(const EvalReport& r, const std::string& target, const std::string& tag);
 
 /// Appends `row` to the TSV at `path` (header written when the file is new), numbering the

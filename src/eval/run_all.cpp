@@ -89,7 +89,14 @@ std::string perf_cell(const EvalReport& r) {
   return fmt::format("{:.1f} GFLOP/s", t.roofline.achieved_tflops * 1000);
 }
 
+// "1 other task" / "2 other tasks".
+std::string others(int n) { return fmt::format("{} other task{}", n, n == 1 ? "" : "s"); }
+
 }  // namespace
+
+bool timed_under_contention(const EvalReport& r) {
+  return r.timing && r.timing->other_runnable >= 1;
+}
 
 std::string format_run_table(const std::vector<TargetResults>& targets, bool markdown) {
   std::ostringstream o;
@@ -110,7 +117,13 @@ std::string format_run_table(const std::vector<TargetResults>& targets, bool mar
                                         "determinism",  "size",        "latency_us", "performance",
                                         "% of ceiling", "bound",      "vs PyTorch"};
     std::vector<std::vector<std::string>> rows;
+    std::string busy;  // the rows timed under contention, for the footnote
     for (const auto& r : t.kernels) {
+      // A figure timed while other work competed for the cores carries the mark (footnote below).
+      const bool contended = timed_under_contention(r);
+      const std::string mark = contended ? "*" : "";
+      if (contended)
+        busy += (busy.empty() ? "" : ", ") + r.kernel + ": " + others(r.timing->other_runnable);
       std::vector<std::string> row{
           r.kernel,
           r.verdict,
@@ -118,12 +131,13 @@ std::string format_run_table(const std::vector<TargetResults>& targets, bool mar
           stage_cell(r, "stability"),
           stage_cell(r, "determinism"),
           r.timing ? r.timing->size_label + " " + std::string(dtype_name(r.timing->dtype)) : "-",
-          r.timing ? fmt::format("{:.1f}", r.timing->median_us) : "-",
-          perf_cell(r),
-          r.timing ? fmt::format("{:.1f}%", r.timing->roofline.pct_peak) : "-",
+          r.timing ? fmt::format("{:.1f}", r.timing->median_us) + mark : "-",
+          r.timing ? perf_cell(r) + mark : "-",
+          r.timing ? fmt::format("{:.1f}%", r.timing->roofline.pct_peak) + mark : "-",
           r.timing ? r.timing->roofline.bound : "-",
-          r.timing && r.pytorch_us ? fmt::format("{:.2f}x", *r.pytorch_us / r.timing->median_us)
-                                   : "n/a"};
+          r.timing && r.pytorch_us
+              ? fmt::format("{:.2f}x", *r.pytorch_us / r.timing->median_us) + mark
+              : "n/a"};
       rows.push_back(row);
     }
     if (markdown) {
@@ -150,6 +164,11 @@ std::string format_run_table(const std::vector<TargetResults>& targets, bool mar
       line(head);
       for (const auto& row : rows) line(row);
     }
+    if (!busy.empty())
+      o << (markdown ? "\n\\* " : "* ")
+        << "timed while other work competed for the cores (" << busy
+        << "): latency, performance, % of ceiling and vs PyTorch are not trustworthy; re-run on "
+           "a quiet machine\n";
     o << (markdown ? "\n" : "")
       << "corpus reference (published baselines, `vladbud research --kernel TYPE`):\n";
     for (const auto& r : t.kernels) {
@@ -165,6 +184,30 @@ std::string format_run_table(const std::vector<TargetResults>& targets, bool mar
     o << "\n";
   }
   return o.str();
+}
+
+std::string run_contention_warning(const std::vector<TargetResults>& targets) {
+  std::vector<std::string> rows;
+  std::string one;  // the bench command for the first of them
+  for (const auto& t : targets)
+    for (const auto& r : t.kernels) {
+      if (!timed_under_contention(r)) continue;
+      rows.push_back(fmt::format("{} on {} ({})", r.kernel, t.id, others(r.timing->other_runnable)));
+      if (one.empty())
+        one = "vladbud bench --kernel " + r.kernel +
+              (r.backend.empty() || r.backend == "cpu" ? "" : " --backend " + r.backend) +
+              (r.timing->dtype == DType::F32 ? ""
+                                             : " --dtype " + std::string(dtype_name(r.timing->dtype)));
+    }
+  if (rows.empty()) return "";
+  std::string list;
+  for (std::size_t i = 0; i < rows.size(); ++i)
+    list += (i == 0 ? "" : i + 1 == rows.size() ? " and " : ", ") + rows[i];
+  return fmt::format(
+      "warning: {} {} timed while other work competed for the cores: {} latency, "
+      "% of ceiling and vs PyTorch are not trustworthy; re-run on a quiet machine, or "
+      "time one kernel again with `{}`",
+      list, rows.size() == 1 ? "was" : "were", rows.size() == 1 ? "its" : "their", one);
 }
 
 json ceilings_summary_json(const Ceilings& c) {
@@ -197,7 +240,10 @@ json run_to_json(const std::vector<TargetResults>& targets) {
                   {"ceilings", ceilings_summary_json(t.ceilings)},
                   {"kernels", ks}});
   }
-  return {{"targets", ts}};
+  json out = {{"targets", ts}};
+  if (const std::string w = run_contention_warning(targets); !w.empty())
+    out["warnings"] = json::array({w});
+  return out;
 }
 
 }  // namespace vb

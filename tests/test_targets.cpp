@@ -15,6 +15,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "backends/cpu/toolchain.h"
 #include "core/paths.h"
 #include "targets/ceilings.h"
 #include "targets/cpu_info.h"
@@ -406,6 +407,45 @@ TEST(Ceilings, JsonRejectsInvalid) {
   bad = j;
   bad["peak_tflops"]["fp64"] = "fast";
   EXPECT_ANY_THROW(bad.get<Ceilings>());
+}
+
+// A new user's second checkout (/tmp/newuser) re-probed and overwrote the ceilings cache: the
+// probe id hashed the compiler command line with the checkout's absolute include directory.
+TEST(Ceilings, ProbeIdIsTheSameUnderTwoRepoRootsAndChangesWithTheSourceOrCompiler) {
+  const std::string src = "int main() { return 0; }\n";
+  auto toolchain_at = [](const fs::path& home) {
+    CpuToolchain tc;
+    tc.cxx = "g++";
+    tc.flags = {"-std=c++20", "-O3", "-march=native", "-fopenmp", "-fPIC",
+                "-I" + (home / "kernels" / "include").string()};
+    tc.version = "g++ (GCC) 13.2.0";
+    return tc;
+  };
+  const fs::path a = "/home/dev/vladbud", b = "/tmp/newuser";
+  const CpuToolchain ta = toolchain_at(a), tb = toolchain_at(b);
+  ASSERT_NE(ta.command_line(), tb.command_line());  // what the id hashed before
+  const std::string id = cpu_probe_id_of(src, ta, a);
+  EXPECT_EQ(id.size(), 16u);
+  EXPECT_EQ(id, cpu_probe_id_of(src, tb, b));
+  EXPECT_EQ(id, cpu_probe_id_of(src, toolchain_at("/tmp/newuser/"), "/tmp/newuser/"));
+  // A changed probe source, compiler, version or flag is another probe build.
+  EXPECT_NE(id, cpu_probe_id_of(src + "// changed\n", tb, b));
+  CpuToolchain other = ta;
+  other.cxx = "clang++";
+  EXPECT_NE(id, cpu_probe_id_of(src, other, a));
+  other = ta;
+  other.version = "g++ (GCC) 14.1.0";
+  EXPECT_NE(id, cpu_probe_id_of(src, other, a));
+  other = ta;
+  other.flags[1] = "-O2";
+  EXPECT_NE(id, cpu_probe_id_of(src, other, a));
+  // Only the checkout's own path is taken out: an include directory elsewhere still counts,
+  // and a root that is a mere prefix of another path ("/tmp/newuser" of "/tmp/newuser2") does
+  // not match it.
+  other = ta;
+  other.flags.push_back("-I/opt/sdk/include");
+  EXPECT_NE(id, cpu_probe_id_of(src, other, a));
+  EXPECT_NE(cpu_probe_id_of(src, toolchain_at("/tmp/newuser2"), b), id);
 }
 
 // ---- measured ceilings and their cache (quick probe in a private cache dir) ----------------

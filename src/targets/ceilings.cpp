@@ -9,6 +9,7 @@
 #include <ctime>
 #include <mutex>
 #include <stdexcept>
+#include <string_view>
 
 #include <fmt/format.h>
 
@@ -39,9 +40,7 @@ fs::path probe_source() {
 }
 
 std::string probe_id_of(const std::string& text) {
-  const CpuToolchain& tc = cpu_toolchain();
-  return fmt::format("{:016x}",
-                     fnv1a(tc.version, fnv1a(tc.command_line() + "\n", fnv1a(text))));
+  return cpu_probe_id_of(text, cpu_toolchain(), vladbud_home());
 }
 
 std::string read_probe_source() {
@@ -143,6 +142,33 @@ void from_json(const json& j, Ceilings& c) {
     if (!r.peak_tflops.count(t))
       throw std::invalid_argument("ceilings: missing peak for " + std::string(dtype_name(t)));
   c = std::move(r);
+}
+
+std::string cpu_probe_id_of(const std::string& text, const CpuToolchain& tc,
+                            const fs::path& home) {
+  // The command line with the checkout's location taken out: "-I/tmp/a/kernels/include" and
+  // "-I/tmp/b/kernels/include" both read "-I$VLADBUD_HOME/kernels/include", so a second
+  // checkout of the same tree reuses the first one's ceilings instead of re-probing (a new
+  // user's did, overwriting the cache). The compiler, its version and every other flag stay.
+  std::string root = home.lexically_normal().string();
+  while (root.size() > 1 && root.back() == '/') root.pop_back();  // "/tmp/a/" -> "/tmp/a"
+  std::string line = tc.cxx;
+  for (const auto& f : tc.flags) {
+    std::string g = f;
+    if (!root.empty() && root != "/")
+      for (auto p = g.find(root); p != std::string::npos; p = g.find(root, p)) {
+        const std::size_t end = p + root.size();
+        // Only a whole path component ("/tmp/ab" is not under "/tmp/a").
+        if (end < g.size() && g[end] != '/') {
+          p = end;
+          continue;
+        }
+        g.replace(p, root.size(), "$VLADBUD_HOME");
+        p += std::string_view("$VLADBUD_HOME").size();
+      }
+    line += " " + g;
+  }
+  return fmt::format("{:016x}", fnv1a(tc.version, fnv1a(line + "\n", fnv1a(text))));
 }
 
 std::string cpu_probe_id() { return probe_id_of(read_probe_source()); }

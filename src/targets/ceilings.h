@@ -16,6 +16,8 @@
 
 namespace vb {
 
+struct CpuToolchain;  // backends/cpu/toolchain.h
+
 /// Bandwidth and compute ceilings of one machine, as measured.
 struct Ceilings {
   std::string machine_id;   ///< machine_id(detect_cpu()) of the machine measured
@@ -64,10 +66,20 @@ void from_json(const nlohmann::json& j, Ceilings& c);
 /// output when building or running fails, or when the probe's output is not the expected JSON.
 Ceilings measure_cpu_ceilings(std::function<void(std::string)> progress = {});
 
-/// The id of the CPU ceiling probe build local_cpu_ceilings() would run: 16 hex digits of the
-/// FNV-1a hash of the probe source (VLADBUD_HOME/src/targets/probes/cpu_ceilings.cpp), the
-/// compiler command line and its version. Throws std::runtime_error when the source is missing.
+/// The id of the CPU ceiling probe build local_cpu_ceilings() would run:
+/// cpu_probe_id_of(the probe source VLADBUD_HOME/src/targets/probes/cpu_ceilings.cpp,
+/// cpu_toolchain(), vladbud_home()). Throws std::runtime_error when the source is missing.
 std::string cpu_probe_id();
+
+/// The id of probe source `text` built by toolchain `tc` from the VladBud tree at `home`: 16
+/// hex digits of the FNV-1a hash of the source text, the compiler's `--version` line and its
+/// command line (compiler and flags) with `home` written as "$VLADBUD_HOME" wherever a flag
+/// holds it as a whole path (the kernels' include directory). So the id depends on the probe's
+/// source and the compiler's identity and flags, not on where the checkout lies: two checkouts
+/// of the same tree share one cached measurement, and a changed probe source, compiler,
+/// compiler version or flag still gives another id. Never throws.
+std::string cpu_probe_id_of(const std::string& text, const CpuToolchain& tc,
+                            const std::filesystem::path& home);
 
 /// Raises every ceiling of `into` to the larger of the two measurements (bandwidth per probe,
 /// peak per dtype with its method); the best of repeated probes is the machine's capability.

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <future>
@@ -715,6 +716,71 @@ TEST(OptimizeLoop, ABaselineTimedUnderContentionIsRetriedFlaggedAndReplacedByARe
     o.measurer = &m;
     EXPECT_NEAR(optimize_kernel(d2, o).baseline_us, 100, 1e-9);
     EXPECT_EQ(baseline_rows().size(), 2u);
+  }
+  fs::remove_all(ws);
+}
+
+// A new user saw "02_matmul: the starting source was timed while 1 other task(s) competed for
+// the cores: measuring it again" twice, word for word, and never the figure the tries ended
+// with: each try now says which it is, and the kept figure is said after them.
+TEST(OptimizeLoop, EachRetryOfAContendedBaselineSaysWhichTryAndTheFigureItEndedWith) {
+  const fs::path ws = temp_dir("contended-lines");
+  const std::string src =
+      "// @vb-param UNROLL 1 {1,8}  unroll factor\n#ifndef UNROLL\n#define UNROLL 1\n#endif\n"
+      "// @vb-param MODE 0 {0,1}  0 honest, 1 broken\n#ifndef MODE\n#define MODE 0\n#endif\n";
+  OptimizeOptions o;
+  o.budget_s = 1e-3;
+  o.git = false;
+  std::vector<std::string> lines;
+  o.progress = [&](const std::string& l) { lines.push_back(l); };
+  auto count = [&](const std::string& what) {
+    return std::count_if(lines.begin(), lines.end(),
+                         [&](const std::string& l) { return l.find(what) != std::string::npos; });
+  };
+  auto all = [&] {
+    std::string s;
+    for (const auto& l : lines) s += l + "\n";
+    return s;
+  };
+  {
+    // Contended at every try: two distinct retry lines, then the figure kept.
+    const fs::path d = make_kernel_folder(ws, src);
+    ContendedMeasurer m(3);
+    o.measurer = &m;
+    optimize_kernel(d, o);
+    EXPECT_EQ(count("measuring it again (try 1 of 2)"), 1) << all();
+    EXPECT_EQ(count("measuring it again (try 2 of 2)"), 1) << all();
+    EXPECT_EQ(count("timed at 30000.00 us while 2 other task(s)"), 2) << all();
+    EXPECT_EQ(count("01_softmax: starting source: 30000.00 us (2 other tasks competed in the "
+                    "quietest of 3 timings)"),
+              1)
+        << all();
+  }
+  fs::remove_all(ws);
+  lines.clear();
+  {
+    // Quiet at the second timing: one retry, and the quiet figure.
+    const fs::path d = make_kernel_folder(ws, src);
+    ContendedMeasurer m(1);
+    o.measurer = &m;
+    optimize_kernel(d, o);
+    EXPECT_EQ(count("(try 1 of 2)"), 1) << all();
+    EXPECT_EQ(count("(try 2 of 2)"), 0) << all();
+    EXPECT_EQ(count("01_softmax: starting source: 100.00 us (0 other tasks competed in the "
+                    "quietest of 2 timings)"),
+              1)
+        << all();
+  }
+  fs::remove_all(ws);
+  lines.clear();
+  {
+    // Quiet at once: no retry, no summary line.
+    const fs::path d = make_kernel_folder(ws, src);
+    ContendedMeasurer m(0);
+    o.measurer = &m;
+    optimize_kernel(d, o);
+    EXPECT_EQ(count("measuring it again"), 0) << all();
+    EXPECT_EQ(count("starting source:"), 0) << all();
   }
   fs::remove_all(ws);
 }

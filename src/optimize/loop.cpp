@@ -613,17 +613,27 @@ class Loop {
       }
       // Other work competed for the cores while it was timed: up to two more tries, the least
       // contended (then the fastest) kept. Still contended: stored with a flag, replaced by
-      // the next run's quieter measurement (above) while nothing has been kept.
-      for (int i = 0; i < 2 && m.other_runnable > 0 && !stopping(); ++i) {
-        say(fmt::format("{}: the starting source was timed while {} other task(s) competed for "
-                        "the cores: measuring it again",
-                        kdir_, m.other_runnable));
+      // the next run's quieter measurement (above) while nothing has been kept. Each try says
+      // which it is and the figure the tries ended with is said (a new user saw the same line
+      // twice and never the re-measured figure).
+      constexpr int kTries = 2;
+      int timings = 1;  // correct, timed measurements compared
+      for (int i = 0; i < kTries && m.other_runnable > 0 && !stopping(); ++i) {
+        say(fmt::format("{}: the starting source was timed at {:.2f} us while {} other task(s) "
+                        "competed for the cores: measuring it again (try {} of {})",
+                        kdir_, m.median_us, m.other_runnable, i + 1, kTries));
         const Measurement again = meas_->measure(src_, base_mode);
-        if (again.correct() && again.timed &&
-            (again.other_runnable < m.other_runnable ||
-             (again.other_runnable == m.other_runnable && again.median_us < m.median_us)))
+        if (!again.correct() || !again.timed) continue;
+        ++timings;
+        if (again.other_runnable < m.other_runnable ||
+            (again.other_runnable == m.other_runnable && again.median_us < m.median_us))
           m = again;
       }
+      if (timings > 1)
+        say(fmt::format("{}: starting source: {:.2f} us ({} other task{} competed in the quietest "
+                        "of {} timings)",
+                        kdir_, m.median_us, m.other_runnable, m.other_runnable == 1 ? "" : "s",
+                        timings));
       if (!screens_reduced()) best_quick_us_ = m.median_us;
       baseline_contended_ = m.other_runnable > 0;
       baseline_us_ = best_us_ = m.median_us;

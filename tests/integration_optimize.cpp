@@ -234,6 +234,25 @@ TEST(OptimizeCli, BadInputIsRefusedClearly) {
   fs::remove_all(ws);
 }
 
+// A new user's `--budget 3` meant three seconds without a word: the meaning stays, with a
+// warning first that says so and how to write minutes.
+TEST(OptimizeCli, ABareBudgetBelowAMinuteIsWarnedAboutFirst) {
+  const fs::path ws = temp_ws("budget-warning");
+  auto r = vladbud({"optimize", "--workspace", (ws / "nope").string(), "--budget", "3"});
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_EQ(r.err.rfind("warning: --budget 3 is 3 seconds (a bare number is seconds); for "
+                        "minutes write 3m\n",
+                        0),
+            0u)
+      << r.err;
+  for (const char* quiet : {"3m", "3s", "90"}) {
+    r = vladbud({"optimize", "--workspace", (ws / "nope").string(), "--budget", quiet});
+    EXPECT_EQ(r.exit_code, 2) << r.err;
+    EXPECT_EQ(r.err.find("warning: --budget"), std::string::npos) << quiet << ": " << r.err;
+  }
+  fs::remove_all(ws);
+}
+
 TEST(OptimizeCli, OrchestratorStatusAndReport) {
   const fs::path ws = temp_ws("orch");
   kernel_folder(ws, "01_softmax", "softmax", R"({"R":128,"C":1024})", 0.2);

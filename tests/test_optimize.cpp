@@ -381,6 +381,20 @@ TEST(OptimizeParams, BuiltinPrunerRespectsDomainsAndLimits) {
   EXPECT_EQ(chained("forbidden()", ok).value_or(""), "forbidden call");
 }
 
+// A new user's `--budget 3` meant 3 seconds (0 experiments) without a word: a bare number
+// below a minute is kept as seconds but warned about, with the spelling for minutes.
+TEST(OptimizeInput, ABareBudgetBelowAMinuteIsWarnedAbout) {
+  EXPECT_EQ(budget_warning("3"),
+            "warning: --budget 3 is 3 seconds (a bare number is seconds); for minutes write 3m");
+  EXPECT_EQ(budget_warning(" 45 "),
+            "warning: --budget 45 is 45 seconds (a bare number is seconds); for minutes write 45m");
+  EXPECT_EQ(budget_warning("1"),
+            "warning: --budget 1 is 1 second (a bare number is seconds); for minutes write 1m");
+  EXPECT_NE(budget_warning("0.5").find("0.5 seconds"), std::string::npos);
+  for (const std::string& quiet : {"60", "90", "3s", "3m", "1h", "1h30m", "", "abc", "0", "-3"})
+    EXPECT_EQ(budget_warning(quiet), "") << quiet;
+}
+
 TEST(OptimizeInput, BudgetsAndProblemFiles) {
   EXPECT_EQ(parse_budget("30m"), 1800);
   EXPECT_EQ(parse_budget("1h30m"), 5400);

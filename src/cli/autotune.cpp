@@ -297,10 +297,13 @@ void run_autotune(AutotuneArgs a) {
     if (!ec && !rel.empty() && rel.begin()->string() != "..") return rel.string();
     return exe.string();
   }();
+  // A bare number below a minute is seconds: said first (a new user's `--budget 3` ran no
+  // experiment, the header saying only "optimizer budget 3").
+  if (const std::string w = opt::budget_warning(a.budget); !w.empty()) log << w << "\n";
   log << fmt::format(
       "vladbud autotune: {} ({}), input {}, {} on {}, optimizer budget {}, top {}, workspace {}\n",
       a.class_name, a.model.empty() ? a.module : a.model, a.input_shape, a.dtype, a.device,
-      a.budget, a.top, wsq);
+      fmt_secs(budget_s), a.top, wsq);
   if (!archived.empty()) log << "the earlier run in " << wsq << " was moved to " << archived << "\n";
 
   // ---- 1. profile ----

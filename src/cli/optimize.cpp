@@ -128,6 +128,9 @@ void run_optimize(const OptimizeArgs& a) {
     if (a.kernel.empty()) usage_error("--reproduce needs --kernel DIR (the folder's problem.json)");
     return reproduce(a);
   }
+  // A bare number below a minute is seconds: said first, before any progress line.
+  if (const std::string w = opt::budget_warning(a.budget); !w.empty())
+    std::fprintf(stderr, "%s\n", w.c_str());
   g_stop = false;
   std::signal(SIGINT, on_stop_signal);
   std::signal(SIGTERM, on_stop_signal);

@@ -64,6 +64,23 @@ double parse_budget(const std::string& text) {
   return s;
 }
 
+std::string budget_warning(const std::string& text) {
+  static const std::regex whole(R"(^\s*(\d+(\.\d+)?)\s*$)");
+  std::smatch m;
+  if (!std::regex_match(text, m, whole)) return "";
+  double s = 0;
+  try {
+    s = parse_budget(text);
+  } catch (const std::invalid_argument&) {
+    return "";
+  }
+  if (s >= 60) return "";
+  const std::string n = m[1];
+  return fmt::format("warning: --budget {} is {} second{} (a bare number is seconds); for minutes "
+                     "write {}m",
+                     n, n, s == 1 ? "" : "s", n);
+}
+
 fs::path editable_source(const fs::path& dir, const std::string& backend) {
   std::string ext;
   if (const Backend* b = find_backend(backend))

@@ -158,6 +158,13 @@ nlohmann::json read_kernel_state(const std::filesystem::path& dir);
 /// which also catches numbers too large for a double).
 double parse_budget(const std::string& text);
 
+/// The warning for a budget written as a bare number below 60 ("3": three seconds, where a
+/// user may have meant minutes; a new user's `--budget 3` ran 0 experiments):
+/// "warning: --budget 3 is 3 seconds (a bare number is seconds); for minutes write 3m". ""
+/// for a budget with a unit ("3s", "3m"), a bare number of 60 or more, or text parse_budget
+/// refuses. Never throws.
+std::string budget_warning(const std::string& text);
+
 /// Commits `files` (paths inside the repository) on branch `branch` of the git repository
 /// holding `dir`, without touching the user's checkout or index (plumbing with a temporary
 /// index). Returns the commit id, or "" when `dir` is not inside a git repository or git fails

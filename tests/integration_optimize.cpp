@@ -253,6 +253,39 @@ TEST(OptimizeCli, ABareBudgetBelowAMinuteIsWarnedAboutFirst) {
   fs::remove_all(ws);
 }
 
+// `vladbud status` with nothing to show is an error (exit 2, documented in its --help) whose
+// hint works for status: it named optimize's --kernel, which status does not take.
+TEST(StatusCli, AWorkspaceWithoutKernelsIsAnErrorNamingAFixThatWorks) {
+  const fs::path ws = temp_ws("status-empty");
+  fs::create_directories(ws / ".bridge");  // an autotune run that stopped in its profile stage
+  for (const bool as_json : {false, true}) {
+    std::vector<std::string> args = {"status", "--workspace", ws.string()};
+    if (as_json) args.push_back("--json");
+    const auto r = vladbud(args);
+    EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
+    EXPECT_EQ(r.out, "") << r.out;
+    EXPECT_NE(r.err.find("vladbud status: " + (ws / "kernels").string() + " does not exist"),
+              std::string::npos)
+        << r.err;
+    EXPECT_NE(r.err.find("`vladbud extract --workspace " + ws.string() + "`"), std::string::npos)
+        << r.err;
+    EXPECT_EQ(r.err.find("--kernel"), std::string::npos) << "status has no --kernel: " << r.err;
+  }
+  auto r = vladbud({"status", "--workspace", (ws / "nope").string()});
+  EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
+  EXPECT_NE(r.err.find("does not exist"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("--kernel"), std::string::npos) << r.err;
+  fs::create_directories(ws / "kernels");
+  r = vladbud({"status", "--workspace", ws.string()});
+  EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
+  EXPECT_NE(r.err.find("holds no kernel folder"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("vladbud extract"), std::string::npos) << r.err;
+  r = vladbud({"status", "--help"});
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_NE(r.out.find("2 nothing to show"), std::string::npos) << r.out;
+  fs::remove_all(ws);
+}
+
 TEST(OptimizeCli, OrchestratorStatusAndReport) {
   const fs::path ws = temp_ws("orch");
   kernel_folder(ws, "01_softmax", "softmax", R"({"R":128,"C":1024})", 0.2);

@@ -14,7 +14,9 @@ void add_status(CLI::App& app) {
   auto json = std::make_shared<bool>(false);
   auto* c = app.add_subcommand(
       "status", "Show the optimizer's progress: per kernel its share of model time, starter and "
-                "best latency, speedup, % of ceiling, experiments, keeps and status.");
+                "best latency, speedup, % of ceiling, experiments, keeps and status. Exit codes: "
+                "0 shown, 2 nothing to show (no workspace, or no kernels/ in it: the message "
+                "names the command that makes them).");
   c->add_option("--workspace", *ws, "workspace folder")->capture_default_str();
   c->add_flag("--json", *json, "print orchestration.json (or the per-kernel entries) as JSON");
   c->callback([ws, json] {

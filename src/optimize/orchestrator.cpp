@@ -66,7 +66,8 @@ std::vector<KernelEntry> load_entries(const fs::path& ws) {
     if (e.is_directory() && fs::exists(e.path() / "problem.json")) dirs.push_back(e.path());
   std::sort(dirs.begin(), dirs.end());
   if (dirs.empty())
-    throw std::runtime_error(kd.string() + " holds no kernel folder with a problem.json");
+    throw std::runtime_error(kd.string() + " holds no kernel folder with a problem.json: run "
+                             "`vladbud extract` first (it writes one folder per kernel group)");
   json orch = json::object();
   try {
     if (fs::exists(ws / "orchestration.json")) orch = json::parse(read_file(ws / "orchestration.json"));
@@ -429,9 +430,27 @@ std::vector<KernelEntry> status_entries(const fs::path& ws, const json& orch) {
   return entries;
 }
 
+// status's own words for a workspace with nothing to show (load_entries' hint names
+// optimize's --kernel, which status does not take).
+void check_status_workspace(const fs::path& ws) {
+  const std::string opt = ws == "workspace" ? "" : " --workspace " + ws.string();
+  if (!fs::is_directory(ws))
+    throw std::runtime_error(fmt::format(
+        "workspace '{}' does not exist: pass --workspace DIR of an autotune or extract run, or "
+        "make one with `vladbud autotune{}` (or `vladbud extract{}`)",
+        ws.string(), opt, opt));
+  if (!fs::is_directory(ws / "kernels"))
+    throw std::runtime_error(fmt::format(
+        "{} does not exist: no kernel was extracted into {} (an autotune run that stopped "
+        "before its extract stage leaves none); run `vladbud extract{}` (or `vladbud "
+        "autotune{}`) first, or pass --workspace DIR of another run",
+        (ws / "kernels").string(), ws.string(), opt, opt));
+}
+
 }  // namespace
 
 json status_json(const fs::path& ws) {
+  check_status_workspace(ws);
   const json orch = read_orchestration(ws);
   json j = orchestration_json(status_entries(ws, orch), num_or(orch, "budget_s", 0.0),
                               num_or(orch, "spent_s", 0.0), str_or(orch, "current", ""));
@@ -442,6 +461,7 @@ json status_json(const fs::path& ws) {
 }
 
 std::string format_status(const fs::path& ws) {
+  check_status_workspace(ws);
   const json orch = read_orchestration(ws);
   const auto entries = status_entries(ws, orch);
   std::string s = fmt::format("workspace: {}\n", fs::absolute(ws).string());

@@ -99,8 +99,9 @@ nlohmann::json orchestration_json(const std::vector<KernelEntry>& entries, doubl
 
 /// `vladbud status` text: one line per kernel plus the totals and the Amdahl estimate. The
 /// figures come from each folder's state.json, the status, reason and budgets from the last
-/// run's orchestration.json. Throws std::runtime_error when workspace/kernels is missing or
-/// holds no kernel folder.
+/// run's orchestration.json. Throws std::runtime_error naming the fix (`vladbud extract`, or
+/// another --workspace) when the workspace or its kernels/ folder is missing or holds no kernel
+/// folder.
 std::string format_status(const std::filesystem::path& workspace);
 
 /// `vladbud status --json`: orchestration_json over the same entries as format_status (the last

@@ -18,6 +18,7 @@
 
 #include "backends/backend.h"
 #include "bridge/pipeline.h"
+#include "bridge/run_workspace.h"
 #include "cli/commands.h"
 #include "core/dtype.h"
 #include "core/paths.h"
@@ -71,26 +72,6 @@ constexpr int kStages = 6;
 std::string fmt_secs(double s) {
   const int t = static_cast<int>(s + 0.5);
   return t >= 60 ? fmt::format("{}m{:02d}s", t / 60, t % 60) : fmt::format("{}s", t);
-}
-
-std::string stamp() {
-  const std::time_t t = std::time(nullptr);
-  std::tm tm{};
-  ::gmtime_r(&t, &tm);
-  char b[32];
-  std::strftime(b, sizeof b, "%Y%m%dT%H%M%S", &tm);
-  return b;
-}
-
-// True when `p` is the current directory or one of its ancestors.
-bool holds_cwd(const fs::path& p) {
-  std::error_code ec;
-  const fs::path a = fs::weakly_canonical(p, ec), cwd = fs::current_path();
-  if (ec) return false;
-  for (fs::path c = cwd;; c = c.parent_path()) {
-    if (c == a) return true;
-    if (c == c.parent_path()) return false;
-  }
 }
 
 // What the stages wrote so far (for the failure message).
@@ -185,60 +166,17 @@ void run_autotune(AutotuneArgs a) {
   if (a.reps < 6)
     usage("--reps must be >= 6 (verify's paired rounds per in-model comparison: fewer give no 95 % "
           "interval for the decision; the default is 9)");
-  if (a.workspace.empty()) usage("--workspace must name a folder");
-  fs::path ws = fs::path(a.workspace).lexically_normal();
-  if (ws.filename().empty() && ws.has_parent_path()) ws = ws.parent_path();  // "workspace/"
-  if (ws.empty() || ws == "." || ws == "..")
-    usage("--workspace '" + a.workspace + "' must name a dedicated folder (default: workspace)");
-  // A workspace from an earlier run is kept: moved aside, never overwritten.
-  std::string archived;
-  if (fs::exists(ws)) {
-    if (!fs::is_directory(ws)) usage("--workspace '" + a.workspace + "' exists and is not a folder");
-    if (!fs::is_empty(ws)) {
-      if (holds_cwd(ws))
-        usage("--workspace '" + a.workspace + "' holds the current directory; pass a dedicated "
-              "folder (default: workspace)");
-      // Only a folder an earlier autotune run wrote is moved aside; anything else is the
-      // user's. (results.tsv alone is no sign: bench and run append to one anywhere.)
-      bool ours = false;
-      for (const char* f : {"profile.json", "orchestration.json", "verify.json", "report.md",
-                            "rank.json", ".bridge"})
-        ours = ours || fs::exists(ws / f);
-      ours = ours || fs::exists(ws / "kernels" / "orchestration.json") ||
-             fs::exists(ws / "progress.png");
-      if (!ours)
-        usage("--workspace '" + a.workspace + "' is a non-empty folder that no autotune run "
-              "wrote (no profile.json, .bridge/ or report.md in it); pass a new or empty folder");
-      // An earlier run that finished no stage left only its .bridge/ request: nothing to keep.
-      bool only_bridge = true;
-      for (const auto& e : fs::directory_iterator(ws))
-        only_bridge = only_bridge && e.path().filename() == ".bridge";
-      if (only_bridge && !fs::exists(ws / ".bridge" / "profile.json")) {
-        std::error_code rec;
-        fs::remove_all(ws / ".bridge", rec);
-        if (rec)
-          usage("--workspace '" + a.workspace + "': cannot clear the earlier run that finished "
-                "no stage (" + rec.message() + "); pass another --workspace");
-      }
-    }
-    if (!fs::is_empty(ws)) {
-      fs::path to = ws;
-      to.replace_filename(ws.filename().string() + ".prev-" + stamp());
-      std::error_code ec;
-      fs::rename(ws, to, ec);
-      if (ec)
-        usage("--workspace '" + a.workspace + "' holds an earlier run and could not be moved to " +
-              to.string() + " (" + ec.message() + "); pass another --workspace");
-      archived = to.string();
-    }
+  // The earlier run in the workspace stays in place until the profile succeeded: the profile
+  // writes beside it (bridge/run_workspace.h), so bad input that only Python sees (a wrong
+  // --class-name) loses nothing.
+  RunWorkspace rw;
+  try {
+    rw = prepare_run_workspace(a.workspace);
+  } catch (const BridgeUsageError& e) {
+    usage(e.what());
   }
-  {
-    std::error_code ec;
-    fs::create_directories(ws, ec);
-    if (ec)
-      usage("--workspace '" + a.workspace + "' cannot be created (" + ec.message() +
-            "); pass a folder in a writable place");
-  }
+  const fs::path ws = rw.ws;
+  preq.workspace = rw.staging.string();
 
   const auto t0 = Clock::now();
   auto since = [](Clock::time_point t) {
@@ -273,20 +211,6 @@ void run_autotune(AutotuneArgs a) {
                        note.empty() ? "" : ": " + note)
         << std::flush;
   };
-  auto fail = [&](const StageFailure& f) {
-    log << std::flush;
-    std::cerr << fmt::format("\nvladbud autotune: stage {}/{} ({}) failed: {}\n  fix: {}\n  kept: {}\n",
-                             stage_no, kStages, stage_name, f.what, f.fix, kept_files(ws));
-    if (!archived.empty())
-      std::cerr << "  the earlier run is in " << archived << " (move it back to " << ws.string()
-                << " to use it again)\n";
-    if (a.json)
-      std::cout << json{{"failed_stage", stage_name}, {"stage", stage_no}, {"error", f.what},
-                        {"fix", f.fix}, {"workspace", ws.string()}, {"stages", stages}}
-                       .dump(2)
-                << "\n";
-    throw CLI::RuntimeError(f.code);
-  };
   const std::string wsq = ws.string();
   // The command as the user can type it here (build/vladbud from the repository root), for the
   // fix lines.
@@ -297,6 +221,20 @@ void run_autotune(AutotuneArgs a) {
     if (!ec && !rel.empty() && rel.begin()->string() != "..") return rel.string();
     return exe.string();
   }();
+  auto fail = [&](const StageFailure& f) {
+    log << std::flush;
+    abandon_run_workspace(rw);  // before the profile succeeded: the earlier run stays in place
+    std::cerr << fmt::format("\nvladbud autotune: stage {}/{} ({}) failed: {}\n  fix: {}\n  kept: {}\n",
+                             stage_no, kStages, stage_name, f.what, f.fix,
+                             rw.committed || rw.staging == ws ? kept_files(ws) : "nothing of this run");
+    std::cerr << earlier_run_note(rw, vb);
+    if (a.json)
+      std::cout << json{{"failed_stage", stage_name}, {"stage", stage_no}, {"error", f.what},
+                        {"fix", f.fix}, {"workspace", ws.string()}, {"stages", stages}}
+                       .dump(2)
+                << "\n";
+    throw CLI::RuntimeError(f.code);
+  };
   // A bare number below a minute is seconds: said first (a new user's `--budget 3` ran no
   // experiment, the header saying only "optimizer budget 3").
   if (const std::string w = opt::budget_warning(a.budget); !w.empty()) log << w << "\n";
@@ -304,7 +242,8 @@ void run_autotune(AutotuneArgs a) {
       "vladbud autotune: {} ({}), input {}, {} on {}, optimizer budget {}, top {}, workspace {}\n",
       a.class_name, a.model.empty() ? a.module : a.model, a.input_shape, a.dtype, a.device,
       fmt_secs(budget_s), a.top, wsq);
-  if (!archived.empty()) log << "the earlier run in " << wsq << " was moved to " << archived << "\n";
+  if (rw.has_earlier)
+    log << "the earlier run in " << wsq << " stays in place until the profile succeeds\n";
 
   // ---- 1. profile ----
   begin("profile", fmt::format("torch.profiler over the forward of {} ({} warm-up, {} profiled)",
@@ -335,8 +274,16 @@ void run_autotune(AutotuneArgs a) {
           "run `bash scripts/setup.sh` (it makes .venv with torch) or set VB_PYTHON to a Python "
           "that has torch; the message above holds the Python side's error"});
   }
+  // The profile succeeded: the earlier run is moved aside and the new run takes its place.
+  try {
+    commit_run_workspace(rw);
+  } catch (const std::exception& e) {
+    fail({kFail, e.what(), "pass another --workspace (the earlier run is named above)"});
+  }
   log << format_profile_summary(prof, preq, 10);
-  done("wrote " + prof.written.string());
+  if (!rw.archived.empty())
+    log << "the earlier run in " << wsq << " was moved to " << rw.archived.string() << "\n";
+  done("wrote " + (ws / "profile.json").string());
 
   // ---- 2. extract ----
   const Backend& be = *chosen;
@@ -426,7 +373,9 @@ void run_autotune(AutotuneArgs a) {
           "(re-run `vladbud extract`, or use `vladbud optimize --proposer agent`)"});
   log << opt::format_status(ws);
   if (!errors.empty()) log << "  not optimized (kept at the starter):" << errors << "\n";
-  done(fmt::format("{:.3f}x expected end-to-end (Amdahl)", orch.value("amdahl_speedup", 1.0)));
+  // Not "expected end-to-end": read beside verify's measured speedup vs PyTorch it looked like a
+  // contradiction.
+  done(opt::amdahl_statement(orch.value("amdahl_speedup", 1.0)));
 
   // ---- 4. verify ----
   VerifyRequest vreq;
@@ -531,8 +480,13 @@ void run_autotune(AutotuneArgs a) {
   log << fmt::format("\n== summary ({} in all) ==\n", fmt_secs(since(t0)));
   log << fmt::format("{:<22} {:>6} {:>12} {:>12} {:>8} {:>10} {:>9}  {}\n", "kernel", "share",
                      "starter_us", "best_us", "speedup", "vs_pytorch", "in model", "status");
+  bool marked = false;  // a figure timed under contention: "*" and opt::contended_footnote()
   for (const auto& k : orch["kernels"]) {
     const std::string dir = k.value("dir", "");
+    // best.json's flags: the best figure (and its ratio to PyTorch), the starter's figure.
+    const bool best_busy = best_figure_contended(ws / "kernels" / dir),
+               base_busy = baseline_figure_contended(ws / "kernels" / dir);
+    marked = marked || best_busy || base_busy;
     double pt_us = 0;
     try {
       pt_us = json::parse(read_file(ws / "kernels" / dir / "problem.json")).value("pytorch_us", 0.0);
@@ -540,19 +494,26 @@ void run_autotune(AutotuneArgs a) {
     }
     const double base = k.value("baseline_us", 0.0), best = k.value("best_us", 0.0);
     const std::string status = k.value("status", "");
-    const std::string vs = pt_us > 0 && best > 0 ? fmt::format("{:.3f}x", pt_us / best) : "n/a";
-    log << fmt::format("{:<22} {:>5.1f}% {:>12.2f} {:>12.2f} {:>7.3f}x {:>10} {:>9}  {}\n", dir,
-                       100 * k.value("time_share", 0.0), base, best, k.value("speedup", 1.0), vs,
-                       decision.count(dir) ? decision[dir] : "-", status);
+    const std::string vs = pt_us > 0 && best > 0
+                               ? fmt::format("{:.3f}x{}", pt_us / best, best_busy ? "*" : "")
+                               : "n/a";
+    log << fmt::format("{:<22} {:>5.1f}% {:>12} {:>12} {:>7.3f}x {:>10} {:>9}  {}\n", dir,
+                       100 * k.value("time_share", 0.0),
+                       fmt::format("{:.2f}{}", base, base_busy ? "*" : ""),
+                       fmt::format("{:.2f}{}", best, best_busy ? "*" : ""),
+                       k.value("speedup", 1.0), vs, decision.count(dir) ? decision[dir] : "-",
+                       status);
     kernels.push_back({{"dir", dir}, {"kernel", k.value("kernel", "")},
                        {"time_share", k.value("time_share", 0.0)}, {"starter_us", base},
-                       {"best_us", best}, {"speedup", k.value("speedup", 1.0)},
+                       {"best_us", best}, {"best_contended", best_busy},
+                       {"starter_contended", base_busy}, {"speedup", k.value("speedup", 1.0)},
                        {"pytorch_us", pt_us > 0 ? json(pt_us) : json(nullptr)},
                        {"experiments", k.value("experiments", 0)}, {"kept", k.value("kept", 0)},
                        {"status", status}, {"reason", k.value("reason", "")},
                        {"verified", decision.count(dir) > 0},
                        {"handed_over", plugged.count(dir) > 0}});
   }
+  if (marked) log << opt::contended_footnote() << "\n";
   const json lat = ver.value("latency", json::object());
   const json e2e = ver.value("end_to_end", json::object());
   const std::string in = opt::handed_over_list(ver);
@@ -633,8 +594,10 @@ void add_autotune(CLI::App& app) {
       "the model -> rank them for the spec DB's remote targets (the confidence ladder) -> write "
       "workspace/report.md and progress.png. Without --model: the bundled GPT-2 small. A failed "
       "stage stops the run naming the stage and the fix; earlier stages' files stay. An earlier "
-      "run in the workspace is moved to <workspace>.prev-<time>; a non-empty folder no autotune run "
-      "wrote is refused. A busy machine (load average above the cores + 1) is warned about after "
+      "run in the workspace stays in place while the new one is profiled (beside it, in "
+      "<workspace>.new-<pid>) and is moved to <workspace>.prev-<time> once the profile "
+      "succeeded, so bad input moves nothing; a non-empty folder no autotune run wrote is "
+      "refused. A busy machine (load average above the cores + 1) is warned about after "
       "the summary. Exit codes: 0 done, 1 a stage failed, 2 bad input, 130 Ctrl-C.");
   c->add_option("--model", a->model, "Python file defining the model class (default: models/gpt2.py)");
   c->add_option("--class-name", a->class_name, "nn.Module class (default with the default model: GPT2)");

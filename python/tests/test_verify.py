@@ -141,6 +141,38 @@ def test_pytorch_baseline_times_every_type(kernel, dims, attrs):
     r = baseline({"kernel": kernel, "dims": dims, "attrs": attrs, "dtype": "bf16", "device": "cpu",
                   "rotation_sets": 2, "min_reps": 3, "min_time_s": 0.0, "max_time_s": 0.5})
     assert r["reps"] >= 3 and r["median_us"] > 0 and r["p10_us"] <= r["p90_us"]
+    assert r["stepped"] is False  # a library call times in this process
+
+
+def test_pytorch_baseline_command_steps_like_the_evaluator_and_reports_the_childs_errors(tmp_path):
+    """`python -m vladbud.baseline` (what `vladbud bench` runs) times in a forked child stopped
+    before each timed call and continued by the parent, as the evaluator times a kernel; not
+    stepped on request. A bad request fails in the child and the command reports its error."""
+    import json
+    import subprocess
+    import sys
+    req = {"kernel": "softmax", "dims": {"R": 4, "C": 33}, "attrs": {}, "dtype": "fp32",
+           "device": "cpu", "rotation_sets": 2, "min_reps": 5, "min_time_s": 0.0, "max_time_s": 0.5}
+
+    def cmd(r):
+        (tmp_path / "req.json").write_text(json.dumps(r))
+        import os
+        import vladbud
+        env = {**os.environ, "PYTHONPATH": os.path.dirname(os.path.dirname(vladbud.__file__))}
+        p = subprocess.run([sys.executable, "-m", "vladbud.baseline", str(tmp_path / "req.json"),
+                            str(tmp_path / "res.json")], capture_output=True, text=True, timeout=120,
+                           env=env)
+        return p, (json.loads((tmp_path / "res.json").read_text()) if p.returncode == 0 else None)
+
+    p, r = cmd(req)
+    assert p.returncode == 0, p.stderr
+    assert r["stepped"] is True and r["reps"] >= 5 and r["median_us"] > 0
+    p, r = cmd({**req, "stepped": False})
+    assert p.returncode == 0 and r["stepped"] is False
+    (tmp_path / "res.json").unlink()
+    p, r = cmd({**req, "kernel": "softmaxx"})
+    assert p.returncode != 0 and "unknown kernel type 'softmaxx'" in p.stderr + p.stdout
+    assert not (tmp_path / "res.json").exists()
 
 
 OPS_MODEL = '''
@@ -396,3 +428,53 @@ def test_fewer_than_six_rounds_never_decide():
     d = paired_decision([10.0] * 5, [1.0] * 5)
     assert not d["faster"] and d["speedup"] == pytest.approx(10.0)
     assert paired_decision([10.0] * 6, [1.0] * 6)["faster"]
+
+
+def test_competing_tasks_takes_the_least_reading_less_this_thread():
+    from vladbud.verify import competing_tasks
+    seq = iter([3, 1, 2])
+    assert competing_tasks("cpu", read=lambda: next(seq), gap_s=0) == 0  # least 1, less ourselves
+    seq = iter([4, 3, 5])
+    assert competing_tasks("cpu", read=lambda: next(seq), gap_s=0) == 2
+    # A GPU forward keeps one host core busy: only tasks beyond the other cores compete.
+    seq = iter([4, 4, 4])
+    assert competing_tasks("cuda", read=lambda: next(seq), cores=2, gap_s=0) == 2
+    seq = iter([4, 4, 4])
+    assert competing_tasks("cuda", read=lambda: next(seq), cores=16, gap_s=0) == 0
+    # Unreadable /proc/stat: unknown, not 0.
+    assert competing_tasks("cpu", read=lambda: None, gap_s=0) is None
+
+
+def test_procs_running_reads_proc_stat_and_refuses_a_damaged_file(tmp_path):
+    from vladbud.verify import procs_running
+    good = tmp_path / "stat"
+    good.write_text("cpu  1 2 3\nprocs_running 3\nprocs_blocked 0\n")
+    assert procs_running(str(good)) == 3
+    bad = tmp_path / "bad"
+    bad.write_text("cpu  1 2 3\nprocs_running x\n")
+    assert procs_running(str(bad)) is None
+    assert procs_running(str(tmp_path / "missing")) is None
+    assert isinstance(procs_running(), int)  # this machine's
+
+
+def test_contention_log_flags_a_run_with_enough_busy_rounds():
+    from vladbud.verify import ContentionLog
+    log = ContentionLog()
+    assert log.summary()["contended"] is False  # nothing sampled
+    log.readings = [0] * 8 + [1]  # one busy round of 9: not enough
+    assert log.summary() == {"rounds_sampled": 9, "contended_rounds": 1, "max_other_runnable": 1,
+                             "contended": False}
+    log.readings = [0] * 7 + [1, 2]
+    assert log.summary()["contended"] is True and log.summary()["max_other_runnable"] == 2
+    log.readings = [None, None, 3, 0]  # unknown readings do not count either way
+    s = log.summary()
+    assert s["rounds_sampled"] == 2 and s["contended_rounds"] == 1 and s["contended"] is False
+
+
+def test_verify_warns_when_its_rounds_ran_under_contention(kernel_lib, monkeypatch):
+    import vladbud.verify as V
+    monkeypatch.setattr(V, "procs_running", lambda stat_path="/proc/stat": 5)  # 4 others always
+    res = run(_req("gpt2.py", "GPT2", TINY_GPT2, [("layernorm", "layernorm")], kernel_lib))
+    assert res["contention"]["contended"] is True
+    assert res["contention"]["max_other_runnable"] == 4
+    assert any("competed for the cores" in w for w in res.get("warnings", []))

@@ -12,10 +12,18 @@ no fused RoPE); reduce x.sum(-1).
 Protocol (the evaluator's, DESIGN §4): warm-up calls, then timed calls, each on the next input
 set, until both min_reps and min_time_s are reached (or max_time_s); per-call time from
 perf_counter (CPU) or CUDA events around the call; median, p10, p90.
+Stepped (the command line's request "stepped", default true), as the evaluator times a kernel (issue 18: the runner
+stops itself with SIGSTOP before each timed call and the parent continues it): the timing runs
+in a forked child that stops itself before each timed call, and this process continues it
+(waitpid WUNTRACED, SIGCONT). Without it the comparison was not by the same protocol: on this
+2-core VM the stop and continue cost VladBud's OpenMP matmul 10 % at 64x512x512 (157 -> 173 us,
+4 alternating pairs) that PyTorch's back-to-back calls never paid.
 RESULT: {"op", "median_us", "p10_us", "p90_us", "reps", "torch", "threads", "device"}.
 """
 import json
 import math
+import os
+import signal
 import statistics
 import time
 
@@ -99,6 +107,59 @@ def pytorch_call(kernel, attrs):
 
 
 def run(req):
+    """PyTorch's time for the request (module doc), in this process and not stepped (a library
+    call: forking a process whose torch already ran parallel work can hang the child in its
+    OpenMP runtime). The command line (main) steps it."""
+    return _time(req, None)
+
+
+def _run_stepped(req):
+    """_time(req) in a forked child that stops itself (SIGSTOP) before each timed call; this
+    process continues it at every stop and returns the child's result. Forked before torch has
+    started threads or CUDA here (main calls it first thing in a fresh process; after torch's
+    OpenMP workers exist the forked child can hang). Raises BridgeError with the child's error,
+    or when the child dies without a result."""
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the timing child
+        os.close(r)
+        try:
+            out = {"result": _time(req, lambda: os.kill(os.getpid(), signal.SIGSTOP))}
+        except BaseException as e:  # reported by the parent, which raises it
+            out = {"error": f"{type(e).__name__}: {e}"}
+        data = json.dumps(out).encode()
+        while data:
+            data = data[os.write(w, data):]
+        os._exit(0)
+    os.close(w)
+    chunks = []
+    # The result is written only at the end (a few hundred bytes, under the pipe's buffer), so
+    # waiting for the child before reading cannot block it.
+    while True:
+        _, st = os.waitpid(pid, os.WUNTRACED)
+        if os.WIFSTOPPED(st):
+            os.kill(pid, signal.SIGCONT)
+            continue
+        break
+    while True:
+        b = os.read(r, 65536)
+        if not b:
+            break
+        chunks.append(b)
+    os.close(r)
+    try:
+        out = json.loads(b"".join(chunks).decode())
+    except ValueError:
+        how = f"signal {os.WTERMSIG(st)}" if os.WIFSIGNALED(st) else f"exit {os.WEXITSTATUS(st)}"
+        raise BridgeError(f"the baseline's timing child died without a result ({how}); run with "
+                          f"\"stepped\": false in the request to time in one process")
+    if "error" in out:
+        raise BridgeError(f"the baseline's timing child failed: {out['error']}")
+    return out["result"]
+
+
+def _time(req, stop):
+    """The timing loop (module doc); `stop` (or None) is called right before each timed call."""
     kernel, dims, attrs = req["kernel"], req["dims"], req.get("attrs") or {}
     dt, dev = torch_dtype(req.get("dtype", "fp32")), req.get("device", "cpu")
     if dev == "cuda" and not torch.cuda.is_available():
@@ -120,6 +181,8 @@ def run(req):
         i = 0
         while True:
             x = sets[i % len(sets)]
+            if stop is not None:
+                stop()
             if dev == "cuda":
                 e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
                 e0.record()
@@ -137,14 +200,17 @@ def run(req):
                 break
     q = statistics.quantiles(times, n=10) if len(times) >= 2 else [times[0]] * 9
     return {"op": desc, "median_us": statistics.median(times), "p10_us": q[0], "p90_us": q[-1],
-            "reps": len(times), "torch": torch.__version__, "threads": torch.get_num_threads(), "device": dev}
+            "reps": len(times), "torch": torch.__version__, "threads": torch.get_num_threads(), "device": dev,
+            "stepped": stop is not None}
 
 
 def main(argv):
     if len(argv) != 2:
         raise BridgeError("usage: python -m vladbud.baseline REQUEST.json RESULT.json")
     with open(argv[0]) as f:
-        res = run(json.load(f))
+        req = json.load(f)
+    # Stepped by default, as the evaluator times a kernel; the fork comes before any torch work.
+    res = _run_stepped(req) if req.get("stepped", True) else run(req)
     with open(argv[1], "w") as f:
         json.dump(res, f, indent=1)
 

@@ -59,11 +59,15 @@ bf16 2^-8) and L the model depth (blocks): rounding errors of a depth-L residual
 like sqrt(L) random-walk steps of O(u) per block, and 32 covers the per-block constant.
 
 Each timed sample is `inner` forwards (inner chosen so one sample lasts >= 20 ms), synchronized
-on CUDA, wall clock (time.perf_counter).
+on CUDA, wall clock (time.perf_counter). Before each round the other runnable tasks are read
+(competing_tasks); the result's "contention" says how many rounds started while other work
+competed for the cores, and a run where at least 2 rounds and a fifth of them did gets a
+warning (the decisions are kept, flagged: see ContentionLog).
 """
 import contextlib
 import json
 import math
+import os
 import statistics
 import time
 
@@ -187,6 +191,65 @@ def compare(base, variant, req, seeds, tol):
     return rows
 
 
+def procs_running(stat_path="/proc/stat"):
+    """The kernel's count of runnable tasks on the whole machine ("procs_running" in
+    /proc/stat, this process's running thread included), or None where it cannot be read."""
+    try:
+        with open(stat_path) as f:
+            for line in f:
+                if line.startswith("procs_running "):
+                    return int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+def competing_tasks(dev, read=None, cores=None, samples=3, gap_s=0.010):
+    """Other tasks competing for the cores right now, between two timed rounds: the least of
+    `samples` readings `gap_s` apart (a momentary blip, or torch's own OpenMP workers still
+    spinning after the last forward, does not count), less this process's thread. A CPU forward
+    uses every core, so any other runnable task competes; a GPU forward keeps one host core
+    busy, so only tasks beyond the other cores do (the evaluator's rule, runner
+    competing_tasks). `read` returns the machine's runnable tasks (default procs_running).
+    Returns None where they cannot be read."""
+    read = read or procs_running
+    least = None
+    for i in range(max(1, samples)):
+        if i:
+            time.sleep(gap_s)
+        n = read()
+        if n is None:
+            return None
+        least = n if least is None else min(least, n)
+    others = max(0, least - 1)
+    if dev != "cpu":
+        others = max(0, others - max(0, (cores or os.cpu_count() or 1) - 1))
+    return others
+
+
+class ContentionLog:
+    """Per-round readings of competing_tasks() over one verify run (time_variants appends one
+    before each round). A run whose paired rounds ran while other work competed for the cores
+    gets a warning: on a shared machine the kernels and PyTorch slow down by different factors
+    under load (a 2-core VM under another session's builds: eager GPT-2 195 ms instead of 97,
+    and a matmul handed over at 1.154x that a quiet run measured at 1.000x)."""
+
+    def __init__(self):
+        self.readings = []
+
+    def summary(self):
+        """{"rounds_sampled", "contended_rounds", "max_other_runnable", "contended"}: contended
+        when at least 2 rounds, and at least a fifth of them, had a competing task."""
+        known = [r for r in self.readings if r is not None]
+        busy = [r for r in known if r > 0]
+        return {"rounds_sampled": len(known), "contended_rounds": len(busy),
+                "max_other_runnable": max(known) if known else None,
+                "contended": len(busy) >= max(2, math.ceil(0.2 * len(known))) if known else False}
+
+
+CONTENTION = ContentionLog()
+
+
 def time_variants(variants, x, dev, warmup, reps, progress=None):
     """Interleaved timing: `warmup` forwards each, then `reps` rounds; in round r the variants
     run in rotated order (starting at r mod n) to cancel drift. Each sample is `inner` forwards
@@ -202,6 +265,7 @@ def time_variants(variants, x, dev, warmup, reps, progress=None):
     out = {v.name: [] for v in variants}
     n = len(variants)
     for r in range(reps):
+        CONTENTION.readings.append(competing_tasks(dev))
         for i in range(n):
             v = variants[(r + i) % n]
             if dev == "cuda":
@@ -396,6 +460,7 @@ def run(req):
     if not kern:
         raise BridgeError("no kernels to verify; run `vladbud extract --top N` first")
     vk.unbind_all()
+    CONTENTION.readings.clear()
     for k in kern:
         vk.bind(k["type"], k["library"], k.get("torch_device", "cpu"))
     base = load_from_request(req)
@@ -577,6 +642,14 @@ def run(req):
     unused = [c["type"] for c in cands if c["calls_per_forward"] == 0]
     if unused:
         res["warnings"] = [f"kernel type {t} was never called by the model (nothing replaced)" for t in unused]
+    res["contention"] = cont = CONTENTION.summary()
+    if cont["contended"]:
+        res.setdefault("warnings", []).append(
+            f"{cont['contended_rounds']} of {cont['rounds_sampled']} timed rounds started while other "
+            f"work competed for the cores (up to {cont['max_other_runnable']} other runnable "
+            f"task(s)): the in-model ratios and what was handed over are not trustworthy (under load "
+            f"the kernels and PyTorch slow down by different factors); re-run `vladbud verify` on a "
+            f"quiet machine")
     if req.get("diagnose"):
         res["diagnose"] = [{"type": c["type"], "rel_error": c["rel_error"],
                             "nonfinite": any(r["nonfinite"] for r in c["seeds"]), "pass": c["correct"]}

@@ -6,27 +6,39 @@
 # bench/results/cpu.md + cpu.json: date, CPU, commit, command, and per row the latency, PyTorch's
 # latency, the speedup, % of the measured ceiling and the load average (issue 16's format).
 # Usage: bench/cpu_starters.sh [--dtype fp32|fp16|bf16] [--out FILE.md] [--no-models]
+#          [--types T1,T2|none] [--model-types T1,T2]
+#   --types: the benchmark-size rows to run (default all nine; none: no benchmark-size rows);
+#   --model-types: only the model folders of these types (default every extracted folder).
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 dtype=fp32
 out="$here/bench/results/cpu.md"
 models=1
+types="matmul,softmax,layernorm,rmsnorm,flash_attention,fused_mlp,cross_entropy,rotary_embedding,reduce"
+model_types=""
 args="$*"
 while [ $# -gt 0 ]; do
   case "$1" in
     --dtype) dtype="$2"; shift ;;
     --out) out="$2"; shift ;;
     --no-models) models=0 ;;
-    -h|--help) sed -n '2,8p' "$0"; exit 0 ;;
+    --types) types="$2"; shift ;;
+    --model-types) model_types="$2"; shift ;;
+    -h|--help) sed -n '2,11p' "$0"; exit 0 ;;
     *) echo "cpu_starters.sh: unknown option $1" >&2; exit 2 ;;
   esac
   shift
+done
+known=" matmul softmax layernorm rmsnorm flash_attention fused_mlp cross_entropy rotary_embedding reduce "
+kernels=()
+if [ "$types" != none ]; then IFS=, read -r -a kernels <<<"$types"; fi
+for k in "${kernels[@]}" ${model_types//,/ }; do
+  case "$known" in *" $k "*) ;; *) echo "cpu_starters.sh: unknown kernel type '$k' (known:$known)" >&2; exit 2 ;; esac
 done
 "$here/scripts/setup.sh"
 vb="$here/build/vladbud"
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
-kernels=(matmul softmax layernorm rmsnorm flash_attention fused_mlp cross_entropy rotary_embedding reduce)
 mkdir -p "$tmp/rows"
 for k in "${kernels[@]}"; do
   echo "bench: $k ($dtype)" >&2
@@ -42,6 +54,7 @@ if [ "$models" = 1 ]; then
          --workspace "$ws" >/dev/null && "$vb" extract --top 12 --workspace "$ws" >/dev/null; then
       for d in "$ws"/kernels/*/; do
         n="$(basename "$d")"
+        if [ -n "$model_types" ] && ! [[ ",$model_types," == *",${n#*_},"* ]]; then continue; fi
         src="$(ls "$d" | grep -E '\.cpp$' | head -1)"
         echo "bench: $1 $n" >&2
         (cd "$d" && "$vb" bench -s "$src" --json --tag bench-cpu >"$tmp/rows/1-$1-$n.json") || true

@@ -283,5 +283,28 @@ TEST(Bridge, BestFigureContendedReadsTheFlagOfTheVersionThatIsBest) {
   fs::remove_all(d);
 }
 
+// The starter's own figure (the summary's and report.md's baseline column) is contended as long
+// as best.json's baseline_contended says so, whatever was kept since; bad input reads false.
+TEST(Bridge, BaselineFigureContendedReadsTheStartersFlagWhateverWasKept) {
+  const auto d = temp_dir("baseline-contended");
+  auto put = [&](const std::string& text) {
+    fs::create_directories(d / "best");
+    std::ofstream(d / "best" / "best.json") << text;
+  };
+  EXPECT_FALSE(baseline_figure_contended(d));  // no best/ at all
+  put(R"({"experiment": 0, "baseline_contended": true, "kept_contended": false})");
+  EXPECT_TRUE(baseline_figure_contended(d));
+  put(R"({"experiment": 7, "baseline_contended": true, "kept_contended": false})");
+  EXPECT_TRUE(baseline_figure_contended(d));
+  put(R"({"experiment": 7, "baseline_contended": false, "kept_contended": true})");
+  EXPECT_FALSE(baseline_figure_contended(d));
+  for (const char* bad : {R"({"baseline_contended": tr)", R"({"baseline_contended": "yes"})",
+                          R"([1, 2])", R"({"experiment": 0})"}) {
+    put(bad);
+    EXPECT_FALSE(baseline_figure_contended(d)) << bad;
+  }
+  fs::remove_all(d);
+}
+
 }  // namespace
 }  // namespace vb

@@ -192,6 +192,18 @@ bool best_figure_contended(const fs::path& dir) {
   }
 }
 
+bool baseline_figure_contended(const fs::path& dir) {
+  const fs::path bj = dir / "best" / "best.json";
+  if (!fs::exists(bj)) return false;
+  try {
+    const json b = json::parse(read_file(bj));
+    return b.is_object() && b.contains("baseline_contended") && b["baseline_contended"].is_boolean() &&
+           b["baseline_contended"].get<bool>();
+  } catch (const std::exception&) {
+    return false;  // unreadable: the figure is taken as it is
+  }
+}
+
 json verify_model(const VerifyRequest& a) {
   const fs::path ws = a.workspace, pj = ws / "profile.json";
   if (!fs::exists(pj))

@@ -112,6 +112,13 @@ nlohmann::json verify_model(const VerifyRequest& r);
 /// unreadable best.json gives false (the figure is taken as it is). Never throws.
 bool best_figure_contended(const std::filesystem::path& folder);
 
+/// Whether a kernel folder's starter (baseline) figure was timed while other work competed for
+/// the cores: `folder`/best/best.json's "baseline_contended", whatever was kept since (a kept
+/// version's speedup over the starter comes from interleaved rounds, but the starter's own
+/// figure stays the contended one until a run re-measures it). A missing or unreadable
+/// best.json gives false. Never throws.
+bool baseline_figure_contended(const std::filesystem::path& folder);
+
 /// The text `vladbud verify` prints for verify.json `res` of the model in `profile`: the
 /// kernels plugged in, the tolerance, one line per seed, the latencies and speedup, the
 /// warnings, the diagnosis, the verdict and where it was written.

@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "backends/backend.h"
+#include "bridge/pipeline.h"
 #include "core/paths.h"
 #include "core/util.h"
 #include "optimize/problem_file.h"
@@ -92,6 +93,7 @@ std::vector<KernelEntry> load_entries(const fs::path& ws) {
     e.speedup_x = st.value("speedup", 1.0);
     e.experiments = st.value("experiments", 0);
     e.kept = st.value("kept", 0);
+    read_contention(e, d);
     // (Fields are read only when they have their type: a damaged record must not stop a run.)
     auto text = [](const json& k, const char* f) {
       return k.is_object() && k.contains(f) && k[f].is_string() ? k[f].get<std::string>() : std::string();
@@ -110,6 +112,24 @@ std::vector<KernelEntry> load_entries(const fs::path& ws) {
   return out;
 }
 
+std::string amdahl_statement(double x) {
+  return fmt::format(
+      "{:.3f}x model-level speedup implied by the optimizer's keeps over the starter kernels "
+      "(Amdahl over each folder's speedup over its starter; not a comparison with PyTorch: "
+      "`vladbud verify` measures that)",
+      x);
+}
+
+std::string contended_footnote() {
+  return "* timed while other work competed for the cores: not trustworthy; the next run "
+         "re-measures it";
+}
+
+void read_contention(KernelEntry& e, const fs::path& folder) {
+  e.best_contended = best_figure_contended(folder);
+  e.baseline_contended = baseline_figure_contended(folder);
+}
+
 json orchestration_json(const std::vector<KernelEntry>& entries, double budget_s, double spent_s,
                         const std::string& current) {
   json ks = json::array();
@@ -119,6 +139,8 @@ json orchestration_json(const std::vector<KernelEntry>& entries, double budget_s
                   {"time_share", e.time_share},
                   {"baseline_us", e.baseline_us},
                   {"best_us", e.best_us},
+                  {"best_contended", e.best_contended},
+                  {"baseline_contended", e.baseline_contended},
                   {"speedup", e.speedup()},
                   {"pct_peak", e.pct_peak},
                   {"experiments", e.experiments},
@@ -303,6 +325,7 @@ json run_orchestrator(const fs::path& ws_in, const OrchestratorOptions& o) {
       }
       std::lock_guard<std::mutex> g(mu);
       KernelEntry& k = entries[idx];
+      read_contention(k, ws / "kernels" / k.dir);  // what its loop left in best.json
       if (!err.empty()) {
         k.status = "error";
         k.reason = err;
@@ -371,6 +394,7 @@ json run_orchestrator(const fs::path& ws_in, const OrchestratorOptions& o) {
       e.pct_peak = s.pct_peak;
       e.experiments = s.experiments;
       e.kept = s.kept;
+      read_contention(e, ws / "kernels" / e.dir);
       e.status = "budget";
       e.reason = "the budget ran out before its turn: only its starter was measured";
     } catch (const std::exception& ex) {
@@ -471,13 +495,21 @@ std::string format_status(const fs::path& ws) {
                      str_or(orch, "updated_at", "?"), num_or(orch, "spent_s", 0.0),
                      num_or(orch, "budget_s", 0.0), cur.empty() ? "none" : cur);
   }
-  s += fmt::format("{:<22} {:>6} {:>10} {:>10} {:>8} {:>7} {:>5} {:>5}  {}\n", "kernel", "share",
+  s += fmt::format("{:<22} {:>6} {:>11} {:>11} {:>8} {:>7} {:>5} {:>5}  {}\n", "kernel", "share",
                    "start_us", "best_us", "speedup", "%peak", "exps", "kept", "status");
-  for (const auto& e : entries)
-    s += fmt::format("{:<22} {:>5.1f}% {:>10.2f} {:>10.2f} {:>7.3f}x {:>6.1f}% {:>5} {:>5}  {}{}\n",
-                     e.dir, 100 * e.time_share, e.baseline_us, e.best_us, e.speedup(), e.pct_peak,
-                     e.experiments, e.kept, e.status, e.reason.empty() ? "" : " (" + e.reason + ")");
-  s += fmt::format("end-to-end (Amdahl over the kernels' shares): {:.3f}x\n", amdahl_speedup(entries));
+  bool marked = false;  // a figure timed under contention: "*" and the footnote
+  for (const auto& e : entries) {
+    const auto us = [](double v, bool contended) {
+      return fmt::format("{:.2f}{}", v, contended ? "*" : " ");
+    };
+    marked = marked || e.best_contended || e.baseline_contended;
+    s += fmt::format("{:<22} {:>5.1f}% {:>11} {:>11} {:>7.3f}x {:>6.1f}% {:>5} {:>5}  {}{}\n",
+                     e.dir, 100 * e.time_share, us(e.baseline_us, e.baseline_contended),
+                     us(e.best_us, e.best_contended), e.speedup(), e.pct_peak, e.experiments,
+                     e.kept, e.status, e.reason.empty() ? "" : " (" + e.reason + ")");
+  }
+  if (marked) s += contended_footnote() + "\n";
+  s += amdahl_statement(amdahl_speedup(entries)) + "\n";
   return s;
 }
 

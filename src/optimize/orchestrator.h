@@ -30,6 +30,10 @@ struct KernelEntry {
   /// "exhausted" stay finished.
   std::string status = "pending";
   std::string reason;
+  /// best_us / baseline_us was timed while other work competed for the cores (its folder's
+  /// best/best.json: best_figure_contended / baseline_figure_contended, bridge/pipeline.h):
+  /// not trustworthy, the folder's next run re-measures it. Marked "*" where it is shown.
+  bool best_contended = false, baseline_contended = false;
   double speedup() const { return speedup_x; }
 };
 
@@ -45,6 +49,22 @@ std::optional<std::size_t> choose_next(const std::vector<KernelEntry>& entries,
 
 /// Amdahl: the model's speedup when each kernel's share is divided by its achieved speedup.
 double amdahl_speedup(const std::vector<KernelEntry>& entries);
+
+/// What amdahl_speedup's figure `x` is, in the words `vladbud optimize`, `status` and
+/// `autotune` print: "1.154x model-level speedup implied by the optimizer's keeps over the
+/// starter kernels (Amdahl over each folder's speedup over its starter; not a comparison with
+/// PyTorch: `vladbud verify` measures that)". (Printed as "expected end-to-end" it read as
+/// contradicting verify's measured speedup vs eager PyTorch.)
+std::string amdahl_statement(double x);
+
+/// The footnote for figures marked "*" (KernelEntry::best_contended, baseline_contended): "*
+/// timed while other work competed for the cores: not trustworthy; the next run re-measures
+/// it", without a newline.
+std::string contended_footnote();
+
+/// Sets `e`'s best_contended and baseline_contended from kernel folder `folder`'s
+/// best/best.json (best_figure_contended, baseline_figure_contended). Never throws.
+void read_contention(KernelEntry& e, const std::filesystem::path& folder);
 
 /// Per-kernel budgets: half of `total_s` split evenly, half by time share. During a run, a
 /// folder that finishes early (plateau, ceiling, exhausted, error) passes its unspent budget to
@@ -93,11 +113,15 @@ void record_loop_end(KernelEntry& e, const KernelSummary& s, const OrchestratorO
 nlohmann::json run_orchestrator(const std::filesystem::path& workspace,
                                 const OrchestratorOptions& opts);
 
-/// orchestration.json content of `entries`.
+/// orchestration.json content of `entries`: per kernel its figures, budgets, status and reason,
+/// and "best_contended" / "baseline_contended" (KernelEntry), plus the run's totals and
+/// "amdahl_speedup".
 nlohmann::json orchestration_json(const std::vector<KernelEntry>& entries, double budget_s,
                                   double spent_s, const std::string& current);
 
-/// `vladbud status` text: one line per kernel plus the totals and the Amdahl estimate. The
+/// `vladbud status` text: one line per kernel plus the totals and the Amdahl estimate
+/// (amdahl_statement); a best or starter figure timed under contention is marked "*" with
+/// contended_footnote below the table. The
 /// figures come from each folder's state.json, the status, reason and budgets from the last
 /// run's orchestration.json. Throws std::runtime_error naming the fix (`vladbud extract`, or
 /// another --workspace) when the workspace or its kernels/ folder is missing or holds no kernel

@@ -24,7 +24,12 @@ struct ReportFiles {
 };
 
 /// Writes the report of workspace `ws` from results.tsv, the kernel folders and (when present)
-/// orchestration.json and verify.json. `python` is the interpreter to draw with (empty: the
+/// orchestration.json and verify.json. A folder's baseline, best and vs PyTorch figures timed
+/// while other work competed for the cores (best/best.json: baseline_figure_contended,
+/// best_figure_contended) are marked "*" with a footnote, progress.json carries
+/// "baseline_contended" per folder (the plot marks the starter in its title), and the Amdahl
+/// line says it is the model-level speedup implied by the keeps over the starters, not a
+/// comparison with PyTorch (verify's section gives that). `python` is the interpreter to draw with (empty: the
 /// project's .venv/bin/python, else python3). Throws std::runtime_error naming the file when the
 /// workspace has no results.tsv.
 ReportFiles write_report(const std::filesystem::path& ws, const std::string& python = "");

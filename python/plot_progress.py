@@ -2,15 +2,27 @@
 """Draws workspace/progress.png for `vladbud report`.
 
 Usage: plot_progress.py PROGRESS_JSON OUT_PNG
-PROGRESS_JSON: {kernel_dir: {"baseline_us": float, "points": [{"experiment", "speedup",
-"best_speedup", "kind": "kept"|"reverted"|"failed"}, ...]}, ...}
+PROGRESS_JSON: {kernel_dir: {"baseline_us": float, "baseline_contended": bool (optional),
+"points": [{"experiment", "speedup", "best_speedup", "kind": "kept"|"reverted"|"failed"}, ...]},
+...}
 One panel per kernel: experiment number vs speedup over the starter (log scale; each point's
 ratio is measured against the best of its time, chained over the kept versions); the line is
-the best so far, kept, reverted and failed points are drawn differently.
+the best so far, kept, reverted and failed points are drawn differently. A starter timed while
+other work competed for the cores ("baseline_contended") is marked "*" in its panel's title.
 Exit 3 when matplotlib is missing.
 """
 import json
 import sys
+
+
+def panel_title(kdir, entry):
+    """The title of kernel folder `kdir`'s panel: "01_softmax (starter 1534.3 us)", with the
+    starter's figure marked "*" and said to be untrustworthy when `entry`'s "baseline_contended"
+    is true (report.md marks the same figure)."""
+    if entry.get("baseline_contended") is True:
+        return (f"{kdir} (starter {entry['baseline_us']:.1f} us*)\n"
+                "* timed while other work competed for the cores: not trustworthy")
+    return f"{kdir} (starter {entry['baseline_us']:.1f} us)"
 
 
 def main() -> int:
@@ -48,7 +60,7 @@ def main() -> int:
         lo, hi = ax.get_ylim()
         # Within a decade the log axis has no major tick to label: its minor ticks get the labels.
         ax.yaxis.set_minor_formatter(times if hi / max(lo, 1e-12) < 10 else NullFormatter())
-        ax.set_title(f"{k} (starter {data[k]['baseline_us']:.1f} us)")
+        ax.set_title(panel_title(k, data[k]), fontsize=10)
         ax.set_xlabel("experiment")
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # experiments are whole numbers
         ax.set_ylabel("speedup vs starter")

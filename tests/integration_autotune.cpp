@@ -7,8 +7,10 @@
 
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "bridge/bridge.h"
+#include "bridge/pipeline.h"
 #include "core/paths.h"
 #include "core/process.h"
 #include "ladder/rank.h"
@@ -128,6 +130,35 @@ TEST(AutotuneCli, WholePipelineOnATinyGpt2WritesEveryStagesOutput) {
   for (const auto& c : v.value("candidates", json::array())) handed |= c.value("handed_over", false);
   EXPECT_NE(r.out.find("verify: PASS on "), std::string::npos) << r.out;
   EXPECT_EQ(r.out.find("of PyTorch's own model (nothing handed over)") != std::string::npos, !handed)
+      << r.out;
+  // The optimize stage's Amdahl figure says what it is (it read as contradicting verify's
+  // measured speedup vs PyTorch).
+  EXPECT_NE(r.out.find("model-level speedup implied by the optimizer's keeps over the starter "
+                       "kernels"),
+            std::string::npos)
+      << r.out;
+  EXPECT_EQ(r.out.find("expected end-to-end (Amdahl)"), std::string::npos) << r.out;
+  // A folder whose best figure was timed under contention (best.json) has it marked "*" in the
+  // summary and orchestration.json's best_contended; the footnote comes with any mark.
+  const json orch = json::parse(read_file(ws / "orchestration.json"));
+  const auto summary = r.out.find("== summary");
+  bool any = false;
+  for (const auto& k : orch["kernels"]) {
+    const std::string dir = k.value("dir", "");
+    const bool busy = best_figure_contended(ws / "kernels" / dir);
+    any = any || busy || baseline_figure_contended(ws / "kernels" / dir);
+    EXPECT_EQ(k.value("best_contended", !busy), busy) << k.dump(1);
+    const auto row = r.out.find("\n" + dir + " ", summary);
+    ASSERT_NE(row, std::string::npos) << r.out;
+    std::vector<std::string> cells;
+    std::istringstream line(r.out.substr(row + 1, r.out.find('\n', row + 1) - row - 1));
+    for (std::string c; line >> c;) cells.push_back(c);
+    ASSERT_GE(cells.size(), 4u) << r.out;
+    EXPECT_EQ(cells[3].back() == '*', busy) << "best_us cell '" << cells[3] << "'\n" << r.out;
+  }
+  EXPECT_EQ(r.out.find("* timed while other work competed for the cores", summary) !=
+                std::string::npos,
+            any)
       << r.out;
   // CPU default (--compile auto): torch.compile not timed, and the output says how to time it.
   EXPECT_NE(r.out.find("torch.compile not timed"), std::string::npos) << r.out;

@@ -14,6 +14,7 @@
 #include <sstream>
 #include <thread>
 
+#include "bridge/pipeline.h"
 #include "core/paths.h"
 #include "core/process.h"
 #include "support.h"
@@ -137,6 +138,14 @@ TEST(OptimizeCli, BrokenAndCheatingAgentCandidatesAreNeverKept) {
                       "--max-experiments", "1", "--no-git", "--json"});
     ASSERT_EQ(r.exit_code, 0) << name << r.out << r.err;
     EXPECT_EQ(nlohmann::json::parse(r.out)["kept"].get<int>(), 0) << name;
+    // Whether the figures were timed under contention (best.json's flags) is in the JSON.
+    EXPECT_EQ(nlohmann::json::parse(r.out).value("best_contended", !best_figure_contended(d)),
+              best_figure_contended(d))
+        << r.out;
+    EXPECT_EQ(nlohmann::json::parse(r.out).value("baseline_contended",
+                                                 !baseline_figure_contended(d)),
+              baseline_figure_contended(d))
+        << r.out;
     const auto last = lines_of(ws / "results.tsv").back();
     EXPECT_NE(last.find("\trevert\t"), std::string::npos) << name << ": " << last;
     EXPECT_NE(last.find("\tFAIL\t"), std::string::npos) << name << ": " << last;

@@ -8,6 +8,7 @@
 #include <csignal>
 #include <iostream>
 
+#include "bridge/pipeline.h"
 #include "cli/commands.h"
 #include "eval/report.h"
 #include "kernels/kernel_type.h"
@@ -178,7 +179,10 @@ void run_optimize(const OptimizeArgs& a) {
              {"seconds", s.seconds},   {"stop_reason", s.stop_reason},
              {"experiments_run", s.experiments_run},
              {"experiments_per_hour", s.seconds > 0 ? 3600.0 * s.experiments_run / s.seconds : 0.0},
-             {"lost", s.lost}};
+             {"lost", s.lost},
+             // best.json's flags: the figure was timed while other work competed for the cores
+             {"baseline_contended", baseline_figure_contended(a.kernel)},
+             {"best_contended", best_figure_contended(a.kernel)}};
     } else {
       if (!std::filesystem::is_directory(a.workspace))
         usage_error("workspace '" + a.workspace +
@@ -210,6 +214,13 @@ void run_optimize(const OptimizeArgs& a) {
         out["pruned"].get<int>(), out["baseline_us"].get<double>(), out["best_us"].get<double>(),
         out["speedup"].get<double>(), out["pct_peak"].get<double>(), out["seconds"].get<double>(),
         out["experiments_per_hour"].get<double>(), out["stop_reason"].get<std::string>());
+    if (out["baseline_contended"].get<bool>() || out["best_contended"].get<bool>())
+      std::cout << fmt::format(
+          "warning: {} timed while other work competed for the cores: not trustworthy; the next "
+          "run re-measures it\n",
+          out["best_contended"].get<bool>() && out["baseline_contended"].get<bool>()
+              ? "baseline_us and best_us were"
+              : out["best_contended"].get<bool>() ? "best_us was" : "baseline_us was");
     if (pool) std::cout << opt::format_pool_summary(out["pool"]);
   } else {
     std::cout << opt::format_status(a.workspace);

@@ -253,16 +253,19 @@ TEST(Bridge, Tf32SourceCopyDefinesTheSwitchAndPointsBackToTheSource) {
   fs::remove_all(d);
 }
 
+// Writes `text` as `folder`/best/best.json (the optimizer's record of a folder's best).
+void put_best_json(const fs::path& folder, const std::string& text) {
+  fs::create_directories(folder / "best");
+  std::ofstream(folder / "best" / "best.json") << text;
+}
+
 // Issue 16: a best figure timed under contention carries a flag in best/best.json, and verify's
 // own-shape screen must not drop a kernel on it (the in-model rounds decide). The flag that
 // counts is the starter's for experiment 0 and the kept version's otherwise; a missing or
 // malformed best.json takes the figure as it is.
 TEST(Bridge, BestFigureContendedReadsTheFlagOfTheVersionThatIsBest) {
   const auto d = temp_dir("contended");
-  auto put = [&](const std::string& text) {
-    fs::create_directories(d / "best");
-    std::ofstream(d / "best" / "best.json") << text;
-  };
+  const auto put = [&](const std::string& text) { put_best_json(d, text); };
   EXPECT_FALSE(best_figure_contended(d));  // no best/ at all
   put(R"({"experiment": 0, "baseline_contended": true, "kept_contended": false})");
   EXPECT_TRUE(best_figure_contended(d));
@@ -287,10 +290,7 @@ TEST(Bridge, BestFigureContendedReadsTheFlagOfTheVersionThatIsBest) {
 // as best.json's baseline_contended says so, whatever was kept since; bad input reads false.
 TEST(Bridge, BaselineFigureContendedReadsTheStartersFlagWhateverWasKept) {
   const auto d = temp_dir("baseline-contended");
-  auto put = [&](const std::string& text) {
-    fs::create_directories(d / "best");
-    std::ofstream(d / "best" / "best.json") << text;
-  };
+  const auto put = [&](const std::string& text) { put_best_json(d, text); };
   EXPECT_FALSE(baseline_figure_contended(d));  // no best/ at all
   put(R"({"experiment": 0, "baseline_contended": true, "kept_contended": false})");
   EXPECT_TRUE(baseline_figure_contended(d));

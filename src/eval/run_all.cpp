@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <sstream>
 
+#include "backends/backend.h"
 #include "eval/report.h"
 #include "research/corpus.h"
 #include "targets/spec_db.h"
@@ -189,13 +190,15 @@ std::string format_run_table(const std::vector<TargetResults>& targets, bool mar
 std::string run_contention_warning(const std::vector<TargetResults>& targets) {
   std::vector<std::string> rows;
   std::string one;  // the bench command for the first of them
+  // `vladbud bench`'s default backend is the registry's first: no --backend for it.
+  const std::string default_backend = all_backends().empty() ? "" : all_backends().front()->name();
   for (const auto& t : targets)
     for (const auto& r : t.kernels) {
       if (!timed_under_contention(r)) continue;
       rows.push_back(fmt::format("{} on {} ({})", r.kernel, t.id, others(r.timing->other_runnable)));
       if (one.empty())
         one = "vladbud bench --kernel " + r.kernel +
-              (r.backend.empty() || r.backend == "cpu" ? "" : " --backend " + r.backend) +
+              (r.backend.empty() || r.backend == default_backend ? "" : " --backend " + r.backend) +
               (r.timing->dtype == DType::F32 ? ""
                                              : " --dtype " + std::string(dtype_name(r.timing->dtype)));
     }

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <optional>
 
 #include "backends/backend.h"
 #include "core/parallel.h"
@@ -180,28 +181,40 @@ json own_shape_speedup(const fs::path& ws, const fs::path& dir, const json& prob
 
 }  // namespace
 
-bool best_figure_contended(const fs::path& dir) {
+namespace {
+// `dir`/best/best.json (the optimizer's record of the folder's best) as an object, or nothing
+// when it is missing, unreadable or not an object.
+std::optional<json> read_best_json(const fs::path& dir) {
   const fs::path bj = dir / "best" / "best.json";
-  if (!fs::exists(bj)) return false;
+  if (!fs::exists(bj)) return std::nullopt;
   try {
-    const json b = json::parse(read_file(bj));
-    const bool starter = b.value("experiment", 0) == 0;
-    return starter ? b.value("baseline_contended", false) : b.value("kept_contended", false);
+    json b = json::parse(read_file(bj));
+    if (b.is_object()) return b;
   } catch (const std::exception&) {
-    return false;  // unreadable: the figure is taken as it is (the in-model rounds still decide)
   }
+  return std::nullopt;
+}
+
+// b[key] when it is a boolean, else false.
+bool flag(const json& b, const char* key) {
+  return b.contains(key) && b[key].is_boolean() && b[key].get<bool>();
+}
+}  // namespace
+
+// Unreadable or malformed records: the figure is taken as it is (the in-model rounds still decide).
+bool best_figure_contended(const fs::path& dir) {
+  const auto b = read_best_json(dir);
+  if (!b) return false;
+  const json& e = (*b)["experiment"];
+  if (!e.is_null() && !e.is_number()) return false;
+  const bool starter = e.is_null() || e.get<double>() == 0;
+  if (starter) return flag(*b, "baseline_contended");
+  return flag(*b, "kept_contended");
 }
 
 bool baseline_figure_contended(const fs::path& dir) {
-  const fs::path bj = dir / "best" / "best.json";
-  if (!fs::exists(bj)) return false;
-  try {
-    const json b = json::parse(read_file(bj));
-    return b.is_object() && b.contains("baseline_contended") && b["baseline_contended"].is_boolean() &&
-           b["baseline_contended"].get<bool>();
-  } catch (const std::exception&) {
-    return false;  // unreadable: the figure is taken as it is
-  }
+  const auto b = read_best_json(dir);
+  return b && flag(*b, "baseline_contended");
 }
 
 json verify_model(const VerifyRequest& a) {
